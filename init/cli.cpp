@@ -1,0 +1,204 @@
+#include "cli.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "proc/signals.h"
+
+namespace trainit {
+namespace {
+
+constexpr std::string_view kUsage =
+    "Usage: trainit [OPTIONS] [--] PROGRAM [ARGS...]\n"
+    "       trainit plan [OPTIONS] -- PROGRAM [ARGS...]\n"
+    "Run PROGRAM as the child of a correct init (PID 1): signals forwarded,\n"
+    "zombies reaped, the child's exit code returned.\n"
+    "\n"
+    "Options:\n"
+    "  -h, --help        show this help and exit\n"
+    "  --version         show the version and exit\n"
+    "  -l                show the license and exit\n"
+    "  -v                more output (repeat for more; TINI_VERBOSITY sets the start)\n"
+    "  -s                register as a child subreaper (done anyway when not PID 1;\n"
+    "                    TINI_SUBREAPER)\n"
+    "  -p SIGNAL         have trainit receive SIGNAL when its parent dies (e.g. SIGKILL)\n"
+    "  -g                send signals to the child's whole process group\n"
+    "                    (TINI_KILL_PROCESS_GROUP)\n"
+    "  -w                warn each time an orphaned zombie is reaped\n"
+    "  -e CODE           exit 0 when the child exits with CODE (0-255; repeatable)\n"
+    "  --grace SECONDS   after SIGTERM or SIGINT, SIGKILL the child's process group\n"
+    "                    if it still runs after SECONDS (fractions allowed; default 8)\n"
+    "\n"
+    "Exit status: the child's, or 128+N when it died of signal N; 64 bad usage;\n"
+    "126 program not executable; 127 program not found; 70/71 internal errors.\n";
+
+constexpr std::string_view kLicense =
+    "MIT License\n"
+    "\n"
+    "Copyright (c) 2026 The trainit authors\n"
+    "\n"
+    "Permission is hereby granted, free of charge, to any person obtaining a copy\n"
+    "of this software and associated documentation files (the \"Software\"), to deal\n"
+    "in the Software without restriction, including without limitation the rights\n"
+    "to use, copy, modify, merge, publish, distribute, sublicense, and/or sell\n"
+    "copies of the Software, and to permit persons to whom the Software is\n"
+    "furnished to do so, subject to the following conditions:\n"
+    "\n"
+    "The above copyright notice and this permission notice shall be included in all\n"
+    "copies or substantial portions of the Software.\n"
+    "\n"
+    "THE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR\n"
+    "IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,\n"
+    "FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE\n"
+    "AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER\n"
+    "LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,\n"
+    "OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE\n"
+    "SOFTWARE.\n";
+
+bool parse_int(std::string_view text, int min, int max, int* out) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+Error usage_error(std::string message) { return Error{std::move(message), 0}; }
+
+// Applies the short flag `flag`; `value` is its argument for -p and -e.
+Result<void> apply_short(char flag, const char* value, Options& o) {
+  switch (flag) {
+    case 'h':
+      o.action = Action::kHelp;
+      return {};
+    case 'l':
+      o.action = Action::kLicense;
+      return {};
+    case 'v':
+      ++o.verbosity;
+      return {};
+    case 's':
+      o.subreaper = true;
+      return {};
+    case 'g':
+      o.kill_process_group = true;
+      return {};
+    case 'w':
+      o.warn_on_reap = true;
+      return {};
+    case 'p': {
+      int signo = signal_from_name(value);
+      if (signo == 0) {
+        return usage_error(fmt::format("-p: unknown signal '{}'", value));
+      }
+      o.parent_death_signal = signo;
+      return {};
+    }
+    case 'e': {
+      int code;
+      if (!parse_int(value, 0, 255, &code)) {
+        return usage_error(fmt::format("-e: exit code must be an integer in 0-255, got '{}'", value));
+      }
+      o.exit_zero.set(static_cast<size_t>(code));
+      return {};
+    }
+    default:
+      return usage_error(fmt::format("unknown option '-{}'", flag));
+  }
+}
+
+Result<void> apply_env(const GetEnv& getenv, Options& o) {
+  if (getenv("TINI_SUBREAPER") != nullptr) {
+    o.subreaper = true;
+  }
+  if (getenv("TINI_KILL_PROCESS_GROUP") != nullptr) {
+    o.kill_process_group = true;
+  }
+  if (const char* v = getenv("TINI_VERBOSITY"); v != nullptr && !parse_int(v, 0, 10, &o.verbosity)) {
+    return usage_error(fmt::format("TINI_VERBOSITY must be an integer in 0-10, got '{}'", v));
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string_view usage_text() { return kUsage; }
+std::string_view license_text() { return kLicense; }
+std::string_view version_text() { return "trainit version " TRAINIT_VERSION "\n"; }
+
+Result<Options> parse_cli(int argc, const char* const* argv, const GetEnv& getenv) {
+  Options o;
+  if (auto r = apply_env(getenv, o); !r) {
+    return r.error();
+  }
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      break;  // the program: everything from here on is its
+    }
+    if (arg[1] == '-') {
+      std::string_view name = arg.substr(2);
+      std::string_view value;
+      bool has_value = false;
+      if (auto eq = name.find('='); eq != std::string_view::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        has_value = true;
+      }
+      if (name == "help" && !has_value) {
+        o.action = Action::kHelp;
+      } else if (name == "version" && !has_value) {
+        o.action = Action::kVersion;
+      } else if (name == "grace") {
+        if (!has_value) {
+          if (i + 1 >= argc) {
+            return usage_error("--grace needs a value in seconds");
+          }
+          value = argv[++i];
+        }
+        auto grace = parse_seconds(value);
+        if (!grace) {
+          return usage_error(fmt::format("--grace: expected seconds such as 8 or 0.5, got '{}'", value));
+        }
+        o.grace = *grace;
+      } else {
+        return usage_error(fmt::format("unknown option '{}'", arg));
+      }
+      continue;
+    }
+    for (size_t k = 1; k < arg.size(); ++k) {
+      char flag = arg[k];
+      const char* value = nullptr;
+      if (flag == 'p' || flag == 'e') {
+        if (k + 1 < arg.size()) {
+          value = argv[i] + k + 1;
+        } else if (i + 1 < argc) {
+          value = argv[++i];
+        } else {
+          return usage_error(fmt::format("-{} needs a value", flag));
+        }
+        k = arg.size();
+      }
+      if (auto r = apply_short(flag, value, o); !r) {
+        return r.error();
+      }
+    }
+  }
+  for (; i < argc; ++i) {
+    o.command.emplace_back(argv[i]);
+  }
+  if (o.action == Action::kRun && o.command.empty()) {
+    return usage_error("no program given to run");
+  }
+  return o;
+}
+
+}  // namespace trainit

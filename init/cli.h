@@ -1,0 +1,41 @@
+// The command line: tini's flags and variables, plus trainit's own.
+//
+// parse_cli() is pure: argv and a getenv-like lookup in, Options or a one-line
+// error out. main() turns an error into usage on stderr and exit 64.
+#pragma once
+
+#include <bitset>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "base/time.h"
+
+namespace trainit {
+
+enum class Action { kRun, kHelp, kVersion, kLicense };
+
+struct Options {
+  Action action = Action::kRun;
+  int verbosity = 1;                 // -v, TINI_VERBOSITY
+  bool subreaper = false;            // -s, TINI_SUBREAPER (automatic when not PID 1)
+  int parent_death_signal = 0;       // -p SIGNAL
+  bool kill_process_group = false;   // -g, TINI_KILL_PROCESS_GROUP
+  bool warn_on_reap = false;         // -w
+  std::bitset<256> exit_zero;        // -e CODE: these child exit codes become 0
+  Duration grace = std::chrono::seconds(8);  // --grace SECONDS
+  std::vector<std::string> command;  // PROGRAM ARGS...
+};
+
+using GetEnv = std::function<const char*(const char* name)>;
+
+Result<Options> parse_cli(int argc, const char* const* argv, const GetEnv& getenv);
+
+// The usage text (ends with a newline).
+[[nodiscard]] std::string_view usage_text();
+[[nodiscard]] std::string_view license_text();
+[[nodiscard]] std::string_view version_text();
+
+}  // namespace trainit

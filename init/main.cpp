@@ -1,0 +1,68 @@
+// trainit: PID 1 for distributed-training containers.
+//
+// main() is the whole program's outline: capture what our parent gave us,
+// read the command line, become a correct init, run the mode, exit with its
+// code. Everything before the mode runs may exit with a usage code; after the
+// first spawn the mode owns the exit.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "base/log.h"
+#include "cli.h"
+#include "exec_mode.h"
+#include "pid1.h"
+#include "proc/signals.h"
+
+namespace {
+
+constexpr int kExitUsage = 64;  // EX_USAGE
+constexpr int kExitOsError = 71;
+
+void write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = ::write(fd, text.data(), text.size());
+    if (n <= 0) {
+      return;
+    }
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace trainit;
+  // First of all: the signal state every child must get back.
+  const SignalState parent_signals = capture_signal_state();
+
+  auto options = parse_cli(argc, argv, [](const char* name) { return ::getenv(name); });
+  if (!options) {
+    log_error("{}", options.error().message);
+    write_all(STDERR_FILENO, usage_text());
+    return kExitUsage;
+  }
+  set_log_verbosity(options->verbosity);
+  switch (options->action) {
+    case Action::kHelp:
+      write_all(STDOUT_FILENO, usage_text());
+      return 0;
+    case Action::kVersion:
+      write_all(STDOUT_FILENO, version_text());
+      return 0;
+    case Action::kLicense:
+      write_all(STDOUT_FILENO, license_text());
+      return 0;
+    case Action::kRun:
+      break;
+  }
+
+  Pid1 pid1;
+  if (int r = setup_pid1(parent_signals, options->parent_death_signal, &pid1); r < 0) {
+    log_error("cannot set up as init: {}", errno_string(-r));
+    return kExitOsError;
+  }
+  return run_exec(*options, pid1);
+}

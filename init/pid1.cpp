@@ -1,0 +1,64 @@
+#include "pid1.h"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <ctime>
+
+#include "base/log.h"
+
+namespace trainit {
+
+int setup_pid1(const SignalState& parent, int parent_death_signal, Pid1* out) noexcept {
+  out->is_pid1 = ::getpid() == 1;
+  out->parent_signals = parent;
+
+  sigset_t all;
+  sigfillset(&all);
+  for (int signo = 1; signo < SIGRTMIN; ++signo) {
+    if (is_kernel_signal(signo)) {
+      sigdelset(&all, signo);  // a fault in trainit stays a fault, not a hang
+    }
+  }
+  if (int r = ::pthread_sigmask(SIG_SETMASK, &all, nullptr); r != 0) {
+    return -r;
+  }
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  if (::sigaction(SIGTTIN, &ignore, nullptr) < 0 || ::sigaction(SIGTTOU, &ignore, nullptr) < 0) {
+    return -errno;
+  }
+  if (!out->is_pid1 && ::prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+    return -errno;
+  }
+  if (parent_death_signal != 0 && ::prctl(PR_SET_PDEATHSIG, parent_death_signal) < 0) {
+    return -errno;
+  }
+  return 0;
+}
+
+void fatal_exit(const Pid1& pid1, pid_t group) noexcept {
+  if (pid1.is_pid1) {
+    ::kill(-1, SIGKILL);  // inside our own PID namespace: everything but us
+  } else if (group > 0) {
+    ::kill(-group, SIGKILL);
+  }
+  // Reap for at most a second: outside PID 1, processes that left the group
+  // (setsid) are not ours to kill and may outlive us.
+  struct timespec pause = {0, 10'000'000};
+  for (int i = 0; i < 100; ++i) {
+    pid_t pid;
+    while ((pid = ::waitpid(-1, nullptr, WNOHANG)) > 0) {
+    }
+    if (pid < 0 && errno == ECHILD) {
+      break;
+    }
+    ::nanosleep(&pause, nullptr);
+  }
+  ::_exit(70);
+}
+
+}  // namespace trainit

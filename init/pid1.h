@@ -1,0 +1,27 @@
+// What makes trainit a correct init, whatever its PID.
+#pragma once
+
+#include <sys/types.h>
+
+#include "proc/signals.h"
+
+namespace trainit {
+
+struct Pid1 {
+  bool is_pid1 = false;       // PID 1 of its namespace: a stop reaches everything in it
+  SignalState parent_signals;  // what every child gets back before exec
+};
+
+// Blocks every signal but the kernel's synchronous ones (they arrive through
+// the loop's signalfd from now on) and ignores SIGTTIN/SIGTTOU, as tini does.
+// Not PID 1, trainit becomes a child subreaper so orphans of its tree come to
+// it. `parent_death_signal` (0: none) is -p. Returns 0 or -errno.
+int setup_pid1(const SignalState& parent, int parent_death_signal, Pid1* out) noexcept;
+
+// The fatal path, for when the loop itself broke after the first spawn: kill
+// what is ours, reap it, exit 70. As PID 1 "ours" is the whole namespace (the
+// kernel would kill it anyway when we exit); otherwise only `group`'s process
+// group, never kill(-1) outside our own namespace.
+[[noreturn]] void fatal_exit(const Pid1& pid1, pid_t group) noexcept;
+
+}  // namespace trainit

@@ -1,0 +1,481 @@
+#include "loop/loop.h"
+
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <exception>
+
+#include "base/log.h"
+#include "base/sys.h"
+
+namespace trainit {
+
+enum class Kind { kIo, kSignal, kTimer, kChild, kDefer, kExit };
+
+struct Source {
+  Kind kind;
+  std::string description;
+  bool enabled = true;
+  bool dead = false;  // released; freed after the current iteration
+
+  int fd = -1;  // io
+  uint32_t events = 0;
+  bool in_epoll = false;
+  Loop::IoFn io_fn;
+
+  sigset_t signals{};  // signal
+  Loop::SignalFn signal_fn;
+
+  Clock::time_point deadline = Clock::time_point::max();  // timer
+  std::function<int()> plain_fn;                           // timer, defer, exit
+
+  pid_t pid = 0;  // child
+  Fd pidfd;
+  bool reaped = false;
+  Loop::ChildFn child_fn;
+};
+
+namespace {
+
+// epoll tags for the loop's own descriptors; real sources carry a pointer.
+constexpr uint64_t kSignalTag = 1;
+constexpr uint64_t kTimerTag = 2;
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::kIo: return "io";
+    case Kind::kSignal: return "signal";
+    case Kind::kTimer: return "timer";
+    case Kind::kChild: return "child";
+    case Kind::kDefer: return "defer";
+    case Kind::kExit: return "exit";
+  }
+  return "?";
+}
+
+}  // namespace
+
+// --- SourceHandle ----------------------------------------------------------
+
+SourceHandle::SourceHandle(SourceHandle&& other) noexcept
+    : loop_(std::exchange(other.loop_, nullptr)), source_(std::exchange(other.source_, nullptr)) {}
+
+SourceHandle& SourceHandle::operator=(SourceHandle&& other) noexcept {
+  if (this != &other) {
+    reset();
+    loop_ = std::exchange(other.loop_, nullptr);
+    source_ = std::exchange(other.source_, nullptr);
+  }
+  return *this;
+}
+
+void SourceHandle::reset() noexcept {
+  if (source_ != nullptr) {
+    loop_->release(std::exchange(source_, nullptr));
+  }
+}
+
+void SourceHandle::set_enabled(bool enabled) noexcept {
+  if (source_ != nullptr) {
+    loop_->set_enabled(source_, enabled);
+  }
+}
+
+bool SourceHandle::enabled() const noexcept { return source_ != nullptr && source_->enabled; }
+
+const std::string& SourceHandle::description() const noexcept {
+  static const std::string kEmpty;
+  return source_ != nullptr ? source_->description : kEmpty;
+}
+
+void SourceHandle::set_deadline(Clock::time_point deadline) noexcept {
+  if (source_ != nullptr && source_->kind == Kind::kTimer) {
+    source_->deadline = deadline;
+    source_->enabled = true;
+  }
+}
+
+pid_t SourceHandle::pid() const noexcept { return source_ != nullptr ? source_->pid : 0; }
+
+int SourceHandle::send_signal(int signo) noexcept {
+  if (source_ == nullptr || source_->kind != Kind::kChild) {
+    return -EINVAL;
+  }
+  if (source_->reaped) {
+    return -ESRCH;
+  }
+  // Until we reap it, the pid cannot be reused: the loop is the only reaper.
+  // The pidfd pins the process all the same, as the kernel intends.
+  if (source_->pidfd) {
+    int r = sys::pidfd_send_signal(source_->pidfd.get(), signo);
+    if (r != -ENOSYS) {
+      return r;
+    }
+  }
+  return ::kill(source_->pid, signo) < 0 ? -errno : 0;
+}
+
+// --- Loop ------------------------------------------------------------------
+
+Loop::Loop() = default;
+Loop::~Loop() = default;
+
+int Loop::init() noexcept {
+  epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_) {
+    return -errno;
+  }
+  sigemptyset(&signal_mask_);
+  sigaddset(&signal_mask_, SIGCHLD);
+  if (::pthread_sigmask(SIG_BLOCK, &signal_mask_, nullptr) != 0) {
+    return -EINVAL;
+  }
+  signal_fd_.reset(::signalfd(-1, &signal_mask_, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!signal_fd_) {
+    return -errno;
+  }
+  timer_fd_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  if (!timer_fd_) {
+    return -errno;
+  }
+  struct epoll_event ev {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kSignalTag;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, signal_fd_.get(), &ev) < 0) {
+    return -errno;
+  }
+  ev.data.u64 = kTimerTag;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, timer_fd_.get(), &ev) < 0) {
+    return -errno;
+  }
+  return 0;
+}
+
+Source* Loop::track(std::unique_ptr<Source> source) {
+  sources_.push_back(std::move(source));
+  return sources_.back().get();
+}
+
+SourceHandle Loop::add_io(int fd, uint32_t events, IoFn fn, std::string description) {
+  auto s = std::make_unique<Source>();
+  s->kind = Kind::kIo;
+  s->description = std::move(description);
+  s->fd = fd;
+  s->events = events;
+  s->io_fn = std::move(fn);
+  Source* source = track(std::move(s));
+  set_enabled(source, true);
+  return {this, source};
+}
+
+SourceHandle Loop::add_signal(const sigset_t& signals, SignalFn fn, std::string description) {
+  auto s = std::make_unique<Source>();
+  s->kind = Kind::kSignal;
+  s->description = std::move(description);
+  s->signals = signals;
+  sigdelset(&s->signals, SIGCHLD);
+  s->signal_fn = std::move(fn);
+  ::pthread_sigmask(SIG_BLOCK, &s->signals, nullptr);
+  Source* source = track(std::move(s));
+  update_signal_mask();
+  return {this, source};
+}
+
+SourceHandle Loop::add_signal(int signo, SignalFn fn, std::string description) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, signo);
+  return add_signal(set, std::move(fn), std::move(description));
+}
+
+SourceHandle Loop::add_timer(Clock::time_point deadline, TimerFn fn, std::string description) {
+  auto s = std::make_unique<Source>();
+  s->kind = Kind::kTimer;
+  s->description = std::move(description);
+  s->deadline = deadline;
+  s->plain_fn = std::move(fn);
+  return {this, track(std::move(s))};
+}
+
+SourceHandle Loop::add_child(pid_t pid, ChildFn fn, std::string description) {
+  auto s = std::make_unique<Source>();
+  s->kind = Kind::kChild;
+  s->description = std::move(description);
+  s->pid = pid;
+  s->child_fn = std::move(fn);
+  if (has_pidfd_) {
+    int r = sys::pidfd_open(pid);
+    if (r >= 0) {
+      s->pidfd.reset(r);
+    } else if (r == -ENOSYS) {
+      has_pidfd_ = false;  // kernel < 5.3: plain pids, safe while we are the only reaper
+      log_debug("no pidfd_open on this kernel; signalling by pid");
+    }
+  }
+  Source* source = track(std::move(s));
+  children_[pid] = source;
+  return {this, source};
+}
+
+SourceHandle Loop::add_defer(DeferFn fn, std::string description) {
+  auto s = std::make_unique<Source>();
+  s->kind = Kind::kDefer;
+  s->description = std::move(description);
+  s->plain_fn = std::move(fn);
+  return {this, track(std::move(s))};
+}
+
+SourceHandle Loop::add_exit(ExitFn fn, std::string description) {
+  auto s = std::make_unique<Source>();
+  s->kind = Kind::kExit;
+  s->description = std::move(description);
+  s->plain_fn = std::move(fn);
+  return {this, track(std::move(s))};
+}
+
+void Loop::set_enabled(Source* source, bool enabled) noexcept {
+  source->enabled = enabled;
+  if (source->kind == Kind::kIo && source->in_epoll != enabled) {
+    struct epoll_event ev {};
+    ev.events = source->events;
+    ev.data.ptr = source;
+    int op = enabled ? EPOLL_CTL_ADD : EPOLL_CTL_DEL;
+    if (::epoll_ctl(epoll_.get(), op, source->fd, &ev) < 0) {
+      log_debug("epoll_ctl({}) for '{}': {}", source->fd, source->description, errno_string(errno));
+      source->enabled = false;
+      return;
+    }
+    source->in_epoll = enabled;
+  }
+  if (source->kind == Kind::kSignal) {
+    update_signal_mask();
+  }
+}
+
+void Loop::release(Source* source) noexcept {
+  set_enabled(source, false);
+  source->dead = true;
+  if (source->kind == Kind::kChild && !source->reaped) {
+    children_.erase(source->pid);
+  }
+  garbage_ = true;
+}
+
+void Loop::collect_garbage() {
+  if (!garbage_) {
+    return;
+  }
+  garbage_ = false;
+  std::erase_if(sources_, [](const std::unique_ptr<Source>& s) { return s->dead; });
+}
+
+void Loop::update_signal_mask() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  for (const auto& s : sources_) {
+    if (s->kind == Kind::kSignal && s->enabled && !s->dead) {
+      sigorset(&mask, &mask, &s->signals);
+    }
+  }
+  signal_mask_ = mask;
+  if (signal_fd_ && ::signalfd(signal_fd_.get(), &signal_mask_, SFD_NONBLOCK | SFD_CLOEXEC) < 0) {
+    log_debug("signalfd update: {}", errno_string(errno));
+  }
+}
+
+void Loop::arm_timer() {
+  Clock::time_point next = Clock::time_point::max();
+  for (const auto& s : sources_) {
+    if (s->kind == Kind::kTimer && s->enabled && !s->dead && s->deadline < next) {
+      next = s->deadline;
+    }
+  }
+  if (next == armed_) {
+    return;
+  }
+  struct itimerspec spec {};
+  if (next != Clock::time_point::max()) {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(next.time_since_epoch()).count();
+    if (ns <= 0) {
+      ns = 1;  // zero would disarm
+    }
+    spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  }
+  if (::timerfd_settime(timer_fd_.get(), TFD_TIMER_ABSTIME, &spec, nullptr) == 0) {
+    armed_ = next;
+  }
+}
+
+bool Loop::call(Source* source, const std::function<int()>& invoke) {
+  int r;
+  try {
+    r = invoke();
+  } catch (const std::exception& e) {
+    log_error("{} source '{}' threw: {}; disabling it", kind_name(source->kind), source->description, e.what());
+    r = -1;
+  } catch (...) {
+    log_error("{} source '{}' threw; disabling it", kind_name(source->kind), source->description);
+    r = -1;
+  }
+  if (r < 0 && !source->dead) {
+    log_error("{} source '{}' failed: {}; disabling it", kind_name(source->kind), source->description,
+              errno_string(-r));
+    set_enabled(source, false);
+  }
+  return true;
+}
+
+int Loop::reap() {
+  int reaped = 0;
+  for (;;) {
+    siginfo_t info{};
+    int r = sys::waitid(P_ALL, 0, &info, WEXITED | WNOHANG);
+    if (r == -EINTR) {
+      continue;
+    }
+    if (r < 0 || info.si_pid == 0) {
+      break;  // -ECHILD: no children left; si_pid 0: none has exited yet
+    }
+    ++reaped;
+    auto it = children_.find(info.si_pid);
+    if (it == children_.end()) {
+      ++orphans_reaped_;
+      if (orphan_fn_) {
+        orphan_fn_(info);
+      }
+      continue;
+    }
+    Source* source = it->second;
+    children_.erase(it);
+    source->reaped = true;
+    source->pidfd.reset();
+    if (source->enabled && !source->dead) {
+      call(source, [&] { return source->child_fn(info); });
+    }
+  }
+  return reaped;
+}
+
+void Loop::dispatch_signals() {
+  signalfd_siginfo infos[16];
+  for (;;) {
+    ssize_t n = ::read(signal_fd_.get(), infos, sizeof(infos));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return;
+    }
+    bool child = false;
+    for (size_t i = 0; i < static_cast<size_t>(n) / sizeof(infos[0]); ++i) {
+      const signalfd_siginfo& info = infos[i];
+      if (static_cast<int>(info.ssi_signo) == SIGCHLD) {
+        child = true;
+        continue;
+      }
+      const size_t count = sources_.size();  // handlers may add sources
+      for (size_t j = 0; j < count; ++j) {
+        Source* s = sources_[j].get();
+        if (s->kind == Kind::kSignal && s->enabled && !s->dead &&
+            sigismember(&s->signals, static_cast<int>(info.ssi_signo)) == 1) {
+          call(s, [&] { return s->signal_fn(info); });
+          break;
+        }
+      }
+    }
+    if (child) {
+      reap();
+    }
+  }
+}
+
+void Loop::dispatch_timers() {
+  uint64_t expirations;
+  while (::read(timer_fd_.get(), &expirations, sizeof(expirations)) < 0 && errno == EINTR) {
+  }
+  armed_ = Clock::time_point::max();  // fired: one-shot
+  const Clock::time_point now = Clock::now();
+  const size_t count = sources_.size();
+  for (size_t i = 0; i < count; ++i) {
+    Source* s = sources_[i].get();
+    if (s->kind == Kind::kTimer && s->enabled && !s->dead && s->deadline <= now) {
+      s->deadline = Clock::time_point::max();
+      call(s, s->plain_fn);
+    }
+  }
+}
+
+int Loop::run_once(int timeout_ms) {
+  collect_garbage();
+  int dispatched = 0;
+  bool busy = false;
+  const size_t count = sources_.size();
+  for (size_t i = 0; i < count; ++i) {
+    Source* s = sources_[i].get();
+    if (s->kind == Kind::kDefer && s->enabled && !s->dead) {
+      call(s, s->plain_fn);
+      ++dispatched;
+      busy = busy || (s->enabled && !s->dead);
+    }
+  }
+  if (exiting_) {
+    return dispatched;
+  }
+  arm_timer();
+  struct epoll_event events[32];
+  int n = sys::epoll_wait(epoll_.get(), events, 32, busy ? 0 : timeout_ms);
+  if (n == -EINTR) {
+    return dispatched;
+  }
+  if (n < 0) {
+    return n;
+  }
+  for (int i = 0; i < n; ++i) {
+    uint64_t tag = events[i].data.u64;
+    if (tag == kSignalTag) {
+      dispatch_signals();
+    } else if (tag == kTimerTag) {
+      dispatch_timers();
+    } else {
+      auto* s = static_cast<Source*>(events[i].data.ptr);
+      if (!s->enabled || s->dead) {
+        continue;
+      }
+      uint32_t revents = events[i].events;
+      call(s, [&] { return s->io_fn(revents); });
+    }
+    ++dispatched;
+  }
+  collect_garbage();
+  return dispatched;
+}
+
+void Loop::exit(int code) noexcept {
+  if (!exiting_) {
+    exiting_ = true;
+    exit_code_ = code;
+  }
+}
+
+int Loop::run() {
+  while (!exiting_) {
+    int r = run_once(-1);
+    if (r < 0) {
+      return r;
+    }
+  }
+  const size_t count = sources_.size();
+  for (size_t i = 0; i < count; ++i) {
+    Source* s = sources_[i].get();
+    if (s->kind == Kind::kExit && s->enabled && !s->dead) {
+      call(s, s->plain_fn);
+    }
+  }
+  return exit_code_;
+}
+
+}  // namespace trainit

@@ -1,0 +1,103 @@
+#include "cli.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trainit {
+namespace {
+
+struct Parsed {
+  Result<Options> result;
+};
+
+Result<Options> parse(std::vector<const char*> args, std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), "trainit");
+  return parse_cli(static_cast<int>(args.size()), args.data(), [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(Cli, CommandAfterDoubleDashKeepsItsOwnFlags) {
+  auto o = parse({"-v", "--", "sh", "-c", "exit 3"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->verbosity, 2);
+  EXPECT_EQ(o->command, (std::vector<std::string>{"sh", "-c", "exit 3"}));
+}
+
+TEST(Cli, FirstNonOptionStartsTheCommandLikeTini) {
+  auto o = parse({"-g", "sleep", "-x"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->kill_process_group);
+  EXPECT_EQ(o->command, (std::vector<std::string>{"sleep", "-x"}));
+}
+
+TEST(Cli, ClusteredAndAttachedShortOptions) {
+  auto o = parse({"-vvw", "-e143", "-e", "2", "-pSIGKILL", "true"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->verbosity, 3);
+  EXPECT_TRUE(o->warn_on_reap);
+  EXPECT_TRUE(o->exit_zero.test(143));
+  EXPECT_TRUE(o->exit_zero.test(2));
+  EXPECT_FALSE(o->exit_zero.test(1));
+  EXPECT_EQ(o->parent_death_signal, SIGKILL);
+}
+
+TEST(Cli, GraceAcceptsFractionsInBothSpellings) {
+  auto a = parse({"--grace", "0.25", "true"});
+  auto b = parse({"--grace=3", "true"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->grace, std::chrono::milliseconds(250));
+  EXPECT_EQ(b->grace, std::chrono::seconds(3));
+  EXPECT_EQ(parse({"true"})->grace, std::chrono::seconds(8));
+}
+
+TEST(Cli, TiniVariablesSetTheirFlags) {
+  auto o = parse({"true"}, {{"TINI_SUBREAPER", ""}, {"TINI_KILL_PROCESS_GROUP", "1"}, {"TINI_VERBOSITY", "3"}});
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->subreaper);
+  EXPECT_TRUE(o->kill_process_group);
+  EXPECT_EQ(o->verbosity, 3);
+}
+
+TEST(Cli, HelpVersionAndLicenseNeedNoCommand) {
+  EXPECT_EQ(parse({"-h"})->action, Action::kHelp);
+  EXPECT_EQ(parse({"--help"})->action, Action::kHelp);
+  EXPECT_EQ(parse({"--version"})->action, Action::kVersion);
+  EXPECT_EQ(parse({"-l"})->action, Action::kLicense);
+}
+
+TEST(Cli, BadInputIsAOneLineErrorNamingTheProblem) {
+  struct Case {
+    std::vector<const char*> args;
+    std::map<std::string, std::string> env;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {{"-x", "true"}, {}, "unknown option '-x'"},
+      {{"--bogus", "true"}, {}, "unknown option '--bogus'"},
+      {{}, {}, "no program"},
+      {{"-v"}, {}, "no program"},
+      {{"-p", "SIGNOPE", "true"}, {}, "unknown signal 'SIGNOPE'"},
+      {{"-e", "256", "true"}, {}, "'256'"},
+      {{"-e", "-1", "true"}, {}, "'-1'"},
+      {{"-e", "x", "true"}, {}, "'x'"},
+      {{"-e"}, {}, "-e needs a value"},
+      {{"--grace", "-1", "true"}, {}, "'-1'"},
+      {{"--grace", "1e3", "true"}, {}, "'1e3'"},
+      {{"--grace"}, {}, "--grace needs a value"},
+      {{"true"}, {{"TINI_VERBOSITY", "loud"}}, "TINI_VERBOSITY"},
+  };
+  for (const auto& c : cases) {
+    auto o = parse(c.args, c.env);
+    ASSERT_FALSE(o.ok()) << c.needle;
+    EXPECT_NE(o.error().message.find(c.needle), std::string::npos) << o.error().message;
+    EXPECT_EQ(o.error().message.find('\n'), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace trainit
