@@ -1,8 +1,8 @@
 #include "cli.h"
 
-#include <charconv>
-
 #include <fmt/format.h>
+
+#include <charconv>
 
 #include "proc/signals.h"
 
@@ -66,7 +66,9 @@ bool parse_int(std::string_view text, int min, int max, int* out) {
   return true;
 }
 
-Error usage_error(std::string message) { return Error{std::move(message), 0}; }
+Error usage_error(std::string message) {
+  return Error{std::move(message), 0};
+}
 
 // Applies the short flag `flag`; `value` is its argument for -p and -e.
 Result<void> apply_short(char flag, const char* value, Options& o) {
@@ -125,9 +127,15 @@ Result<void> apply_env(const GetEnv& getenv, Options& o) {
 
 }  // namespace
 
-std::string_view usage_text() { return kUsage; }
-std::string_view license_text() { return kLicense; }
-std::string_view version_text() { return "trainit version " TRAINIT_VERSION "\n"; }
+std::string_view usage_text() {
+  return kUsage;
+}
+std::string_view license_text() {
+  return kLicense;
+}
+std::string_view version_text() {
+  return "trainit version " TRAINIT_VERSION "\n";
+}
 
 Result<Options> parse_cli(int argc, const char* const* argv, const GetEnv& getenv) {
   Options o;

@@ -19,14 +19,14 @@ enum class Action { kRun, kHelp, kVersion, kLicense };
 
 struct Options {
   Action action = Action::kRun;
-  int verbosity = 1;                 // -v, TINI_VERBOSITY
-  bool subreaper = false;            // -s, TINI_SUBREAPER (automatic when not PID 1)
-  int parent_death_signal = 0;       // -p SIGNAL
-  bool kill_process_group = false;   // -g, TINI_KILL_PROCESS_GROUP
-  bool warn_on_reap = false;         // -w
-  std::bitset<256> exit_zero;        // -e CODE: these child exit codes become 0
+  int verbosity = 1;                         // -v, TINI_VERBOSITY
+  bool subreaper = false;                    // -s, TINI_SUBREAPER (automatic when not PID 1)
+  int parent_death_signal = 0;               // -p SIGNAL
+  bool kill_process_group = false;           // -g, TINI_KILL_PROCESS_GROUP
+  bool warn_on_reap = false;                 // -w
+  std::bitset<256> exit_zero;                // -e CODE: these child exit codes become 0
   Duration grace = std::chrono::seconds(8);  // --grace SECONDS
-  std::vector<std::string> command;  // PROGRAM ARGS...
+  std::vector<std::string> command;          // PROGRAM ARGS...
 };
 
 using GetEnv = std::function<const char*(const char* name)>;

@@ -8,7 +8,7 @@
 namespace trainit {
 
 struct Pid1 {
-  bool is_pid1 = false;       // PID 1 of its namespace: a stop reaches everything in it
+  bool is_pid1 = false;        // PID 1 of its namespace: a stop reaches everything in it
   SignalState parent_signals;  // what every child gets back before exec
 };
 

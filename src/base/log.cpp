@@ -14,8 +14,12 @@ constexpr std::string_view kLevelNames[] = {"error", "warning", "info", "debug",
 
 }  // namespace
 
-void set_log_verbosity(int verbosity) noexcept { g_verbosity = verbosity; }
-int log_verbosity() noexcept { return g_verbosity; }
+void set_log_verbosity(int verbosity) noexcept {
+  g_verbosity = verbosity;
+}
+int log_verbosity() noexcept {
+  return g_verbosity;
+}
 
 bool log_enabled(Level level) noexcept {
   return level == Level::kError || static_cast<int>(level) <= g_verbosity;

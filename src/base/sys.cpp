@@ -39,7 +39,11 @@ Table g_table = kReal;
 
 }  // namespace
 
-Table& table() noexcept { return g_table; }
-void reset_table() noexcept { g_table = kReal; }
+Table& table() noexcept {
+  return g_table;
+}
+void reset_table() noexcept {
+  g_table = kReal;
+}
 
 }  // namespace trainit::sys

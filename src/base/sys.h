@@ -25,7 +25,9 @@ struct Table {
 Table& table() noexcept;
 void reset_table() noexcept;
 
-inline int pidfd_open(pid_t pid) noexcept { return table().pidfd_open(pid, 0); }
+inline int pidfd_open(pid_t pid) noexcept {
+  return table().pidfd_open(pid, 0);
+}
 inline int pidfd_send_signal(int pidfd, int sig) noexcept {
   return table().pidfd_send_signal(pidfd, sig, nullptr, 0);
 }

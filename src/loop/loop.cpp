@@ -29,7 +29,7 @@ struct Source {
   Loop::SignalFn signal_fn;
 
   Clock::time_point deadline = Clock::time_point::max();  // timer
-  std::function<int()> plain_fn;                           // timer, defer, exit
+  std::function<int()> plain_fn;                          // timer, defer, exit
 
   pid_t pid = 0;  // child
   Fd pidfd;
@@ -45,12 +45,18 @@ constexpr uint64_t kTimerTag = 2;
 
 const char* kind_name(Kind kind) {
   switch (kind) {
-    case Kind::kIo: return "io";
-    case Kind::kSignal: return "signal";
-    case Kind::kTimer: return "timer";
-    case Kind::kChild: return "child";
-    case Kind::kDefer: return "defer";
-    case Kind::kExit: return "exit";
+    case Kind::kIo:
+      return "io";
+    case Kind::kSignal:
+      return "signal";
+    case Kind::kTimer:
+      return "timer";
+    case Kind::kChild:
+      return "child";
+    case Kind::kDefer:
+      return "defer";
+    case Kind::kExit:
+      return "exit";
   }
   return "?";
 }
@@ -83,7 +89,9 @@ void SourceHandle::set_enabled(bool enabled) noexcept {
   }
 }
 
-bool SourceHandle::enabled() const noexcept { return source_ != nullptr && source_->enabled; }
+bool SourceHandle::enabled() const noexcept {
+  return source_ != nullptr && source_->enabled;
+}
 
 const std::string& SourceHandle::description() const noexcept {
   static const std::string kEmpty;
@@ -97,7 +105,9 @@ void SourceHandle::set_deadline(Clock::time_point deadline) noexcept {
   }
 }
 
-pid_t SourceHandle::pid() const noexcept { return source_ != nullptr ? source_->pid : 0; }
+pid_t SourceHandle::pid() const noexcept {
+  return source_ != nullptr ? source_->pid : 0;
+}
 
 int SourceHandle::send_signal(int signo) noexcept {
   if (source_ == nullptr || source_->kind != Kind::kChild) {

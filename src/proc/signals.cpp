@@ -1,10 +1,10 @@
 #include "proc/signals.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace trainit {
 namespace {
@@ -15,13 +15,13 @@ struct NamedSignal {
 };
 
 constexpr NamedSignal kSignals[] = {
-    {"HUP", SIGHUP},     {"INT", SIGINT},       {"QUIT", SIGQUIT},     {"ILL", SIGILL},   {"TRAP", SIGTRAP},
-    {"ABRT", SIGABRT},   {"IOT", SIGIOT},       {"BUS", SIGBUS},       {"FPE", SIGFPE},   {"KILL", SIGKILL},
-    {"USR1", SIGUSR1},   {"SEGV", SIGSEGV},     {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},
-    {"TERM", SIGTERM},   {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD},     {"CONT", SIGCONT}, {"STOP", SIGSTOP},
-    {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},     {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU},
-    {"XFSZ", SIGXFSZ},   {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF},     {"WINCH", SIGWINCH}, {"IO", SIGIO},
-    {"POLL", SIGPOLL},   {"PWR", SIGPWR},       {"SYS", SIGSYS},
+    {"HUP", SIGHUP},   {"INT", SIGINT},       {"QUIT", SIGQUIT}, {"ILL", SIGILL},     {"TRAP", SIGTRAP},
+    {"ABRT", SIGABRT}, {"IOT", SIGIOT},       {"BUS", SIGBUS},   {"FPE", SIGFPE},     {"KILL", SIGKILL},
+    {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},     {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},   {"ALRM", SIGALRM},
+    {"TERM", SIGTERM}, {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},   {"STOP", SIGSTOP},
+    {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},     {"TTOU", SIGTTOU}, {"URG", SIGURG},     {"XCPU", SIGXCPU},
+    {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
+    {"POLL", SIGPOLL}, {"PWR", SIGPWR},       {"SYS", SIGSYS},
 };
 
 bool iequals(std::string_view a, std::string_view b) {

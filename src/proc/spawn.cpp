@@ -1,12 +1,11 @@
 #include "proc/spawn.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
-
-#include <fmt/format.h>
 
 #include "base/fd.h"
 #include "base/log.h"
@@ -22,8 +21,8 @@ struct ChildFailure {
   int errnum;
 };
 
-constexpr const char* kStages[] = {"set up the process group", "change directory", "install stdio",
-                                   "restore signals", "execute"};
+constexpr const char* kStages[] = {"set up the process group", "change directory", "install stdio", "restore signals",
+                                   "execute"};
 enum Stage { kGroup, kChdir, kStdio, kSignals, kExec };
 
 [[noreturn]] void child_fail(int pipe_fd, Stage stage, int errnum, int status) {
@@ -92,7 +91,9 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 
 }  // namespace
 
-int exec_failure_status(int errnum) noexcept { return errnum == ENOENT || errnum == ENOTDIR ? 127 : 126; }
+int exec_failure_status(int errnum) noexcept {
+  return errnum == ENOENT || errnum == ENOTDIR ? 127 : 126;
+}
 
 Result<Spawned> spawn(const SpawnOptions& options) {
   if (options.argv.empty() || options.argv[0].empty()) {
@@ -136,8 +137,7 @@ Result<Spawned> spawn(const SpawnOptions& options) {
   }
   const char* stage = failure.stage >= 0 && failure.stage <= kExec ? kStages[failure.stage] : "start";
   if (failure.stage == kExec) {
-    return Error{fmt::format("cannot execute '{}': {}", options.argv[0], errno_string(failure.errnum)),
-                 failure.errnum};
+    return Error{fmt::format("cannot execute '{}': {}", options.argv[0], errno_string(failure.errnum)), failure.errnum};
   }
   return Error{fmt::format("cannot start '{}': {}: {}", options.argv[0], stage, errno_string(failure.errnum)),
                failure.errnum};

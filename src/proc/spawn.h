@@ -23,9 +23,9 @@ enum class Grouping {
 };
 
 struct SpawnOptions {
-  std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
+  std::vector<std::string> argv;                  // argv[0] is looked up in PATH when it has no '/'
   const std::vector<std::string>* env = nullptr;  // nullptr: trainit's own environment
-  std::string cwd;                                 // empty: trainit's
+  std::string cwd;                                // empty: trainit's
   Grouping grouping = Grouping::kProcessGroup;
   // Make the child's new group the foreground group of the terminal on stdin
   // (docker run -it: Ctrl-C reaches the job). Ignored when stdin is no tty.

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Installs every Debian package trainit's build, tests and benchmarks need.
+# One list, used by the README, CI (.ci/run) and container/Dockerfile.
+#   container/deps.sh           build + tests + benchmarks
+#   container/deps.sh --build   only what building trainit needs
+set -eu
+
+BUILD="build-essential cmake libfmt-dev nlohmann-json3-dev libsystemd-dev libcap-dev"
+TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
+      python3 tini dumb-init catatonit"
+
+packages="$BUILD"
+[ "${1:-}" = "--build" ] || packages="$BUILD $TEST"
+
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "deps.sh: installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
