@@ -326,15 +326,18 @@ bool Loop::call(Source* source, const std::function<int()>& invoke) {
     r = invoke();
   } catch (const std::exception& e) {
     log_error("{} source '{}' threw: {}; disabling it", kind_name(source->kind), source->description, e.what());
-    r = -1;
+    set_enabled(source, false);
+    return false;
   } catch (...) {
     log_error("{} source '{}' threw; disabling it", kind_name(source->kind), source->description);
-    r = -1;
+    set_enabled(source, false);
+    return false;
   }
-  if (r < 0 && !source->dead) {
+  if (r < 0) {
     log_error("{} source '{}' failed: {}; disabling it", kind_name(source->kind), source->description,
               errno_string(-r));
     set_enabled(source, false);
+    return false;
   }
   return true;
 }

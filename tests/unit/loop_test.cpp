@@ -1,0 +1,365 @@
+// The loop, stepped one run_once() at a time with real pipes, signals and
+// children; the kernel features a test cannot switch off (pidfd on 4.19,
+// EINTR) go through the syscall seam.
+#include "loop/loop.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "base/fd.h"
+#include "base/sys.h"
+
+namespace trainit {
+namespace {
+
+using namespace std::chrono_literals;
+
+class LoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(loop_.init(), 0); }
+  void TearDown() override {
+    sys::reset_table();
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+
+  // Steps until `done` or a 5 s limit; returns whether `done` came true.
+  template <typename Pred>
+  bool step_until(Pred done) {
+    auto limit = Clock::now() + 5s;
+    while (!done() && Clock::now() < limit) {
+      EXPECT_GE(loop_.run_once(100), 0);
+    }
+    return done();
+  }
+
+  static pid_t fork_exit(int code, std::chrono::milliseconds after = 0ms) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::usleep(static_cast<useconds_t>(after.count() * 1000));
+      ::_exit(code);
+    }
+    return pid;
+  }
+
+  Loop loop_;
+};
+
+TEST_F(LoopTest, IoSourceSeesDataWrittenToAPipe) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+  Fd r(fds[0]), w(fds[1]);
+  std::string got;
+  auto io = loop_.add_io(
+      r.get(), EPOLLIN,
+      [&](uint32_t) {
+        char buf[16];
+        ssize_t n = ::read(r.get(), buf, sizeof(buf));
+        got.append(buf, static_cast<size_t>(std::max<ssize_t>(n, 0)));
+        return 0;
+      },
+      "pipe");
+  EXPECT_EQ(loop_.run_once(0), 0);  // nothing written yet: nothing dispatched
+  ASSERT_EQ(::write(w.get(), "abc", 3), 3);
+  EXPECT_EQ(loop_.run_once(1000), 1);
+  EXPECT_EQ(got, "abc");
+}
+
+TEST_F(LoopTest, DroppingTheHandleUnregistersTheSource) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Fd r(fds[0]), w(fds[1]);
+  int calls = 0;
+  auto io = loop_.add_io(
+      r.get(), EPOLLIN, [&](uint32_t) { return ++calls; }, "pipe");
+  ASSERT_EQ(::write(w.get(), "x", 1), 1);
+  io.reset();
+  EXPECT_EQ(loop_.run_once(0), 0);
+  EXPECT_EQ(calls, 0);
+}
+
+TEST_F(LoopTest, AHandlerMayDropAnotherSourceReadyInTheSameIteration) {
+  int a[2], b[2];
+  ASSERT_EQ(::pipe2(a, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(b, O_CLOEXEC), 0);
+  Fd ar(a[0]), aw(a[1]), br(b[0]), bw(b[1]);
+  SourceHandle first, second;
+  int calls = 0;
+  first = loop_.add_io(
+      ar.get(), EPOLLIN,
+      [&](uint32_t) {
+        ++calls;
+        second.reset();
+        first.reset();
+        return 0;
+      },
+      "a");
+  second = loop_.add_io(
+      br.get(), EPOLLIN,
+      [&](uint32_t) {
+        ++calls;
+        first.reset();
+        second.reset();
+        return 0;
+      },
+      "b");
+  ASSERT_EQ(::write(aw.get(), "x", 1), 1);
+  ASSERT_EQ(::write(bw.get(), "x", 1), 1);
+  loop_.run_once(1000);
+  EXPECT_EQ(calls, 1);  // whichever ran first dropped the other
+}
+
+TEST_F(LoopTest, AFailingHandlerDisablesItsSourceNotTheLoop) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Fd r(fds[0]), w(fds[1]);
+  int failing_calls = 0;
+  int timer_calls = 0;
+  auto bad = loop_.add_io(
+      r.get(), EPOLLIN,
+      [&](uint32_t) {
+        ++failing_calls;
+        return -EIO;
+      },
+      "bad reader");
+  auto thrower = loop_.add_defer([]() -> int { throw std::runtime_error("boom"); }, "thrower");
+  auto timer = loop_.add_timer(
+      Clock::now(), [&] { return ++timer_calls; }, "timer");
+  ASSERT_EQ(::write(w.get(), "x", 1), 1);
+  ASSERT_TRUE(step_until([&] { return timer_calls == 1 && failing_calls == 1; }));
+  EXPECT_FALSE(bad.enabled());
+  EXPECT_FALSE(thrower.enabled());
+  loop_.run_once(0);
+  EXPECT_EQ(failing_calls, 1);  // still readable, but disabled
+}
+
+TEST_F(LoopTest, TimersFireInDeadlineOrderAndCanBeRearmed) {
+  std::vector<int> order;
+  auto now = Clock::now();
+  auto late = loop_.add_timer(
+      now + 60ms,
+      [&] {
+        order.push_back(2);
+        return 0;
+      },
+      "late");
+  auto early = loop_.add_timer(
+      now + 20ms,
+      [&] {
+        order.push_back(1);
+        return 0;
+      },
+      "early");
+  ASSERT_TRUE(step_until([&] { return order.size() == 2; }));
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_GE(Clock::now() - now, 60ms);
+  early.set_deadline(Clock::now() + 10ms);
+  ASSERT_TRUE(step_until([&] { return order.size() == 3; }));
+  EXPECT_EQ(order.back(), 1);
+}
+
+TEST_F(LoopTest, TimerWaitsInTheKernelNotInAPoll) {
+  bool fired = false;
+  auto start = Clock::now();
+  auto t = loop_.add_timer(
+      start + 50ms,
+      [&] {
+        fired = true;
+        return 0;
+      },
+      "timer");
+  int dispatched = loop_.run_once(-1);  // must block until the deadline, then dispatch
+  EXPECT_EQ(dispatched, 1);
+  EXPECT_TRUE(fired);
+  EXPECT_GE(Clock::now() - start, 50ms);
+}
+
+TEST_F(LoopTest, SignalSourceReceivesASignalSentToTheProcess) {
+  int got = 0;
+  auto s = loop_.add_signal(
+      SIGUSR1,
+      [&](const signalfd_siginfo& i) {
+        got = static_cast<int>(i.ssi_signo);
+        return 0;
+      },
+      "usr1");
+  ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
+  ASSERT_TRUE(step_until([&] { return got != 0; }));
+  EXPECT_EQ(got, SIGUSR1);
+}
+
+TEST_F(LoopTest, ChildSourceGetsItsExitStatusAndOthersCountAsOrphans) {
+  pid_t mine = fork_exit(7);
+  pid_t other = fork_exit(3);
+  siginfo_t status{};
+  int orphans = 0;
+  auto child = loop_.add_child(
+      mine,
+      [&](const siginfo_t& s) {
+        status = s;
+        return 0;
+      },
+      "child");
+  loop_.set_orphan_handler([&](const siginfo_t& s) { orphans += s.si_pid == other ? 1 : 100; });
+  ASSERT_TRUE(step_until([&] { return status.si_pid != 0 && orphans != 0; }));
+  EXPECT_EQ(status.si_pid, mine);
+  EXPECT_EQ(status.si_code, CLD_EXITED);
+  EXPECT_EQ(status.si_status, 7);
+  EXPECT_EQ(orphans, 1);
+  EXPECT_EQ(loop_.orphans_reaped(), 1U);
+  EXPECT_EQ(child.send_signal(SIGTERM), -ESRCH);  // reaped: never signal a recycled pid
+}
+
+TEST_F(LoopTest, ReaperDrainsEveryZombieOnOneSigchld) {
+  constexpr int kChildren = 200;
+  for (int i = 0; i < kChildren; ++i) {
+    ASSERT_GT(fork_exit(0), 0);
+  }
+  ASSERT_TRUE(step_until([&] { return loop_.orphans_reaped() == kChildren; }));
+  siginfo_t info{};
+  EXPECT_EQ(::waitid(P_ALL, 0, &info, WEXITED | WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
+TEST_F(LoopTest, ChildIsSignalledThroughItsPidfd) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  siginfo_t status{};
+  auto child = loop_.add_child(
+      pid,
+      [&](const siginfo_t& s) {
+        status = s;
+        return 0;
+      },
+      "child");
+  EXPECT_TRUE(loop_.has_pidfd());
+  ASSERT_EQ(child.send_signal(SIGKILL), 0);
+  ASSERT_TRUE(step_until([&] { return status.si_pid == pid; }));
+  EXPECT_EQ(status.si_code, CLD_KILLED);
+  EXPECT_EQ(status.si_status, SIGKILL);
+}
+
+TEST_F(LoopTest, WithoutPidfdsChildrenAreSignalledByPid) {
+  sys::table().pidfd_open = [](pid_t, unsigned) { return -ENOSYS; };  // a 4.19 kernel
+  static int pidfd_signals = 0;
+  sys::table().pidfd_send_signal = [](int, int, siginfo_t*, unsigned) { return ++pidfd_signals, -ENOSYS; };
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  siginfo_t status{};
+  auto child = loop_.add_child(
+      pid,
+      [&](const siginfo_t& s) {
+        status = s;
+        return 0;
+      },
+      "child");
+  EXPECT_FALSE(loop_.has_pidfd());
+  ASSERT_EQ(child.send_signal(SIGTERM), 0);
+  ASSERT_TRUE(step_until([&] { return status.si_pid == pid; }));
+  EXPECT_EQ(status.si_code, CLD_KILLED);
+  EXPECT_EQ(status.si_status, SIGTERM);
+  EXPECT_EQ(pidfd_signals, 0);
+}
+
+TEST_F(LoopTest, InterruptedWaitsAreRetriedNotFatal) {
+  static int epoll_eintr = 0;
+  static int waitid_eintr = 0;
+  epoll_eintr = 1;
+  waitid_eintr = 3;
+  sys::table().waitid = [](idtype_t t, id_t id, siginfo_t* info, int options) {
+    if (waitid_eintr > 0) {
+      --waitid_eintr;
+      return -EINTR;
+    }
+    return ::waitid(t, id, info, options) < 0 ? -errno : 0;
+  };
+  sys::table().epoll_wait = [](int fd, struct epoll_event* ev, int max, int timeout) {
+    if (epoll_eintr > 0) {
+      --epoll_eintr;
+      return -EINTR;
+    }
+    int r = ::epoll_wait(fd, ev, max, timeout);
+    return r < 0 ? -errno : r;
+  };
+  pid_t pid = fork_exit(5);
+  int code = -1;
+  auto child = loop_.add_child(
+      pid,
+      [&](const siginfo_t& s) {
+        code = s.si_status;
+        return 0;
+      },
+      "child");
+  EXPECT_EQ(loop_.run_once(0), 0);  // EINTR from epoll: an empty step, not an error
+  EXPECT_EQ(epoll_eintr, 0);
+  ASSERT_TRUE(step_until([&] { return code == 5; }));
+  EXPECT_EQ(waitid_eintr, 0);
+}
+
+TEST_F(LoopTest, BrokenWaitIsReportedByRun) {
+  sys::table().epoll_wait = [](int, struct epoll_event*, int, int) { return -EBADF; };
+  EXPECT_EQ(loop_.run_once(0), -EBADF);
+  EXPECT_EQ(loop_.run(), -EBADF);
+}
+
+TEST_F(LoopTest, DeferRunsEachIterationWithoutBlockingUntilDisabled) {
+  int runs = 0;
+  SourceHandle defer;
+  defer = loop_.add_defer(
+      [&] {
+        if (++runs == 3) {
+          defer.set_enabled(false);
+        }
+        return 0;
+      },
+      "defer");
+  auto start = Clock::now();
+  loop_.run_once(1000);
+  loop_.run_once(1000);  // enabled: neither step blocks
+  EXPECT_LT(Clock::now() - start, 500ms);
+  EXPECT_EQ(runs, 2);
+  loop_.run_once(0);
+  EXPECT_EQ(runs, 3);
+  loop_.run_once(0);
+  EXPECT_EQ(runs, 3);
+}
+
+TEST_F(LoopTest, RunReturnsTheExitCodeAfterRunningExitSources) {
+  std::vector<std::string> events;
+  auto t = loop_.add_timer(
+      Clock::now(),
+      [&] {
+        events.push_back("timer");
+        loop_.exit(42);
+        return 0;
+      },
+      "t");
+  auto e1 = loop_.add_exit(
+      [&] {
+        events.push_back("exit1");
+        return 0;
+      },
+      "e1");
+  auto e2 = loop_.add_exit(
+      [&] {
+        events.push_back("exit2");
+        return 0;
+      },
+      "e2");
+  EXPECT_EQ(loop_.run(), 42);
+  EXPECT_EQ(events, (std::vector<std::string>{"timer", "exit1", "exit2"}));
+}
+
+}  // namespace
+}  // namespace trainit
