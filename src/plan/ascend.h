@@ -1,0 +1,25 @@
+// The Ascend rank-table launch (CONTRACT.md §3, "Ascend rank table"): one
+// process per device of this host, each with the per-rank variables of the
+// contract, its own session, a working directory and a log file.
+//
+// Inputs read: MA_VJ_NAME (JOB_ID), the rank table (RANK_TABLE_FILE_V_1_0,
+// RANK_TABLE_FILE or the default path), MA_CURRENT_HOST_IP /
+// MA_CURRENT_INSTANCE_NAME (to find this host among several), MA_MOUNT_PATH
+// (workspace, log dir, the converted table; required for template 2), and
+// whether <MA_MOUNT_PATH>/log exists. Every rank gets trainit's environment
+// (see child_base_env) plus exactly: RANK_TABLE_FILE, JOB_ID,
+// ASCEND_DEVICE_ID and DEVICE_ID (the device's position i in this host's
+// list, not the table's device_id), RANK_ID, RANK_SIZE, and, unless already
+// set, HCCL_CONNECT_TIMEOUT=1800 and
+// ASCEND_PROCESS_LOG_PATH=<logdir>/<job_id>/ascend/process_log/rank_<rank>.
+// Paths are built only from the environment, trainit's own counter i and
+// validated numbers; never from a string of the table.
+#pragma once
+
+#include "plan/plan.h"
+
+namespace trainit {
+
+[[nodiscard]] Result<Plan> plan_ascend(const PlanInput& input);
+
+}  // namespace trainit

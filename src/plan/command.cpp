@@ -1,0 +1,119 @@
+#include "plan/command.h"
+
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "plan/plan_json.h"
+#include "platform/text.h"
+
+namespace trainit {
+namespace {
+
+constexpr unsigned kMaxLocalDevicesLimit = 1024;
+
+constexpr std::string_view kUsage =
+    "usage: trainit plan [--mode ascend|exec|auto] [--max-local-devices N] [--] COMMAND [ARG...]\n"
+    "\n"
+    "Prints, as JSON (schema trainit.plan/v1), what trainit would start for COMMAND\n"
+    "in this environment, and exits: 0 planned, 64 usage error, 78 refused\n"
+    "configuration (the one-line error names the variable, file, key and value).\n"
+    "\n"
+    "  --mode MODE              ascend: one process per device of this host from the\n"
+    "                           rank table; exec: COMMAND once, as given; auto (the\n"
+    "                           default): ascend when RANK_TABLE_FILE or\n"
+    "                           RANK_TABLE_FILE_V_1_0 is set, exec otherwise\n"
+    "  --max-local-devices N    devices one host may have (device_id < N); default 16\n"
+    "  -h, --help               this text\n";
+
+Error usage(std::string message) { return Error{std::move(message)}; }
+
+}  // namespace
+
+std::string_view plan_usage() noexcept { return kUsage; }
+
+Result<PlanArgs> parse_plan_args(std::span<const std::string> args) {
+  PlanArgs parsed;
+  std::size_t i = args.empty() ? 0 : 1;  // args[0] is "plan"
+  auto value_of = [&](std::string_view option, std::string_view arg) -> Result<std::string> {
+    if (arg.size() > option.size() && arg[option.size()] == '=') return std::string(arg.substr(option.size() + 1));
+    if (i + 1 >= args.size()) return usage(fmt::format("plan: {} needs a value", option));
+    return args[++i];
+  };
+  for (; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg == "-h" || arg == "--help") {
+      parsed.help = true;
+      return parsed;
+    }
+    if (arg == "--mode" || arg.starts_with("--mode=")) {
+      auto value = value_of("--mode", arg);
+      if (!value) return value.error();
+      if (*value == "auto") {
+        parsed.options.mode = RequestedMode::kAuto;
+      } else if (*value == "ascend") {
+        parsed.options.mode = RequestedMode::kAscend;
+      } else if (*value == "exec") {
+        parsed.options.mode = RequestedMode::kExec;
+      } else {
+        return usage(fmt::format("plan: --mode {}: not one of ascend, exec, auto", quote_for_message(*value)));
+      }
+      continue;
+    }
+    if (arg == "--max-local-devices" || arg.starts_with("--max-local-devices=")) {
+      auto value = value_of("--max-local-devices", arg);
+      if (!value) return value.error();
+      auto n = parse_decimal(*value);
+      if (!n || *n < 1 || *n > kMaxLocalDevicesLimit) {
+        return usage(fmt::format("plan: --max-local-devices {}: not a number in 1..{}", quote_for_message(*value),
+                                 kMaxLocalDevicesLimit));
+      }
+      parsed.options.max_local_devices = static_cast<unsigned>(*n);
+      continue;
+    }
+    if (arg.size() > 1 && arg[0] == '-') {
+      return usage(fmt::format("plan: unknown option {} (see trainit plan --help)", quote_for_message(arg)));
+    }
+    break;  // the command starts here
+  }
+  parsed.command.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+  if (parsed.command.empty()) return usage("plan: no command given (trainit plan [options] -- COMMAND [ARG...])");
+  return parsed;
+}
+
+CommandOutput run_plan_command(std::span<const std::string> args, const Environment& env, const FileSystem& fs) {
+  CommandOutput result;
+  try {
+    auto parsed = parse_plan_args(args);
+    if (!parsed) {
+      result.exit_code = kExitUsage;
+      result.err = fmt::format("trainit: error: {}\n", parsed.error().message);
+      return result;
+    }
+    if (parsed->help) {
+      result.out = std::string(kUsage);
+      return result;
+    }
+    PlanInput input;
+    input.options = parsed->options;
+    input.argv = std::move(parsed->command);
+    input.env = env;
+    input.fs = &fs;
+    auto plan = make_plan(input);
+    if (!plan) {
+      result.exit_code = kExitConfig;
+      result.err = fmt::format("trainit: error: {}\n", one_line(plan.error().message));
+      return result;
+    }
+    result.out = plan_to_json(*plan);
+  } catch (const std::exception& e) {
+    result = CommandOutput{kExitSoftware, "", fmt::format("trainit: error: plan: {}\n", one_line(e.what()))};
+  }
+  return result;
+}
+
+}  // namespace trainit

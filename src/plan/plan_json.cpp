@@ -1,0 +1,95 @@
+#include "plan/plan_json.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace trainit {
+namespace {
+
+using Ordered = nlohmann::ordered_json;
+
+bool contains_upper(std::string_view haystack, std::string_view needle) {
+  auto it = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
+                        [](char a, char b) { return std::toupper(static_cast<unsigned char>(a)) == b; });
+  return it != haystack.end();
+}
+
+Ordered rank_table_json(const RankTablePlan& rt) {
+  Ordered out = Ordered::object();
+  out["source"] = rt.source;
+  out["ready"] = rt.ready;
+  if (!rt.ready) {
+    out["pending"] = rt.pending;
+    return out;
+  }
+  out["format"] = format_name(rt.format);
+  if (rt.format == RankTableFormat::kTemplate1) out["version"] = rt.version;
+  out["rank_size"] = rt.rank_size;
+  out["server_id"] = rt.server_id;
+  if (rt.format == RankTableFormat::kTemplate2) out["pod_name"] = rt.pod_name;
+  out["rank_table_file"] = rt.rank_table_file;
+  return out;
+}
+
+Ordered process_json(const ProcessSpec& p) {
+  Ordered out = Ordered::object();
+  out["name"] = p.name;
+  if (p.rank) out["rank"] = *p.rank;
+  out["argv"] = p.argv;
+  out["cwd"] = p.cwd.empty() ? Ordered(nullptr) : Ordered(p.cwd);
+  Ordered env = Ordered::object();
+  for (const EnvVar& var : p.env) env[var.name] = is_secret_name(var.name) ? std::string(kRedacted) : var.value;
+  out["env"] = std::move(env);
+  out["group"] = p.group == GroupPolicy::kSession ? "session" : "process_group";
+  Ordered output = Ordered::object();
+  if (p.output == OutputPolicy::kInherit) {
+    output["mode"] = "inherit";
+  } else {
+    output["mode"] = "log_and_console";
+    output["log_file"] = p.log_file;
+    output["console_prefix"] = p.console_prefix;
+  }
+  out["output"] = std::move(output);
+  return out;
+}
+
+}  // namespace
+
+bool is_secret_name(std::string_view name) noexcept {
+  if (name.size() >= 4 && contains_upper(name.substr(0, 4), "CRED")) return true;
+  for (std::string_view word : {"KEY", "TOKEN", "SECRET", "PASSWORD"}) {
+    if (contains_upper(name, word)) return true;
+  }
+  return false;
+}
+
+std::string plan_to_json(const Plan& plan) {
+  Ordered out = Ordered::object();
+  out["schema"] = kPlanSchema;
+  out["mode"] = mode_name(plan.mode);
+  out["signals"] = plan.signals == SignalPolicy::kStop ? "stop" : "forward";
+  Ordered states = Ordered::array();
+  for (State s : plan.states) states.push_back(state_name(s));
+  out["states"] = std::move(states);
+  if (plan.rank_table) out["rank_table"] = rank_table_json(*plan.rank_table);
+  out["dirs"] = plan.dirs;
+  Ordered files = Ordered::array();
+  for (const FileSpec& f : plan.files) {
+    Ordered file = Ordered::object();
+    file["path"] = f.path;
+    file["mode"] = fmt::format("{:04o}", f.mode);
+    file["content"] = f.content;
+    files.push_back(std::move(file));
+  }
+  out["files"] = std::move(files);
+  Ordered processes = Ordered::array();
+  for (const ProcessSpec& p : plan.processes) processes.push_back(process_json(p));
+  out["processes"] = std::move(processes);
+  return out.dump(2, ' ', false, Ordered::error_handler_t::replace) + "\n";
+}
+
+}  // namespace trainit

@@ -1,0 +1,51 @@
+// The JSON form of a Plan, schema "trainit.plan/v1" — what `trainit plan`
+// prints. Stable: keys in a fixed order, two-space indent, one trailing
+// newline, so plans can be diffed and compared byte for byte.
+//
+//   {
+//     "schema": "trainit.plan/v1",
+//     "mode": "ascend" | "exec",
+//     "signals": "stop" | "forward",
+//     "states": ["wait_rank_table", "spawn", ...],
+//     "rank_table": {                      // ascend only
+//       "source": path, "ready": bool,
+//       "pending": reason,                 // when !ready; nothing below then
+//       "format": "template1" | "template2", "version": "1.0" (template 1),
+//       "rank_size": N, "server_id": ..., "pod_name": ... (template 2),
+//       "rank_table_file": path the ranks get
+//     },
+//     "dirs": [path, ...],                 // mkdir -p before the first spawn
+//     "files": [{"path", "mode": "0644", "content"}],
+//     "processes": [{
+//       "name", "rank" (job modes), "argv": [...],
+//       "cwd": path | null (trainit's own),
+//       "env": {"NAME": "value", ...},     // the whole environment, in order
+//       "group": "process_group" | "session",
+//       "output": {"mode": "inherit"} |
+//                 {"mode": "log_and_console", "log_file", "console_prefix"}
+//     }]
+//   }
+//
+// Values of environment variables whose names look secret (see
+// is_secret_name) are printed as "<redacted>". Bytes that are not valid
+// UTF-8 print as U+FFFD. A new key may be added within v1; renaming or
+// removing one, or changing a meaning, makes v2.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "plan/plan.h"
+
+namespace trainit {
+
+inline constexpr std::string_view kPlanSchema = "trainit.plan/v1";
+inline constexpr std::string_view kRedacted = "<redacted>";
+
+// Names containing KEY, TOKEN, SECRET or PASSWORD, or starting with CRED,
+// compared without regard to case.
+[[nodiscard]] bool is_secret_name(std::string_view name) noexcept;
+
+[[nodiscard]] std::string plan_to_json(const Plan& plan);
+
+}  // namespace trainit

@@ -1,0 +1,127 @@
+// Rank tables: parse, validate, pick this host, convert template 2 to 1.
+//
+// The platform describes a job's devices in a JSON "rank table" (CONTRACT.md
+// §2). Two formats are read, told apart by content only:
+//
+//   template 1  {"status", "version": "1.x", "server_count"?, "server_list":
+//               [{"server_id", "device": [{"device_id", "device_ip"?,
+//               "rank_id"}]}]}; newer 1.x fields (super_pod_list, host_ip,
+//               device_port, ...) are kept in the file and ignored here.
+//   template 2  {"status", "group_count"?, "group_list": [{"group_name"?,
+//               "device_count"?, "instance_count"?, "instance_list":
+//               [{"pod_name", "server_id", "devices": [{"device_id",
+//               "device_ip"?}]}]}]}
+//
+// Any other shape (a "version" 2.x or "rank_list" table, old group_list
+// tables whose instances have no pod_name, neither or both lists) is refused
+// with a message naming the format.
+//
+// Numbers are JSON integers or strict decimal strings (see parse_decimal).
+// A table whose "status" is not "completed" is not validated further: it is
+// still being written (ParsedRankTable::table is empty). A completed table is
+// validated whole before anything may start: rank_ids exactly 0..N-1,
+// device_ids unique per server and below max_local_devices, server_ids and
+// pod_names unique, no server without devices, declared counts equal to what
+// is listed, at least one device. Every error is one line:
+//
+//   <file>: <key path> = <offending value>: <what is wrong>
+//
+// e.g. `/x/jobstart_hccl.json: server_list[1].device[3].rank_id = "3":
+// repeated rank_id (also at server_list[0].device[1].rank_id)`.
+//
+// Strings from a table (server_id, pod_name, device_ip) are only compared and
+// copied into the converted table; callers must never use them as paths.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace trainit {
+
+enum class RankTableFormat { kTemplate1, kTemplate2 };
+
+[[nodiscard]] std::string_view format_name(RankTableFormat format) noexcept;  // "template1", "template2"
+
+struct RankTableLimits {
+  unsigned max_local_devices = 16;                 // device_id < this; devices per server <= this
+  std::size_t max_bytes = std::size_t{16} << 20;   // 16 MiB
+  unsigned max_depth = 64;                         // JSON nesting
+};
+
+struct RankDevice {
+  unsigned device_id = 0;  // the table's (physical) id, < max_local_devices
+  unsigned rank_id = 0;    // 0..rank_size-1
+  std::optional<std::string> device_ip;
+};
+
+// One server of the (template-1 view of the) table, devices in rank-table
+// order: listed order for template 1, conversion order for template 2.
+struct RankServer {
+  std::string server_id;
+  std::vector<RankDevice> devices;
+};
+
+// A template-2 instance (pod), in conversion order. Its devices are
+// servers[server].devices[first, first + count); count is 0 (and server
+// meaningless) for a pod of a group whose device_count is 0.
+struct RankPod {
+  std::string pod_name;
+  std::string server_id;
+  std::size_t server = 0;
+  std::size_t first = 0;
+  std::size_t count = 0;
+};
+
+struct RankTable {
+  RankTableFormat format = RankTableFormat::kTemplate1;
+  std::string version;               // template 1's "version" ("" when absent and for template 2)
+  std::vector<RankServer> servers;   // by first appearance
+  std::vector<RankPod> pods;         // template 2 only
+  unsigned rank_size = 0;            // devices listed in the whole table
+};
+
+struct ParsedRankTable {
+  std::string status;              // the table's "status"
+  std::optional<RankTable> table;  // set iff status == "completed"
+};
+
+// Parses and validates a rank table. `file` only names it in messages.
+[[nodiscard]] Result<ParsedRankTable> parse_rank_table(std::string_view text, std::string_view file,
+                                                       const RankTableLimits& limits = {});
+
+// What identifies this host (CONTRACT.md §1). Empty means not given.
+struct HostIdentity {
+  std::string host_ip;        // MA_CURRENT_HOST_IP (template 1)
+  std::string instance_name;  // MA_CURRENT_INSTANCE_NAME (template 2)
+};
+
+// This host's devices in the table.
+struct HostEntry {
+  std::string server_id;
+  std::string pod_name;  // template 2 only
+  std::size_t server = 0;
+  std::size_t first = 0;  // its devices: table.servers[server].devices[first, first + count)
+  std::size_t count = 0;
+};
+
+// Template 1: the only server, else the one whose server_id equals host_ip.
+// Template 2: the only pod, else the one whose pod_name equals instance_name;
+// two pods on one server each get only their own devices. Errors (naming
+// `file` and what was looked for): several candidates and nothing to choose
+// by, no match, or a chosen pod without devices.
+[[nodiscard]] Result<HostEntry> select_host(const RankTable& table, const HostIdentity& identity,
+                                            std::string_view file);
+
+// The table in template 1 form, as the file the ranks read: compact JSON,
+// {"status":"completed","version":"1.0","server_count":"N","server_list":
+// [{"server_id","device":[{"device_id","device_ip"?,"rank_id"}]}]}, every
+// number a decimal string, ending in a newline.
+[[nodiscard]] std::string to_template1_json(const RankTable& table);
+
+}  // namespace trainit

@@ -1,0 +1,140 @@
+#include "platform/text.h"
+
+namespace trainit {
+namespace {
+
+constexpr std::size_t kMaxDecimalDigits = 18;  // < 2^63: no overflow to check
+constexpr std::size_t kMaxNameBytes = 200;
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_alnum(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+void append_hex_escape(std::string& out, unsigned char c) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += "\\x";
+  out += kHex[c >> 4];
+  out += kHex[c & 0xf];
+}
+
+// Length of the valid UTF-8 sequence starting at s[i], 0 when it is not one
+// (overlong forms, surrogates and values above U+10FFFF are invalid).
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
+  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  std::size_t n = 0;
+  unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_decimal(std::string_view text) noexcept {
+  if (text.empty() || text.size() > kMaxDecimalDigits) return std::nullopt;
+  if (text.size() > 1 && text[0] == '0') return std::nullopt;
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (!is_digit(c)) return std::nullopt;
+    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return value;
+}
+
+bool is_safe_name(std::string_view text) noexcept {
+  if (text.empty() || text.size() > kMaxNameBytes || !is_alnum(text[0])) return false;
+  for (char c : text) {
+    if (!is_alnum(c) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  std::size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      std::size_t n = utf8_sequence_length(text, i);
+      if (n == 0) {
+        out += "\xef\xbf\xbd";  // U+FFFD
+        ++i;
+      } else {
+        out.append(text.substr(i, n));
+        i += n;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 0xf];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  out += '"';
+}
+
+std::string quote_for_message(std::string_view text, std::size_t max_bytes) {
+  bool cut = text.size() > max_bytes;
+  std::string_view shown = cut ? text.substr(0, max_bytes) : text;
+  std::string out = "\"";
+  for (char ch : shown) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20 || c >= 0x7f) {
+      append_hex_escape(out, c);
+    } else {
+      out += ch;
+    }
+  }
+  out += cut ? "\"..." : "\"";
+  return out;
+}
+
+std::string one_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f) {
+      append_hex_escape(out, c);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace trainit

@@ -1,0 +1,39 @@
+// Small pure text rules shared by the platform model and the planners.
+//
+// Everything here is total: no input makes these functions throw, allocate
+// without bound, or read outside the text they are given.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace trainit {
+
+// The platform's number form: "0" or a digit string without a leading zero
+// (^(0|[1-9][0-9]*)$), at most 18 digits. No sign, space, hex, exponent or
+// fraction. Returns nullopt for anything else.
+[[nodiscard]] std::optional<std::uint64_t> parse_decimal(std::string_view text) noexcept;
+
+// True when `text` may be used as one path component or DNS-label-like name:
+// 1..200 bytes of [A-Za-z0-9._-], starting with a letter or digit (so never
+// ".", "..", a dot file or an option-like "-x").
+[[nodiscard]] bool is_safe_name(std::string_view text) noexcept;
+
+// Appends `text` as a JSON string literal, quotes included. Control
+// characters are escaped; bytes that are not valid UTF-8 become U+FFFD, so
+// the output is always valid JSON.
+void append_json_string(std::string& out, std::string_view text);
+
+// `text` quoted for a one-line message: JSON-like escapes, every byte outside
+// printable ASCII as \xNN, cut to at most `max_bytes` of input ("..." marks
+// the cut). Never contains a newline.
+[[nodiscard]] std::string quote_for_message(std::string_view text, std::size_t max_bytes = 80);
+
+// `text` with every byte outside printable ASCII written as \xNN (a newline
+// included): what a message built from foreign text needs to stay one line.
+[[nodiscard]] std::string one_line(std::string_view text);
+
+}  // namespace trainit
