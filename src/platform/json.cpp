@@ -45,7 +45,7 @@ class BoundedBuilder {
     if (auto cut = what.find("] "); what.starts_with("[json.exception.") && cut != std::string_view::npos) {
       what.remove_prefix(cut + 2);
     }
-    error_ = one_line(what);
+    error_ = "not valid JSON: " + one_line(what);
     return false;
   }
 
@@ -130,7 +130,7 @@ Result<Json> parse_json(std::string_view text, std::string_view file, const Json
     Json root;
     BoundedBuilder builder(root, limits.max_depth);
     if (!Json::sax_parse(text.begin(), text.end(), &builder)) {
-      return Error{fmt::format("{}: not valid JSON: {}", one_line(file), builder.error())};
+      return Error{fmt::format("{}: {}", one_line(file), builder.error())};
     }
     return root;
   } catch (const std::exception& e) {  // allocation failure: the only way left to throw

@@ -1,0 +1,68 @@
+#!/bin/sh
+# Runs one golden case of `trainit plan` and compares what it prints, byte for
+# byte, with what the case expects.
+#
+#   run_case.sh TRAINIT CASE_DIR
+#
+# A case directory holds:
+#   env           NAME=VALUE lines: the whole environment (run under env -i)
+#   args          the words after `trainit plan`, one per line
+#   expected.out  expected stdout     (absent: empty)
+#   expected.err  expected stderr     (absent: empty)
+#   expected.rc   expected exit code  (absent: 0)
+# and the rank tables and directories the case reads. In every file,
+# @CASE@ stands for the case directory's absolute path; empty lines and
+# lines starting with '#' in env and args are skipped.
+#
+# TRAINIT_GOLDEN_UPDATE=1 rewrites the expected files from what trainit
+# printed (review the diff before committing it).
+set -u
+bin=$1
+dir=$(cd "$2" && pwd) || exit 2
+tmp=$(mktemp -d) || exit 2
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+pattern=$(printf '%s' "$dir" | sed 's/[][\\.*^$|]/\\&/g')
+replacement=$(printf '%s' "$dir" | sed 's/[\\&|]/\\&/g')
+expand() { sed "s|@CASE@|$replacement|g" "$1"; }
+fold() { sed "s|$pattern|@CASE@|g"; }
+
+# Build "NAME=VALUE... TRAINIT plan ARGS..." as the positional parameters.
+set --
+for part in env args; do
+  if [ "$part" = args ]; then set -- "$@" "$bin" plan; fi
+  [ -f "$dir/$part" ] || continue
+  expand "$dir/$part" >"$tmp/$part"
+  while IFS= read -r line || [ -n "$line" ]; do
+    case $line in '' | '#'*) continue ;; esac
+    set -- "$@" "$line"
+  done <"$tmp/$part"
+done
+
+env -i "$@" >"$tmp/raw.out" 2>"$tmp/raw.err"
+echo $? >"$tmp/rc"
+fold <"$tmp/raw.out" >"$tmp/out"
+fold <"$tmp/raw.err" >"$tmp/err"
+
+if [ "${TRAINIT_GOLDEN_UPDATE:-}" = 1 ]; then
+  cp "$tmp/out" "$dir/expected.out"
+  if [ -s "$tmp/err" ]; then cp "$tmp/err" "$dir/expected.err"; else rm -f "$dir/expected.err"; fi
+  if [ "$(cat "$tmp/rc")" != 0 ]; then cp "$tmp/rc" "$dir/expected.rc"; else rm -f "$dir/expected.rc"; fi
+  echo "updated $dir"
+  exit 0
+fi
+
+status=0
+for what in out err rc; do
+  expected="$dir/expected.$what"
+  if [ ! -f "$expected" ]; then
+    expected="$tmp/none.$what"
+    if [ "$what" = rc ]; then echo 0 >"$expected"; else : >"$expected"; fi
+  fi
+  if ! cmp -s "$expected" "$tmp/$what"; then
+    echo "golden: $what differs from $expected:"
+    diff -u "$expected" "$tmp/$what" | head -n 80
+    status=1
+  fi
+done
+exit $status
