@@ -27,8 +27,15 @@ constexpr std::string_view kUsage =
     "                    (TINI_KILL_PROCESS_GROUP)\n"
     "  -w                warn each time an orphaned zombie is reaped\n"
     "  -e CODE           exit 0 when the child exits with CODE (0-255; repeatable)\n"
-    "  --grace SECONDS   after SIGTERM or SIGINT, SIGKILL the child's process group\n"
-    "                    if it still runs after SECONDS (fractions allowed; default 8)\n"
+    "  --grace SECONDS   how long processes get between SIGTERM and SIGKILL, when\n"
+    "                    trainit is stopped or drains (fractions allowed; default 8)\n"
+    "  --stop-delay SECONDS  wait this long before passing on SIGTERM/SIGINT (default 0)\n"
+    "  --no-drain        exit as soon as the child exits, as tini does, instead of\n"
+    "                    stopping every remaining process first\n"
+    "  --forward-only    pass SIGTERM/SIGINT to the child only, as tini does, instead\n"
+    "                    of stopping every process with the SIGKILL escalation\n"
+    "  --restart POLICY  restart the child: no (default), on-failure, always\n"
+    "  --max-restarts N  give up after N restarts in a row (default: no limit)\n"
     "\n"
     "Exit status: the child's, or 128+N when it died of signal N; 64 bad usage;\n"
     "126 program not executable; 127 program not found; 70/71 internal errors.\n";
@@ -112,6 +119,30 @@ Result<void> apply_short(char flag, const char* value, Options& o) {
   }
 }
 
+// Applies a long option that takes a value.
+Result<void> apply_long(std::string_view name, std::string_view value, Options& o) {
+  if (name == "grace" || name == "stop-delay") {
+    auto seconds = parse_seconds(value);
+    if (!seconds) {
+      return usage_error(fmt::format("--{}: expected seconds such as 8 or 0.5, got '{}'", name, value));
+    }
+    (name == "grace" ? o.grace : o.stop_delay) = *seconds;
+  } else if (name == "restart") {
+    if (value == "no") {
+      o.restart = Restart::kNo;
+    } else if (value == "on-failure") {
+      o.restart = Restart::kOnFailure;
+    } else if (value == "always") {
+      o.restart = Restart::kAlways;
+    } else {
+      return usage_error(fmt::format("--restart: expected no, on-failure or always, got '{}'", value));
+    }
+  } else if (!parse_int(value, 0, 1'000'000, &o.max_restarts)) {
+    return usage_error(fmt::format("--max-restarts: expected an integer in 0-1000000, got '{}'", value));
+  }
+  return {};
+}
+
 Result<void> apply_env(const GetEnv& getenv, Options& o) {
   if (getenv("TINI_SUBREAPER") != nullptr) {
     o.subreaper = true;
@@ -165,18 +196,20 @@ Result<Options> parse_cli(int argc, const char* const* argv, const GetEnv& geten
         o.action = Action::kHelp;
       } else if (name == "version" && !has_value) {
         o.action = Action::kVersion;
-      } else if (name == "grace") {
+      } else if (name == "no-drain" && !has_value) {
+        o.drain = false;
+      } else if (name == "forward-only" && !has_value) {
+        o.forward_only = true;
+      } else if (name == "grace" || name == "stop-delay" || name == "restart" || name == "max-restarts") {
         if (!has_value) {
           if (i + 1 >= argc) {
-            return usage_error("--grace needs a value in seconds");
+            return usage_error(fmt::format("--{} needs a value", name));
           }
           value = argv[++i];
         }
-        auto grace = parse_seconds(value);
-        if (!grace) {
-          return usage_error(fmt::format("--grace: expected seconds such as 8 or 0.5, got '{}'", value));
+        if (auto r = apply_long(name, value, o); !r) {
+          return r.error();
         }
-        o.grace = *grace;
       } else {
         return usage_error(fmt::format("unknown option '{}'", arg));
       }

@@ -16,6 +16,7 @@
 namespace trainit {
 
 enum class Action { kRun, kHelp, kVersion, kLicense };
+enum class Restart { kNo, kOnFailure, kAlways };
 
 struct Options {
   Action action = Action::kRun;
@@ -26,6 +27,11 @@ struct Options {
   bool warn_on_reap = false;                 // -w
   std::bitset<256> exit_zero;                // -e CODE: these child exit codes become 0
   Duration grace = std::chrono::seconds(8);  // --grace SECONDS
+  Duration stop_delay{0};                    // --stop-delay SECONDS
+  bool drain = true;                         // --no-drain: exit at once when the child does (tini)
+  bool forward_only = false;                 // --forward-only: SIGTERM/SIGINT only forwarded (tini)
+  Restart restart = Restart::kNo;            // --restart on-failure|always|no
+  int max_restarts = -1;                     // --max-restarts N; -1: no limit
   std::vector<std::string> command;          // PROGRAM ARGS...
 };
 

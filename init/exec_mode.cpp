@@ -1,22 +1,291 @@
 #include "exec_mode.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "base/log.h"
 #include "loop/loop.h"
+#include "notify/notify.h"
 #include "proc/escalation.h"
 #include "proc/spawn.h"
+#include "proc/tree.h"
+
+extern char** environ;
 
 namespace trainit {
 namespace {
 
+using namespace std::chrono_literals;
+
 constexpr int kExitOsError = 71;  // EX_OSERR: could not start at all
+
+// Restart backoff: 0.1 s, doubling, at most 10 s. A run of 10 s or more
+// counts as healthy and starts the count (and the backoff) afresh.
+constexpr Duration kFirstBackoff = 100ms;
+constexpr Duration kMaxBackoff = 10s;
+constexpr Duration kHealthyRun = 10s;
 
 int status_code(const siginfo_t& info) {
   return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
 }
+
+double seconds(Duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+class ExecSupervisor {
+ public:
+  ExecSupervisor(const Options& options, const Pid1& pid1, Loop& loop)
+      : options_(options),
+        pid1_(pid1),
+        loop_(loop),
+        notifier_(Notifier::from_environment()),
+        escalation_(loop, options.grace, [this](int signo) { stop_everyone(signo); }) {
+    bool changed = false;
+    child_env_ = environment_for_children(environ, &changed);
+    spawn_options_.argv = options.command;
+    spawn_options_.env = changed ? &child_env_ : nullptr;
+    spawn_options_.grouping = Grouping::kProcessGroup;
+    spawn_options_.foreground = true;
+    spawn_options_.signals = &pid1.parent_signals;
+  }
+
+  // Starts PROGRAM the first time. Returns -1 when it runs, else the code to
+  // exit with (nothing was started: there is nothing to drain).
+  int start() {
+    if (int code = spawn_child(); code >= 0) {
+      loop_.reap();
+      return code;
+    }
+    signals_ = loop_.add_signal(
+        forwardable_signals(), [this](const signalfd_siginfo& i) { return on_signal(i); }, "forwarded signals");
+    loop_.set_orphan_handler([this](const siginfo_t& info) { on_orphan(info); });
+    if (notifier_.watchdog_interval() > Duration::zero()) {
+      watchdog_ = loop_.add_timer(
+          Clock::now(), [this] { return on_watchdog(); }, "watchdog");
+    }
+    notifier_.send("READY=1");
+    return -1;
+  }
+
+  // The exit code once the loop has stopped.
+  [[nodiscard]] int exit_code() const { return options_.exit_zero.test(static_cast<size_t>(code_)) ? 0 : code_; }
+
+ private:
+  enum class Phase { kRunning, kStopDelay, kDraining, kRestartWait, kDone };
+
+  // Returns -1 when PROGRAM runs, else the exit code for the failure.
+  int spawn_child() {
+    auto spawned = spawn(spawn_options_);
+    if (!spawned) {
+      log_error("{}", spawned.error().message);
+      int e = spawned.error().errnum;
+      code_ = e == EAGAIN || e == ENOMEM ? kExitOsError : exec_failure_status(e);
+      return code_;
+    }
+    // Point of no return (the first time): a child runs. From here the only
+    // way out is through the loop; errors are logged and lived with.
+    child_pid_ = spawned->pid;
+    started_at_ = Clock::now();
+    child_ = loop_.add_child(
+        child_pid_, [this](const siginfo_t& info) { return on_child_exit(info); }, "main child");
+    phase_ = Phase::kRunning;
+    log_info("spawned '{}' with pid {}", options_.command[0], child_pid_);
+    notifier_.status(fmt::format("running '{}' (pid {})", options_.command[0], child_pid_));
+    return -1;
+  }
+
+  int on_child_exit(const siginfo_t& info) {
+    code_ = status_code(info);
+    log_info("main child {} {} {}", child_pid_, info.si_code == CLD_EXITED ? "exited with" : "was killed by signal",
+             info.si_status);
+    if (!stopping_ && should_restart()) {
+      restart_pending_ = true;
+    } else if (!options_.drain) {
+      finish();
+      return 0;
+    }
+    begin_drain();
+    return 0;
+  }
+
+  bool should_restart() {
+    if (options_.restart == Restart::kNo || (options_.restart == Restart::kOnFailure && code_ == 0)) {
+      return false;
+    }
+    if (Clock::now() - started_at_ >= kHealthyRun) {
+      restarts_ = 0;
+    }
+    if (options_.max_restarts >= 0 && restarts_ >= options_.max_restarts) {
+      log_warning("'{}' exited with {}; not restarting after {} restarts", options_.command[0], code_, restarts_);
+      return false;
+    }
+    return true;
+  }
+
+  // PROGRAM is gone: everything else gets the stop signal, the grace, then
+  // SIGKILL, and trainit waits until nothing is left.
+  void begin_drain() {
+    phase_ = Phase::kDraining;
+    if (!loop_.has_children()) {
+      drained();
+      return;
+    }
+    if (!escalation_.started()) {
+      log_info("draining: stopping the remaining processes");
+      notifier_.status("draining: stopping the remaining processes");
+      escalation_.start(SIGTERM);
+    }
+  }
+
+  void check_drained() {
+    if (phase_ == Phase::kDraining && !loop_.has_children()) {
+      drained();
+    }
+  }
+
+  void drained() {
+    escalation_.finish();
+    if (restart_pending_ && !stopping_) {
+      schedule_restart();
+      return;
+    }
+    finish();
+  }
+
+  void schedule_restart() {
+    restart_pending_ = false;
+    phase_ = Phase::kRestartWait;
+    Duration delay = std::min<Duration>(kFirstBackoff * (1LL << std::min(restarts_, 20)), kMaxBackoff);
+    ++restarts_;
+    log_warning("'{}' exited with {}; restart {} in {:.1f} s", options_.command[0], code_, restarts_, seconds(delay));
+    notifier_.status(
+        fmt::format("restarting '{}' in {:.1f} s (restart {})", options_.command[0], seconds(delay), restarts_));
+    restart_timer_ = loop_.add_timer(
+        Clock::now() + delay,
+        [this] {
+          restart_timer_.reset();
+          if (spawn_child() >= 0) {
+            begin_drain();  // could not start again: leave with its code
+          }
+          return 0;
+        },
+        "restart backoff");
+  }
+
+  void finish() {
+    phase_ = Phase::kDone;
+    notifier_.status(fmt::format("exited with {}", exit_code()));
+    loop_.exit(exit_code());
+  }
+
+  void on_orphan(const siginfo_t& info) {
+    if (options_.warn_on_reap) {
+      log_warning("reaped zombie process {} ({} {})", info.si_pid,
+                  info.si_code == CLD_EXITED ? "exit status" : "signal", info.si_status);
+    }
+    check_drained();
+  }
+
+  int on_signal(const signalfd_siginfo& info) {
+    const int signo = static_cast<int>(info.ssi_signo);
+    if (signo == SIGPIPE && static_cast<pid_t>(info.ssi_pid) == ::getpid()) {
+      return 0;  // our own write to a closed pipe: not the child's business
+    }
+    if ((signo == SIGTERM || signo == SIGINT) && !options_.forward_only) {
+      request_stop(signo);
+    } else {
+      forward(signo);
+    }
+    return 0;
+  }
+
+  // tini's routing: PROGRAM, or its process group with -g.
+  void forward(int signo) {
+    if (phase_ != Phase::kRunning && phase_ != Phase::kStopDelay) {
+      return;  // no PROGRAM to forward to
+    }
+    log_info("forwarding {} to {} {}", signal_name(signo), options_.kill_process_group ? "process group" : "pid",
+             child_pid_);
+    int r = options_.kill_process_group ? (::kill(-child_pid_, signo) < 0 ? -errno : 0) : child_.send_signal(signo);
+    if (r < 0 && r != -ESRCH) {
+      log_warning("cannot send {} to {}: {}", signal_name(signo), child_pid_, errno_string(-r));
+    }
+  }
+
+  void request_stop(int signo) {
+    if (!stopping_) {
+      notifier_.send("STOPPING=1");
+    }
+    if (phase_ == Phase::kRestartWait) {  // a stop ends the restarting
+      stopping_ = true;
+      restart_timer_.reset();
+      finish();
+      return;
+    }
+    if (phase_ == Phase::kRunning && !stopping_ && options_.stop_delay > Duration::zero()) {
+      stopping_ = true;
+      phase_ = Phase::kStopDelay;
+      log_info("got {}; passing it on in {:.3f} s", signal_name(signo), seconds(options_.stop_delay));
+      notifier_.status(fmt::format("stopping in {:.1f} s", seconds(options_.stop_delay)));
+      stop_delay_ = loop_.add_timer(
+          Clock::now() + options_.stop_delay,
+          [this, signo] {
+            stop_now(signo);
+            return 0;
+          },
+          "stop delay");
+      return;
+    }
+    stop_now(signo);  // also a second stop request during the delay
+  }
+
+  void stop_now(int signo) {
+    stopping_ = true;
+    stop_delay_.reset();
+    if (phase_ == Phase::kStopDelay) {
+      phase_ = Phase::kRunning;
+    }
+    log_info("stopping: {} to every process, SIGKILL after {:.3f} s", signal_name(signo), seconds(options_.grace));
+    notifier_.status(
+        fmt::format("stopping: {} sent, SIGKILL in {:.1f} s", signal_name(signo), seconds(options_.grace)));
+    escalation_.start(signo);
+  }
+
+  // Every process trainit answers for: as PID 1 the namespace, otherwise our
+  // descendants (and PROGRAM's group, should /proc be missing).
+  void stop_everyone(int signo) {
+    if (signo == SIGKILL) {
+      log_warning("processes still run {:.3f} s after the stop signal; sending SIGKILL", seconds(options_.grace));
+    }
+    signal_all(pid1_.is_pid1, signo, child_pid_);
+  }
+
+  int on_watchdog() {
+    notifier_.send("WATCHDOG=1");
+    watchdog_.set_deadline(Clock::now() + notifier_.watchdog_interval());
+    return 0;
+  }
+
+  const Options& options_;
+  const Pid1& pid1_;
+  Loop& loop_;
+  Notifier notifier_;
+  Escalation escalation_;
+  std::vector<std::string> child_env_;
+  SpawnOptions spawn_options_;
+  SourceHandle signals_, child_, watchdog_, restart_timer_, stop_delay_;
+  Phase phase_ = Phase::kRunning;
+  pid_t child_pid_ = 0;
+  Clock::time_point started_at_;
+  int code_ = 0;
+  int restarts_ = 0;
+  bool stopping_ = false;
+  bool restart_pending_ = false;
+};
 
 }  // namespace
 
@@ -26,89 +295,17 @@ int run_exec(const Options& options, const Pid1& pid1) {
     log_error("cannot create the event loop: {}", errno_string(-r));
     return kExitOsError;
   }
-
-  SpawnOptions spawn_options;
-  spawn_options.argv = options.command;
-  spawn_options.grouping = Grouping::kProcessGroup;
-  spawn_options.foreground = true;
-  spawn_options.signals = &pid1.parent_signals;
-  auto spawned = spawn(spawn_options);
-  if (!spawned) {
-    log_error("{}", spawned.error().message);
-    loop.reap();
-    int e = spawned.error().errnum;
-    return e == EAGAIN || e == ENOMEM ? kExitOsError : exec_failure_status(e);
+  ExecSupervisor supervisor(options, pid1, loop);
+  if (int code = supervisor.start(); code >= 0) {
+    return code;
   }
-  // Point of no return: a child runs. From here the only way out is the
-  // child's exit (or the fatal path); errors are logged and lived with.
-  const pid_t child = spawned->pid;
-  log_info("spawned '{}' with pid {}", options.command[0], child);
-
-  int code = 0;
-  SourceHandle child_source = loop.add_child(
-      child,
-      [&](const siginfo_t& info) {
-        code = status_code(info);
-        log_info("main child {} {} {}", child, info.si_code == CLD_EXITED ? "exited with" : "was killed by signal",
-                 info.si_status);
-        loop.exit(code);
-        return 0;
-      },
-      "main child");
-
-  auto deliver = [&](int signo, bool whole_group) {
-    int r = whole_group ? (::kill(-child, signo) < 0 ? -errno : 0) : child_source.send_signal(signo);
-    if (r < 0 && r != -ESRCH) {
-      log_warning("cannot send {} to {}: {}", signal_name(signo), child, errno_string(-r));
-    }
-  };
-  Escalation stop(loop, options.grace, [&](int signo) {
-    if (signo == SIGKILL) {
-      log_warning("pid {} still runs {} s after the stop signal; sending SIGKILL to its process group", child,
-                  std::chrono::duration<double>(options.grace).count());
-      deliver(SIGKILL, true);
-      deliver(SIGKILL, false);  // the child may have left its group
-      return;
-    }
-    deliver(signo, options.kill_process_group);
-  });
-
-  const pid_t self = ::getpid();
-  SourceHandle signals = loop.add_signal(
-      forwardable_signals(),
-      [&](const signalfd_siginfo& info) {
-        int signo = static_cast<int>(info.ssi_signo);
-        if (signo == SIGPIPE && static_cast<pid_t>(info.ssi_pid) == self) {
-          return 0;  // our own write to a closed pipe: not the child's business
-        }
-        log_info("forwarding {} to {}{}", signal_name(signo), options.kill_process_group ? "process group " : "pid ",
-                 child);
-        if (signo == SIGTERM || signo == SIGINT) {
-          stop.start(signo);
-        } else {
-          deliver(signo, options.kill_process_group);
-        }
-        return 0;
-      },
-      "forwarded signals");
-
-  loop.set_orphan_handler([&](const siginfo_t& info) {
-    if (options.warn_on_reap) {
-      log_warning("reaped zombie process {} ({} {})", info.si_pid,
-                  info.si_code == CLD_EXITED ? "exit status" : "signal", info.si_status);
-    }
-  });
-
   int r = loop.run();
   if (r < 0) {
     log_error("event loop failed: {}; killing everything", errno_string(-r));
-    fatal_exit(pid1, child);
+    fatal_exit(pid1, 0);
   }
-  loop.reap();  // zombies that exited along with the child
-  if (options.exit_zero.test(static_cast<size_t>(code))) {
-    code = 0;
-  }
-  return code;
+  loop.reap();  // zombies that exited along with the child (--no-drain)
+  return supervisor.exit_code();
 }
 
 }  // namespace trainit

@@ -1,12 +1,17 @@
 // Exec mode, `trainit [options] -- PROGRAM ARGS...`: tini's job, done right.
 //
 // Runs PROGRAM in its own process group (the terminal's foreground group when
-// stdin is a tty), forwards every catchable signal to it (to its group with
-// -g), reaps every orphan, and returns the exit code trainit must exit with:
-// the child's, 128+N for a death by signal N, 0 for a code named by -e,
-// 127/126 when it could not be executed, 71 when it could not be started.
-// SIGTERM/SIGINT start the escalation: forwarded now, SIGKILL to the child's
-// group after --grace.
+// stdin is a tty) and reaps every orphan. Signals other than SIGTERM/SIGINT
+// go to PROGRAM (its group with -g). SIGTERM/SIGINT stop everything: after
+// --stop-delay they reach PROGRAM and every other process trainit answers
+// for (the whole namespace as PID 1, its descendants otherwise), and after
+// --grace whatever still runs is SIGKILLed. When PROGRAM exits, the rest are
+// drained the same way before trainit exits, or PROGRAM is restarted under
+// --restart. --forward-only and --no-drain give tini's behaviour back.
+//
+// Returns the code trainit exits with: PROGRAM's, 128+N for a death by
+// signal N, 0 for a code named by -e, 127/126 when it could not be executed,
+// 71 when it could not be started.
 #pragma once
 
 #include "cli.h"

@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "base/log.h"
+#include "proc/tree.h"
 
 namespace trainit {
 
@@ -41,11 +42,7 @@ int setup_pid1(const SignalState& parent, int parent_death_signal, Pid1* out) no
 }
 
 void fatal_exit(const Pid1& pid1, pid_t group) noexcept {
-  if (pid1.is_pid1) {
-    ::kill(-1, SIGKILL);  // inside our own PID namespace: everything but us
-  } else if (group > 0) {
-    ::kill(-group, SIGKILL);
-  }
+  signal_all(pid1.is_pid1, SIGKILL, group);  // as PID 1: our namespace only
   // Reap for at most a second: outside PID 1, processes that left the group
   // (setsid) are not ours to kill and may outlive us.
   struct timespec pause = {0, 10'000'000};

@@ -20,8 +20,8 @@ int setup_pid1(const SignalState& parent, int parent_death_signal, Pid1* out) no
 
 // The fatal path, for when the loop itself broke after the first spawn: kill
 // what is ours, reap it, exit 70. As PID 1 "ours" is the whole namespace (the
-// kernel would kill it anyway when we exit); otherwise only `group`'s process
-// group, never kill(-1) outside our own namespace.
+// kernel would kill it anyway when we exit); otherwise our descendants and
+// `group`'s process group, never kill(-1) outside our own namespace.
 [[noreturn]] void fatal_exit(const Pid1& pid1, pid_t group) noexcept;
 
 }  // namespace trainit

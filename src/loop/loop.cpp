@@ -373,6 +373,15 @@ int Loop::reap() {
   return reaped;
 }
 
+bool Loop::has_children() const noexcept {
+  siginfo_t info{};
+  int r;
+  do {
+    r = sys::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT);
+  } while (r == -EINTR);
+  return r != -ECHILD;
+}
+
 void Loop::dispatch_signals() {
   signalfd_siginfo infos[16];
   for (;;) {

@@ -117,6 +117,8 @@ class Loop {
 
   // Reaps every child that has exited now, as on SIGCHLD. Returns how many.
   int reap();
+  // Whether any child of ours (running or a zombie) exists. Reaps nothing.
+  [[nodiscard]] bool has_children() const noexcept;
   [[nodiscard]] uint64_t orphans_reaped() const noexcept { return orphans_reaped_; }
   [[nodiscard]] bool has_pidfd() const noexcept { return has_pidfd_; }
 

@@ -10,6 +10,7 @@ void Escalation::start(int signo) {
     return;
   }
   started_ = true;
+  killed_ = false;
   timer_ = loop_.add_timer(
       Clock::now() + grace_,
       [this] {

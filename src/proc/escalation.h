@@ -22,8 +22,12 @@ class Escalation {
   // Sends `signo` now and arms the SIGKILL deadline, unless one is armed
   // already (a second stop request re-sends the signal, keeps the deadline).
   void start(int signo);
-  // The processes are gone: no SIGKILL will follow.
-  void finish() noexcept { timer_.reset(); }
+  // The processes are gone: no SIGKILL will follow; start() may be called
+  // again for the next set.
+  void finish() noexcept {
+    timer_.reset();
+    started_ = false;
+  }
   [[nodiscard]] bool started() const noexcept { return started_; }
   [[nodiscard]] bool killed() const noexcept { return killed_; }
 

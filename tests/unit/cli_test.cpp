@@ -55,6 +55,23 @@ TEST(Cli, GraceAcceptsFractionsInBothSpellings) {
   EXPECT_EQ(parse({"true"})->grace, std::chrono::seconds(8));
 }
 
+TEST(Cli, BeyondTiniOptions) {
+  auto o = parse(
+      {"--stop-delay", "1.5", "--no-drain", "--forward-only", "--restart=on-failure", "--max-restarts", "4", "true"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->stop_delay, std::chrono::milliseconds(1500));
+  EXPECT_FALSE(o->drain);
+  EXPECT_TRUE(o->forward_only);
+  EXPECT_EQ(o->restart, Restart::kOnFailure);
+  EXPECT_EQ(o->max_restarts, 4);
+  auto d = parse({"true"});
+  EXPECT_TRUE(d->drain);
+  EXPECT_FALSE(d->forward_only);
+  EXPECT_EQ(d->restart, Restart::kNo);
+  EXPECT_EQ(d->max_restarts, -1);
+  EXPECT_EQ(parse({"--restart", "always", "true"})->restart, Restart::kAlways);
+}
+
 TEST(Cli, TiniVariablesSetTheirFlags) {
   auto o = parse({"true"}, {{"TINI_SUBREAPER", ""}, {"TINI_KILL_PROCESS_GROUP", "1"}, {"TINI_VERBOSITY", "3"}});
   ASSERT_TRUE(o.ok());
@@ -89,6 +106,10 @@ TEST(Cli, BadInputIsAOneLineErrorNamingTheProblem) {
       {{"--grace", "-1", "true"}, {}, "'-1'"},
       {{"--grace", "1e3", "true"}, {}, "'1e3'"},
       {{"--grace"}, {}, "--grace needs a value"},
+      {{"--stop-delay", "soon", "true"}, {}, "'soon'"},
+      {{"--restart", "sometimes", "true"}, {}, "'sometimes'"},
+      {{"--max-restarts", "-2", "true"}, {}, "'-2'"},
+      {{"--no-drain=1", "true"}, {}, "unknown option '--no-drain=1'"},
       {{"true"}, {{"TINI_VERBOSITY", "loud"}}, "TINI_VERBOSITY"},
   };
   for (const auto& c : cases) {

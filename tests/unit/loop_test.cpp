@@ -226,6 +226,19 @@ TEST_F(LoopTest, ReaperDrainsEveryZombieOnOneSigchld) {
   EXPECT_EQ(errno, ECHILD);
 }
 
+TEST_F(LoopTest, HasChildrenSeesRunningChildrenAndZombiesWithoutReapingThem) {
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  EXPECT_FALSE(loop_.has_children());
+  pid_t pid = fork_exit(0);
+  EXPECT_TRUE(loop_.has_children());
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);  // now a zombie
+  EXPECT_TRUE(loop_.has_children());
+  EXPECT_EQ(loop_.reap(), 1);
+  EXPECT_FALSE(loop_.has_children());
+}
+
 TEST_F(LoopTest, ChildIsSignalledThroughItsPidfd) {
   pid_t pid = ::fork();
   if (pid == 0) {

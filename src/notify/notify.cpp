@@ -1,0 +1,114 @@
+#include "notify/notify.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/fd.h"
+#include "base/log.h"
+
+#ifdef TRAINIT_HAVE_LIBSYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+namespace trainit {
+namespace {
+
+bool starts_with_name(std::string_view entry, std::string_view name) {
+  return entry.size() > name.size() && entry.substr(0, name.size()) == name && entry[name.size()] == '=';
+}
+
+[[maybe_unused]] int send_builtin(const std::string& socket_path, std::string_view message) {
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path) || (socket_path[0] != '/' && socket_path[0] != '@')) {
+    return -EINVAL;
+  }
+  std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
+  socklen_t len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + socket_path.size());
+  if (addr.sun_path[0] == '@') {
+    addr.sun_path[0] = '\0';  // abstract namespace
+  } else {
+    ++len;  // the terminating NUL of a path
+  }
+  Fd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) {
+    return -errno;
+  }
+  ssize_t n = ::sendto(fd.get(), message.data(), message.size(), MSG_NOSIGNAL,
+                       reinterpret_cast<const struct sockaddr*>(&addr), len);
+  return n < 0 ? -errno : 0;
+}
+
+}  // namespace
+
+Notifier Notifier::from_environment() {
+  Notifier n;
+  if (const char* socket = ::getenv("NOTIFY_SOCKET"); socket != nullptr && socket[0] != '\0') {
+    n.socket_ = socket;
+  }
+  const char* usec = ::getenv("WATCHDOG_USEC");
+  const char* pid = ::getenv("WATCHDOG_PID");
+  long long value = 0;
+  if (usec != nullptr) {
+    std::string_view text(usec);
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    bool ours = pid == nullptr || std::atoll(pid) == static_cast<long long>(::getpid());
+    if (ec == std::errc() && end == text.data() + text.size() && value > 0 && ours) {
+      n.watchdog_ = std::chrono::microseconds(value / 2);
+    }
+  }
+  return n;
+}
+
+int Notifier::send(std::string_view message) const {
+  if (socket_.empty()) {
+    return 0;
+  }
+#ifdef TRAINIT_HAVE_LIBSYSTEMD
+  std::string text(message);
+  int r = sd_notify(0, text.c_str());
+  r = r < 0 ? r : 0;
+#else
+  int r = send_builtin(socket_, message);
+#endif
+  if (r < 0) {
+    log_debug("notify '{}': {}", message, errno_string(-r));
+  }
+  return r;
+}
+
+void Notifier::status(std::string_view text) {
+  if (socket_.empty() || text == last_status_) {
+    return;
+  }
+  last_status_ = text;
+  std::string message = "STATUS=";
+  message += text;
+  send(message);
+}
+
+bool Notifier::is_notify_variable(std::string_view entry) noexcept {
+  return starts_with_name(entry, "NOTIFY_SOCKET") || starts_with_name(entry, "WATCHDOG_USEC") ||
+         starts_with_name(entry, "WATCHDOG_PID");
+}
+
+std::vector<std::string> environment_for_children(char** environ, bool* changed) {
+  std::vector<std::string> env;
+  *changed = false;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (Notifier::is_notify_variable(*e)) {
+      *changed = true;
+    } else {
+      env.emplace_back(*e);
+    }
+  }
+  return env;
+}
+
+}  // namespace trainit

@@ -1,0 +1,88 @@
+#include "proc/tree.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "base/fd.h"
+
+namespace trainit {
+namespace {
+
+// Appends the children listed by one /proc/<pid>/task/<tid>/children file.
+void read_children(const char* path, std::vector<pid_t>& out) {
+  Fd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    return;
+  }
+  char buf[4096];
+  pid_t pid = 0;
+  bool in_number = false;
+  ssize_t n;
+  while ((n = ::read(fd.get(), buf, sizeof(buf))) > 0) {
+    for (ssize_t i = 0; i < n; ++i) {
+      char c = buf[i];
+      if (c >= '0' && c <= '9') {
+        pid = pid * 10 + (c - '0');
+        in_number = true;
+      } else if (in_number) {
+        out.push_back(pid);
+        pid = 0;
+        in_number = false;
+      }
+    }
+  }
+  if (in_number) {
+    out.push_back(pid);
+  }
+}
+
+void children_of(pid_t pid, std::vector<pid_t>& out) {
+  char dir_path[64];
+  std::snprintf(dir_path, sizeof(dir_path), "/proc/%d/task", static_cast<int>(pid));
+  DIR* dir = ::opendir(dir_path);
+  if (dir == nullptr) {
+    return;
+  }
+  while (const struct dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') {
+      continue;
+    }
+    char path[96];
+    std::snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", static_cast<int>(pid), entry->d_name);
+    read_children(path, out);
+  }
+  ::closedir(dir);
+}
+
+}  // namespace
+
+std::vector<pid_t> list_descendants(pid_t root) {
+  std::vector<pid_t> out;
+  children_of(root, out);
+  for (size_t i = 0; i < out.size(); ++i) {  // grows as we go: breadth first
+    children_of(out[i], out);
+  }
+  return out;
+}
+
+int signal_all(bool pid1, int signo, pid_t known_group) {
+  if (pid1) {
+    return ::kill(-1, signo) == 0 ? 1 : 0;  // our namespace only: we are its init
+  }
+  int signalled = 0;
+  for (pid_t pid : list_descendants(::getpid())) {
+    signalled += ::kill(pid, signo) == 0 ? 1 : 0;
+  }
+  if (known_group > 0) {
+    signalled += ::kill(-known_group, signo) == 0 ? 1 : 0;
+  }
+  return signalled;
+}
+
+}  // namespace trainit

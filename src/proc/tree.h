@@ -1,0 +1,26 @@
+// Our descendants, for signalling them when trainit is not PID 1.
+//
+// As PID 1, kill(-1, sig) reaches every process in our namespace but us. As
+// a subreaper on a shared machine that would be everything the user owns, so
+// trainit walks its own tree instead: /proc/<pid>/task/<tid>/children from
+// itself down. Processes that left the tree (reparented to someone else's
+// subreaper or to the real init) are not ours and are never touched.
+#pragma once
+
+#include <sys/types.h>
+
+#include <vector>
+
+namespace trainit {
+
+// Every living descendant of `root`, parents before children. Empty when
+// /proc is not mounted (the caller then falls back to the groups it knows).
+[[nodiscard]] std::vector<pid_t> list_descendants(pid_t root);
+
+// Sends `signo` to every process trainit is responsible for: as PID 1, all of
+// the namespace; otherwise every descendant of ours, plus `known_group`'s
+// process group (when > 0) in case /proc is missing. Returns how many
+// processes or groups were signalled.
+int signal_all(bool pid1, int signo, pid_t known_group);
+
+}  // namespace trainit
