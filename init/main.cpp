@@ -14,7 +14,10 @@
 #include "cli.h"
 #include "exec_mode.h"
 #include "pid1.h"
+#include "plan_cmd.h"
 #include "proc/signals.h"
+
+extern char** environ;
 
 namespace {
 
@@ -37,6 +40,9 @@ int main(int argc, char** argv) {
   using namespace trainit;
   // First of all: the signal state every child must get back.
   const SignalState parent_signals = capture_signal_state();
+  if (argc > 1 && std::string_view(argv[1]) == "plan") {
+    return plan_main(argc - 1, argv + 1, environ);  // pure: prints a plan, starts nothing
+  }
 
   auto options = parse_cli(argc, argv, [](const char* name) { return ::getenv(name); });
   if (!options) {
