@@ -36,6 +36,9 @@ constexpr std::string_view kUsage =
     "                    of stopping every process with the SIGKILL escalation\n"
     "  --restart POLICY  restart the child: no (default), on-failure, always\n"
     "  --max-restarts N  give up after N restarts in a row (default: no limit)\n"
+    "  --ready WHEN      when to send READY=1 to NOTIFY_SOCKET: spawn (default: once\n"
+    "                    the child runs) or notify (trainit serves the child its own\n"
+    "                    NOTIFY_SOCKET and passes on its READY=1 and STATUS=)\n"
     "\n"
     "Exit status: the child's, or 128+N when it died of signal N; 64 bad usage;\n"
     "126 program not executable; 127 program not found; 70/71 internal errors.\n";
@@ -137,6 +140,11 @@ Result<void> apply_long(std::string_view name, std::string_view value, Options& 
     } else {
       return usage_error(fmt::format("--restart: expected no, on-failure or always, got '{}'", value));
     }
+  } else if (name == "ready") {
+    if (value != "spawn" && value != "notify") {
+      return usage_error(fmt::format("--ready: expected spawn or notify, got '{}'", value));
+    }
+    o.ready = value == "spawn" ? Ready::kSpawn : Ready::kNotify;
   } else if (!parse_int(value, 0, 1'000'000, &o.max_restarts)) {
     return usage_error(fmt::format("--max-restarts: expected an integer in 0-1000000, got '{}'", value));
   }
@@ -200,7 +208,8 @@ Result<Options> parse_cli(int argc, const char* const* argv, const GetEnv& geten
         o.drain = false;
       } else if (name == "forward-only" && !has_value) {
         o.forward_only = true;
-      } else if (name == "grace" || name == "stop-delay" || name == "restart" || name == "max-restarts") {
+      } else if (name == "grace" || name == "stop-delay" || name == "restart" || name == "max-restarts" ||
+                 name == "ready") {
         if (!has_value) {
           if (i + 1 >= argc) {
             return usage_error(fmt::format("--{} needs a value", name));

@@ -17,6 +17,7 @@ namespace trainit {
 
 enum class Action { kRun, kHelp, kVersion, kLicense };
 enum class Restart { kNo, kOnFailure, kAlways };
+enum class Ready { kSpawn, kNotify };
 
 struct Options {
   Action action = Action::kRun;
@@ -31,8 +32,10 @@ struct Options {
   bool drain = true;                         // --no-drain: exit at once when the child does (tini)
   bool forward_only = false;                 // --forward-only: SIGTERM/SIGINT only forwarded (tini)
   Restart restart = Restart::kNo;            // --restart on-failure|always|no
-  int max_restarts = -1;                     // --max-restarts N; -1: no limit
-  std::vector<std::string> command;          // PROGRAM ARGS...
+  int max_restarts = -1;
+  Ready ready = Ready::kSpawn;       // --ready spawn|notify: when to tell our supervisor READY=1                     //
+                                     // --max-restarts N; -1: no limit
+  std::vector<std::string> command;  // PROGRAM ARGS...
 };
 
 using GetEnv = std::function<const char*(const char* name)>;

@@ -1,6 +1,7 @@
 #include "exec_mode.h"
 
 #include <fmt/format.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "base/log.h"
 #include "loop/loop.h"
 #include "notify/notify.h"
+#include "notify/receiver.h"
 #include "proc/escalation.h"
 #include "proc/spawn.h"
 #include "proc/tree.h"
@@ -56,6 +58,16 @@ class ExecSupervisor {
   // Starts PROGRAM the first time. Returns -1 when it runs, else the code to
   // exit with (nothing was started: there is nothing to drain).
   int start() {
+    if (options_.ready == Ready::kNotify) {
+      if (int r = receiver_.open(); r < 0) {
+        log_error("cannot open a NOTIFY_SOCKET for the child: {}", errno_string(-r));
+        return kExitOsError;
+      }
+      child_env_.push_back("NOTIFY_SOCKET=" + receiver_.address());
+      spawn_options_.env = &child_env_;
+      child_notify_ = loop_.add_io(
+          receiver_.fd(), EPOLLIN, [this](uint32_t) { return on_child_notify(); }, "child's NOTIFY_SOCKET");
+    }
     if (int code = spawn_child(); code >= 0) {
       loop_.reap();
       return code;
@@ -67,7 +79,9 @@ class ExecSupervisor {
       watchdog_ = loop_.add_timer(
           Clock::now(), [this] { return on_watchdog(); }, "watchdog");
     }
-    notifier_.send("READY=1");
+    if (options_.ready == Ready::kSpawn) {
+      notifier_.send("READY=1");
+    }
     return -1;
   }
 
@@ -264,6 +278,22 @@ class ExecSupervisor {
     signal_all(pid1_.is_pid1, signo, child_pid_);
   }
 
+  // The child speaks sd_notify to us: its READY=1 is ours, its STATUS ours too.
+  int on_child_notify() {
+    return receiver_.drain([this](std::string_view key, std::string_view value) {
+      if (key == "READY" && value == "1" && !child_ready_) {
+        child_ready_ = true;
+        log_info("'{}' reports it is ready", options_.command[0]);
+        notifier_.send("READY=1");
+      } else if (key == "STATUS") {
+        log_info("'{}' reports status: {}", options_.command[0], value);
+        notifier_.status(value);
+      }
+    }) < 0
+               ? -EIO
+               : 0;
+  }
+
   int on_watchdog() {
     notifier_.send("WATCHDOG=1");
     watchdog_.set_deadline(Clock::now() + notifier_.watchdog_interval());
@@ -275,9 +305,10 @@ class ExecSupervisor {
   Loop& loop_;
   Notifier notifier_;
   Escalation escalation_;
+  NotifyReceiver receiver_;
   std::vector<std::string> child_env_;
   SpawnOptions spawn_options_;
-  SourceHandle signals_, child_, watchdog_, restart_timer_, stop_delay_;
+  SourceHandle signals_, child_, watchdog_, restart_timer_, stop_delay_, child_notify_;
   Phase phase_ = Phase::kRunning;
   pid_t child_pid_ = 0;
   Clock::time_point started_at_;
@@ -285,6 +316,7 @@ class ExecSupervisor {
   int restarts_ = 0;
   bool stopping_ = false;
   bool restart_pending_ = false;
+  bool child_ready_ = false;
 };
 
 }  // namespace
