@@ -76,10 +76,13 @@ int signal_all(bool pid1, int signo, pid_t known_group) {
     return ::kill(-1, signo) == 0 ? 1 : 0;  // our namespace only: we are its init
   }
   int signalled = 0;
-  for (pid_t pid : list_descendants(::getpid())) {
+  std::vector<pid_t> descendants = list_descendants(::getpid());
+  for (pid_t pid : descendants) {
     signalled += ::kill(pid, signo) == 0 ? 1 : 0;
   }
-  if (known_group > 0) {
+  // Without /proc the walk finds nothing: reach at least the group we know.
+  // With it, the group's members were signalled once already.
+  if (descendants.empty() && known_group > 0) {
     signalled += ::kill(-known_group, signo) == 0 ? 1 : 0;
   }
   return signalled;

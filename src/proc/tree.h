@@ -18,9 +18,9 @@ namespace trainit {
 [[nodiscard]] std::vector<pid_t> list_descendants(pid_t root);
 
 // Sends `signo` to every process trainit is responsible for: as PID 1, all of
-// the namespace; otherwise every descendant of ours, plus `known_group`'s
-// process group (when > 0) in case /proc is missing. Returns how many
-// processes or groups were signalled.
+// the namespace; otherwise every descendant of ours, each once, or, when the
+// walk finds none (no /proc), `known_group`'s process group (when > 0).
+// Returns how many processes or groups were signalled.
 int signal_all(bool pid1, int signo, pid_t known_group);
 
 }  // namespace trainit
