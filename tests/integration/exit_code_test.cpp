@@ -1,0 +1,166 @@
+// Exec mode's exit code, as PID 1: the child's code, 128+N for a death by
+// signal N, -e remaps, 127/126 for a program that cannot run, 64 for bad usage.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "harness.h"
+
+namespace trainit::test {
+namespace {
+
+Spec exec(std::vector<std::string> args) {
+  Spec spec;
+  spec.args = std::move(args);
+  return spec;
+}
+
+TEST(ExecMode, EveryExitCodeFrom0To255PassesThrough) {
+  TRAINIT_REQUIRE_ROOT();
+  for (int code = 0; code <= 255; ++code) {
+    Outcome r = run(exec({"--", helper_path("exitwith"), std::to_string(code)}));
+    ASSERT_EQ(r.exit, Exit::code(code)) << r.transcript;
+    EXPECT_EQ(r.err, "") << "code " << code;
+  }
+}
+
+TEST(ExecMode, ExitCodeOptionRemapsTheNamedCodesOnly) {
+  TRAINIT_REQUIRE_ROOT();
+  const std::string exitwith = helper_path("exitwith");
+  Outcome r = run(exec({"-e", "3", "--", exitwith, "3"}));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  r = run(exec({"-e", "3", "--", exitwith, "4"}));
+  EXPECT_EQ(r.exit, Exit::code(4)) << r.transcript;
+  r = run(exec({"-e", "3", "--", exitwith, "0"}));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  // Repeated, and attached to the flag.
+  for (const char* code : {"3", "4"}) {
+    r = run(exec({"-e", "3", "-e4", "--", exitwith, code}));
+    EXPECT_EQ(r.exit, Exit::code(0)) << "code " << code << r.transcript;
+  }
+  r = run(exec({"-e", "3", "-e4", "--", exitwith, "5"}));
+  EXPECT_EQ(r.exit, Exit::code(5)) << r.transcript;
+  // 128+N codes from a death by signal remap too, as in tini.
+  r = run(exec({"-e", "143", "--", exitwith, "-s", "15"}));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  r = run(exec({"-e", "255", "--", exitwith, "255"}));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+}
+
+TEST(ExecMode, ChildKilledBySigkillGives137) {
+  TRAINIT_REQUIRE_ROOT();
+  Outcome r = run(exec({"--", helper_path("exitwith"), "-s", "9"}));
+  EXPECT_EQ(r.exit, Exit::code(137)) << r.transcript;
+  // A shell that SIGKILLs itself, as in the wild.
+  r = run(exec({"--", "sh", "-c", "kill -KILL $$"}));
+  EXPECT_EQ(r.exit, Exit::code(137)) << r.transcript;
+}
+
+TEST(ExecMode, ChildDeathBySignalNGives128PlusN) {
+  TRAINIT_REQUIRE_ROOT();
+  // Core-dumping signals included: the code does not depend on the core flag.
+  for (int signo : {SIGHUP, SIGINT, SIGQUIT, SIGILL, SIGABRT, SIGUSR1, SIGSEGV, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
+                    SIGXCPU, SIGSYS, SIGRTMIN, SIGRTMAX}) {
+    Outcome r = run(exec({"--", helper_path("exitwith"), "-s", std::to_string(signo)}));
+    EXPECT_EQ(r.exit, Exit::code(128 + signo)) << "signal " << signo << r.transcript;
+  }
+}
+
+TEST(ExecMode, MissingProgramGives127WithOneLineNamingIt) {
+  TRAINIT_REQUIRE_ROOT();
+  for (std::string program : {std::string("trainit-no-such-program"), std::string("/nonexistent/dir/program")}) {
+    Outcome r = run(exec({"--", program, "arg"}));
+    EXPECT_EQ(r.exit, Exit::code(127)) << r.transcript;
+    auto lines = lines_of(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.transcript;
+    EXPECT_NE(lines[0].find(program), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("No such file or directory"), std::string::npos) << lines[0];
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST(ExecMode, NonExecutableFileGives126WithOneLineNamingIt) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string script = dir / "not-executable";
+  std::ofstream(script) << "#!/bin/sh\nexit 0\n";
+  ::chmod(script.c_str(), 0644);
+  // A directory cannot be executed either.
+  for (const std::string& program : {script, dir.path()}) {
+    Outcome r = run(exec({"--", program}));
+    EXPECT_EQ(r.exit, Exit::code(126)) << r.transcript;
+    auto lines = lines_of(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.transcript;
+    EXPECT_NE(lines[0].find("'" + program + "'"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("Permission denied"), std::string::npos) << lines[0];
+  }
+}
+
+TEST(ExecMode, BadUsageExits64WithUsageAndSpawnsNothing) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string marker = dir / "spawned";
+  const std::vector<std::string> command = {"sh", "-c", "touch " + marker};
+  auto with_command = [&](std::vector<std::string> args) {
+    args.insert(args.end(), command.begin(), command.end());
+    return args;
+  };
+  const std::vector<std::vector<std::string>> cases = {
+      with_command({"--bogus", "--"}),
+      with_command({"-z", "--"}),
+      {},
+      {"-v"},
+      {"--"},
+      {"-g", "--"},
+      with_command({"-p", "SIGFOO", "--"}),
+      with_command({"-p", "99", "--"}),
+      with_command({"-p", "0", "--"}),
+      with_command({"-e", "256", "--"}),
+      with_command({"-e", "-1", "--"}),
+      with_command({"-e", "x", "--"}),
+      with_command({"-e1x", "--"}),
+      with_command({"--grace", "x", "--"}),
+      with_command({"--grace=-1", "--"}),
+      with_command({"--grace", "1s", "--"}),
+      {"--grace"},
+      {"-e"},
+      {"-p"},
+  };
+  for (const auto& args : cases) {
+    std::string shown;
+    for (const auto& a : args) {
+      shown += " '" + a + "'";
+    }
+    Outcome r = run(exec(args));
+    EXPECT_EQ(r.exit, Exit::code(64)) << "trainit" << shown << r.transcript;
+    auto lines = lines_of(r.err);
+    ASSERT_FALSE(lines.empty()) << "trainit" << shown;
+    EXPECT_EQ(lines[0].rfind("trainit: error: ", 0), 0u) << "trainit" << shown << r.transcript;
+    EXPECT_NE(r.err.find("Usage: trainit"), std::string::npos) << "trainit" << shown << r.transcript;
+    EXPECT_EQ(r.out, "") << "trainit" << shown;
+    EXPECT_FALSE(std::filesystem::exists(marker)) << "trainit" << shown << " spawned its command";
+  }
+  // The same command with good flags does run: the marker test is sound.
+  Outcome r = run(exec(with_command({"-e", "255", "-p", "SIGKILL", "--grace", "0.5", "--"})));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  EXPECT_TRUE(std::filesystem::exists(marker));
+}
+
+TEST(ExecMode, HelpVersionAndLicenseGoToStdoutAndExit0) {
+  TRAINIT_REQUIRE_ROOT();
+  Outcome r = run(exec({"-h"}));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  EXPECT_EQ(r.out.rfind("Usage: trainit", 0), 0u) << r.transcript;
+  r = run(exec({"--version"}));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  EXPECT_EQ(r.out.rfind("trainit version ", 0), 0u) << r.transcript;
+  r = run(exec({"-l"}));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  EXPECT_NE(r.out.find("License"), std::string::npos) << r.transcript;
+}
+
+}  // namespace
+}  // namespace trainit::test
