@@ -22,7 +22,8 @@ int write_all(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       return -errno;
     }
     data.remove_prefix(static_cast<std::size_t>(n));

@@ -41,7 +41,8 @@ std::atomic<std::size_t> g_peak{0};
 
 void* counted_alloc(std::size_t size) {
   void* p = std::malloc(size == 0 ? 1 : size);
-  if (p == nullptr) throw std::bad_alloc();
+  if (p == nullptr)
+    throw std::bad_alloc();
   std::size_t live = g_live.fetch_add(malloc_usable_size(p), std::memory_order_relaxed) + malloc_usable_size(p);
   std::size_t peak = g_peak.load(std::memory_order_relaxed);
   while (live > peak && !g_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
@@ -50,18 +51,31 @@ void* counted_alloc(std::size_t size) {
 }
 
 void counted_free(void* p) noexcept {
-  if (p == nullptr) return;
+  if (p == nullptr)
+    return;
   g_live.fetch_sub(malloc_usable_size(p), std::memory_order_relaxed);
   std::free(p);
 }
 }  // namespace
 
-void* operator new(std::size_t size) { return counted_alloc(size); }
-void* operator new[](std::size_t size) { return counted_alloc(size); }
-void operator delete(void* p) noexcept { counted_free(p); }
-void operator delete[](void* p) noexcept { counted_free(p); }
-void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
+void* operator new(std::size_t size) {
+  return counted_alloc(size);
+}
+void* operator new[](std::size_t size) {
+  return counted_alloc(size);
+}
+void operator delete(void* p) noexcept {
+  counted_free(p);
+}
+void operator delete[](void* p) noexcept {
+  counted_free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  counted_free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  counted_free(p);
+}
 
 namespace {
 
@@ -80,7 +94,8 @@ std::string make_table(bool template2, int devices) {
   std::string out;
   out.reserve(static_cast<std::size_t>(devices) * 80 + 256);
   auto ip = [](int host) {
-    return std::to_string(10 + host / 65536) + "." + std::to_string(host / 256 % 256) + "." + std::to_string(host % 256) + ".1";
+    return std::to_string(10 + host / 65536) + "." + std::to_string(host / 256 % 256) + "." +
+           std::to_string(host % 256) + ".1";
   };
   int rank = 0;
   if (!template2) {
@@ -102,7 +117,8 @@ std::string make_table(bool template2, int devices) {
          std::to_string(devices) + R"(","instance_count":")" + std::to_string(hosts) + R"(","instance_list":[)";
   for (int h = hosts - 1; h >= 0; --h) {
     out += h == hosts - 1 ? "" : ",";
-    out += R"({"pod_name":"ma-job-bench-worker-)" + std::to_string(h) + R"(","server_id":")" + ip(h) + R"(","devices":[)";
+    out +=
+        R"({"pod_name":"ma-job-bench-worker-)" + std::to_string(h) + R"(","server_id":")" + ip(h) + R"(","devices":[)";
     const int here = std::min(kDevicesPerHost, devices - h * kDevicesPerHost);
     for (int d = 0; d < here; ++d) {
       out += d ? "," : "";
@@ -148,19 +164,22 @@ void run_once(Row& row, const trainit::FileSystem& fs) {
   auto t0 = Clock::now();
   auto parsed = trainit::parse_rank_table(row.table, kTablePath, limits);
   row.parse_ms.push_back(ms_since(t0));
-  if (!parsed.ok() || !parsed->table) die(parsed.ok() ? "table not completed" : parsed.error().message);
+  if (!parsed.ok() || !parsed->table)
+    die(parsed.ok() ? "table not completed" : parsed.error().message);
 
   trainit::HostIdentity who;
   const int hosts = (row.devices + kDevicesPerHost - 1) / kDevicesPerHost;
   const int host = row.last_host ? hosts - 1 : 0;
   who.instance_name = "ma-job-bench-worker-" + std::to_string(host);
   who.host_ip = parsed->table->servers[row.template2 ? 0 : static_cast<std::size_t>(host)].server_id;
-  if (row.template2) who.host_ip.clear();
+  if (row.template2)
+    who.host_ip.clear();
   auto t1 = Clock::now();
   auto entry = trainit::select_host(*parsed->table, who, kTablePath);
   std::string converted = trainit::to_template1_json(*parsed->table);
   row.convert_ms.push_back(ms_since(t1));
-  if (!entry.ok()) die(entry.error().message);
+  if (!entry.ok())
+    die(entry.error().message);
 
   g_peak.store(g_live.load());
   const std::size_t base = g_live.load();
@@ -168,8 +187,10 @@ void run_once(Row& row, const trainit::FileSystem& fs) {
   auto plan = trainit::make_plan(row.input);
   row.plan_ms.push_back(ms_since(t2));
   row.peak_bytes = std::max(row.peak_bytes, g_peak.load() - base);
-  if (!plan.ok()) die(plan.error().message);
-  if (plan->processes.empty()) die("no processes planned");
+  if (!plan.ok())
+    die(plan.error().message);
+  if (plan->processes.empty())
+    die("no processes planned");
 
   auto t3 = Clock::now();
   std::string json = trainit::plan_to_json(*plan);
@@ -195,7 +216,8 @@ int main(int argc, char** argv) {
   for (bool template2 : {false, true}) {
     for (int devices : {16, 1000, 10000}) {
       for (bool last : {false, true}) {
-        if (devices == 16 && last) continue;
+        if (devices == 16 && last)
+          continue;
         rows.emplace_back();
         rows.back().template2 = template2;
         rows.back().devices = devices;
@@ -218,8 +240,10 @@ int main(int argc, char** argv) {
     if (row.real_file) {
       std::string templ = dir + "/bench_plan_XXXXXX.json";
       int fd = mkstemps(templ.data(), 5);
-      if (fd < 0) die("cannot create a file in " + dir);
-      if (write(fd, row.table.data(), row.table.size()) != static_cast<ssize_t>(row.table.size())) die("short write");
+      if (fd < 0)
+        die("cannot create a file in " + dir);
+      if (write(fd, row.table.data(), row.table.size()) != static_cast<ssize_t>(row.table.size()))
+        die("short write");
       close(fd);
       path = templ;
       temp_files.push_back(templ);
@@ -243,22 +267,26 @@ int main(int argc, char** argv) {
   }
 
   for (int run = 0; run < runs; ++run) {
-    for (Row& row : rows) run_once(row, *row.input.fs);
+    for (Row& row : rows)
+      run_once(row, *row.input.fs);
   }
-  for (const std::string& path : temp_files) unlink(path.c_str());
+  for (const std::string& path : temp_files)
+    unlink(path.c_str());
 
-  std::printf("bench_plan: Ascend planner, %d runs per row (medians), 16 devices per host, target < 100 ms for 10,000 "
-              "devices\n\n",
-              runs);
-  std::printf("| format | devices | this host | table from | table KiB | parse+validate ms | host+convert ms | "
-              "make_plan ms | plan JSON ms | peak heap MiB | < 100 ms |\n");
+  std::printf(
+      "bench_plan: Ascend planner, %d runs per row (medians), 16 devices per host, target < 100 ms for 10,000 "
+      "devices\n\n",
+      runs);
+  std::printf(
+      "| format | devices | this host | table from | table KiB | parse+validate ms | host+convert ms | "
+      "make_plan ms | plan JSON ms | peak heap MiB | < 100 ms |\n");
   std::printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|\n");
   for (const Row& row : rows) {
     double plan = median(row.plan_ms);
     std::printf("| %s | %d | %s | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %.1f | %s |\n",
                 row.template2 ? "template 2" : "template 1", row.devices, row.last_host ? "last" : "first",
-                row.real_file ? "file" : "memory", static_cast<double>(row.table.size()) / 1024.0,
-                median(row.parse_ms), median(row.convert_ms), plan, median(row.json_ms),
+                row.real_file ? "file" : "memory", static_cast<double>(row.table.size()) / 1024.0, median(row.parse_ms),
+                median(row.convert_ms), plan, median(row.json_ms),
                 static_cast<double>(row.peak_bytes) / (1024.0 * 1024.0), plan < 100.0 ? "yes" : "NO");
   }
   return 0;

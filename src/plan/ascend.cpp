@@ -1,9 +1,9 @@
 #include "plan/ascend.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 #include "platform/path.h"
 #include "platform/text.h"
@@ -18,14 +18,16 @@ constexpr std::string_view kDefaultHcclConnectTimeout = "1800";
 Plan waiting_plan(RankTablePlan rank_table) {
   Plan plan;
   plan.mode = Mode::kAscend;
-  plan.states = {State::kWaitRankTable, State::kSpawn, State::kRunning, State::kStopping, State::kReaping, State::kExit};
+  plan.states = {State::kWaitRankTable, State::kSpawn,   State::kRunning,
+                 State::kStopping,      State::kReaping, State::kExit};
   plan.signals = SignalPolicy::kStop;
   plan.rank_table = std::move(rank_table);
   return plan;
 }
 
 void add_dir(std::vector<std::string>& dirs, std::unordered_set<std::string>& seen, std::string dir) {
-  if (seen.insert(dir).second) dirs.push_back(std::move(dir));
+  if (seen.insert(dir).second)
+    dirs.push_back(std::move(dir));
 }
 
 }  // namespace
@@ -37,11 +39,14 @@ Result<Plan> plan_ascend(const PlanInput& input) {
   // The environment first: a bad variable is an error even while the table
   // is not there yet.
   auto job_id = env.job_id();
-  if (!job_id) return job_id.error();
+  if (!job_id)
+    return job_id.error();
   auto mount = env.mount_path();
-  if (!mount) return mount.error();
+  if (!mount)
+    return mount.error();
   auto location = env.rank_table_location(fs);
-  if (!location) return location.error();
+  if (!location)
+    return location.error();
 
   RankTablePlan rank_table;
   rank_table.source = location->path;
@@ -50,7 +55,8 @@ Result<Plan> plan_ascend(const PlanInput& input) {
 
   auto text = fs.read_file(rank_table.source, limits.max_bytes);
   if (!text) {
-    if (text.error().errnum != ENOENT) return Error{fmt::format("cannot read the rank table: {}", text.error().message)};
+    if (text.error().errnum != ENOENT)
+      return Error{fmt::format("cannot read the rank table: {}", text.error().message)};
     rank_table.pending = "the file does not exist yet";
     return waiting_plan(std::move(rank_table));
   }
@@ -59,7 +65,8 @@ Result<Plan> plan_ascend(const PlanInput& input) {
     return waiting_plan(std::move(rank_table));
   }
   auto parsed = parse_rank_table(*text, rank_table.source, limits);
-  if (!parsed) return parsed.error();
+  if (!parsed)
+    return parsed.error();
   if (!parsed->table) {
     rank_table.pending = fmt::format("its status is {}, not \"completed\"", quote_for_message(parsed->status, 64));
     return waiting_plan(std::move(rank_table));
@@ -70,7 +77,8 @@ Result<Plan> plan_ascend(const PlanInput& input) {
   identity.host_ip = std::string(env.current_host_ip().value_or(""));
   identity.instance_name = std::string(env.current_instance_name().value_or(""));
   auto host = select_host(table, identity, rank_table.source);
-  if (!host) return host.error();
+  if (!host)
+    return host.error();
 
   rank_table.ready = true;
   rank_table.format = table.format;
@@ -82,21 +90,24 @@ Result<Plan> plan_ascend(const PlanInput& input) {
   Plan plan = waiting_plan(RankTablePlan{});
   std::unordered_set<std::string> seen_dirs;
   std::string log_dir(kTmpLogDir);
-  if (*mount && fs.kind(join_path(**mount, "log")) == PathKind::kDirectory) log_dir = join_path(**mount, "log");
+  if (*mount && fs.kind(join_path(**mount, "log")) == PathKind::kDirectory)
+    log_dir = join_path(**mount, "log");
   add_dir(plan.dirs, seen_dirs, log_dir);
 
   if (table.format == RankTableFormat::kTemplate2) {
     if (!*mount) {
-      return Error{fmt::format("{}: a template-2 rank table is converted to template 1 for the ranks, into "
-                               "$MA_MOUNT_PATH/rank_table/jobstart_hccl.json, but MA_MOUNT_PATH is not set",
-                               one_line(rank_table.source))};
+      return Error{
+          fmt::format("{}: a template-2 rank table is converted to template 1 for the ranks, into "
+                      "$MA_MOUNT_PATH/rank_table/jobstart_hccl.json, but MA_MOUNT_PATH is not set",
+                      one_line(rank_table.source))};
     }
     std::string dir = join_path(**mount, "rank_table");
     std::string file = join_path(dir, "jobstart_hccl.json");
     if (file == rank_table.source) {
-      return Error{fmt::format("{}: this template-2 table sits where its template-1 conversion is written "
-                               "($MA_MOUNT_PATH/rank_table/jobstart_hccl.json) and would be overwritten",
-                               one_line(rank_table.source))};
+      return Error{
+          fmt::format("{}: this template-2 table sits where its template-1 conversion is written "
+                      "($MA_MOUNT_PATH/rank_table/jobstart_hccl.json) and would be overwritten",
+                      one_line(rank_table.source))};
     }
     add_dir(plan.dirs, seen_dirs, dir);
     plan.files.push_back(FileSpec{file, to_template1_json(table), 0644});
@@ -128,7 +139,8 @@ Result<Plan> plan_ascend(const PlanInput& input) {
     set_env(process.env, "DEVICE_ID", index);
     set_env(process.env, "RANK_ID", rank);
     set_env(process.env, "RANK_SIZE", rank_size);
-    if (!hccl_timeout_set) set_env(process.env, "HCCL_CONNECT_TIMEOUT", std::string(kDefaultHcclConnectTimeout));
+    if (!hccl_timeout_set)
+      set_env(process.env, "HCCL_CONNECT_TIMEOUT", std::string(kDefaultHcclConnectTimeout));
     std::string process_log;
     if (process_log_set) {
       process_log = std::string(*process_log_set);
@@ -144,7 +156,8 @@ Result<Plan> plan_ascend(const PlanInput& input) {
     add_dir(plan.dirs, seen_dirs, process.cwd);
     // A relative ASCEND_PROCESS_LOG_PATH of the user's names a directory
     // under each rank's own working directory: the rank's to create.
-    if (is_absolute_path(process_log)) add_dir(plan.dirs, seen_dirs, normalize_path(process_log));
+    if (is_absolute_path(process_log))
+      add_dir(plan.dirs, seen_dirs, normalize_path(process_log));
     plan.processes.push_back(std::move(process));
   }
   plan.rank_table = std::move(rank_table);

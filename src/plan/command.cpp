@@ -1,8 +1,8 @@
 #include "plan/command.h"
 
-#include <exception>
-
 #include <fmt/format.h>
+
+#include <exception>
 
 #include "plan/plan_json.h"
 #include "platform/text.h"
@@ -26,18 +26,24 @@ constexpr std::string_view kUsage =
     "  --max-local-devices N    devices one host may have (device_id < N); default 16\n"
     "  -h, --help               this text\n";
 
-Error usage(std::string message) { return Error{std::move(message)}; }
+Error usage(std::string message) {
+  return Error{std::move(message)};
+}
 
 }  // namespace
 
-std::string_view plan_usage() noexcept { return kUsage; }
+std::string_view plan_usage() noexcept {
+  return kUsage;
+}
 
 Result<PlanArgs> parse_plan_args(std::span<const std::string> args) {
   PlanArgs parsed;
   std::size_t i = args.empty() ? 0 : 1;  // args[0] is "plan"
   auto value_of = [&](std::string_view option, std::string_view arg) -> Result<std::string> {
-    if (arg.size() > option.size() && arg[option.size()] == '=') return std::string(arg.substr(option.size() + 1));
-    if (i + 1 >= args.size()) return usage(fmt::format("plan: {} needs a value", option));
+    if (arg.size() > option.size() && arg[option.size()] == '=')
+      return std::string(arg.substr(option.size() + 1));
+    if (i + 1 >= args.size())
+      return usage(fmt::format("plan: {} needs a value", option));
     return args[++i];
   };
   for (; i < args.size(); ++i) {
@@ -52,7 +58,8 @@ Result<PlanArgs> parse_plan_args(std::span<const std::string> args) {
     }
     if (arg == "--mode" || arg.starts_with("--mode=")) {
       auto value = value_of("--mode", arg);
-      if (!value) return value.error();
+      if (!value)
+        return value.error();
       if (*value == "auto") {
         parsed.options.mode = RequestedMode::kAuto;
       } else if (*value == "ascend") {
@@ -66,7 +73,8 @@ Result<PlanArgs> parse_plan_args(std::span<const std::string> args) {
     }
     if (arg == "--max-local-devices" || arg.starts_with("--max-local-devices=")) {
       auto value = value_of("--max-local-devices", arg);
-      if (!value) return value.error();
+      if (!value)
+        return value.error();
       auto n = parse_decimal(*value);
       if (!n || *n < 1 || *n > kMaxLocalDevicesLimit) {
         return usage(fmt::format("plan: --max-local-devices {}: not a number in 1..{}", quote_for_message(*value),
@@ -81,7 +89,8 @@ Result<PlanArgs> parse_plan_args(std::span<const std::string> args) {
     break;  // the command starts here
   }
   parsed.command.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
-  if (parsed.command.empty()) return usage("plan: no command given (trainit plan [options] -- COMMAND [ARG...])");
+  if (parsed.command.empty())
+    return usage("plan: no command given (trainit plan [options] -- COMMAND [ARG...])");
   return parsed;
 }
 

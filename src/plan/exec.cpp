@@ -3,7 +3,8 @@
 namespace trainit {
 
 Result<Plan> plan_exec(const PlanInput& input) {
-  if (input.argv.empty()) return Error{"no command to run"};
+  if (input.argv.empty())
+    return Error{"no command to run"};
   Plan plan;
   plan.mode = Mode::kExec;
   plan.states = {State::kSpawn, State::kRunning, State::kStopping, State::kReaping, State::kExit};

@@ -1,8 +1,8 @@
 #include "plan/plan.h"
 
-#include <exception>
-
 #include <fmt/format.h>
+
+#include <exception>
 
 #include "plan/ascend.h"
 #include "plan/exec.h"
@@ -12,42 +12,60 @@ namespace trainit {
 
 std::string_view state_name(State state) noexcept {
   switch (state) {
-    case State::kWaitRankTable: return "wait_rank_table";
-    case State::kResolvePeers: return "resolve_peers";
-    case State::kStartSshd: return "start_sshd";
-    case State::kWaitPeers: return "wait_peers";
-    case State::kHostBarrier: return "host_barrier";
-    case State::kSpawn: return "spawn";
-    case State::kRunning: return "running";
-    case State::kStopping: return "stopping";
-    case State::kReaping: return "reaping";
-    case State::kExit: return "exit";
+    case State::kWaitRankTable:
+      return "wait_rank_table";
+    case State::kResolvePeers:
+      return "resolve_peers";
+    case State::kStartSshd:
+      return "start_sshd";
+    case State::kWaitPeers:
+      return "wait_peers";
+    case State::kHostBarrier:
+      return "host_barrier";
+    case State::kSpawn:
+      return "spawn";
+    case State::kRunning:
+      return "running";
+    case State::kStopping:
+      return "stopping";
+    case State::kReaping:
+      return "reaping";
+    case State::kExit:
+      return "exit";
   }
   return "?";
 }
 
-std::string_view mode_name(Mode mode) noexcept { return mode == Mode::kAscend ? "ascend" : "exec"; }
+std::string_view mode_name(Mode mode) noexcept {
+  return mode == Mode::kAscend ? "ascend" : "exec";
+}
 
 Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
-  if (requested == RequestedMode::kExec) return Mode::kExec;
-  if (requested == RequestedMode::kAscend) return Mode::kAscend;
+  if (requested == RequestedMode::kExec)
+    return Mode::kExec;
+  if (requested == RequestedMode::kAscend)
+    return Mode::kAscend;
   auto method = env.run_method();
-  if (!method) return method.error();
+  if (!method)
+    return method.error();
   if (*method != RunMethod::kRankTable) {
     std::string_view name = *method == RunMethod::kTorchrun ? "torchrun" : "msrun";
-    return Error{fmt::format("MA_RUN_METHOD={}: launching through {} is not implemented yet; refusing rather than "
-                             "running the command once (unset MA_RUN_METHOD for the rank-table launch, or pass "
-                             "--mode exec to run the command once on purpose)",
-                             name, name)};
+    return Error{
+        fmt::format("MA_RUN_METHOD={}: launching through {} is not implemented yet; refusing rather than "
+                    "running the command once (unset MA_RUN_METHOD for the rank-table launch, or pass "
+                    "--mode exec to run the command once on purpose)",
+                    name, name)};
   }
   return env.has_rank_table_variable() ? Mode::kAscend : Mode::kExec;
 }
 
 Result<Plan> make_plan(const PlanInput& input) {
   try {
-    if (input.argv.empty()) return Error{"no command to run"};
+    if (input.argv.empty())
+      return Error{"no command to run"};
     auto mode = resolve_mode(input.options.mode, input.env);
-    if (!mode) return mode.error();
+    if (!mode)
+      return mode.error();
     return *mode == Mode::kAscend ? plan_ascend(input) : plan_exec(input);
   } catch (const std::exception& e) {  // allocation failure: planners throw nothing else
     return Error{fmt::format("cannot plan: {}", one_line(e.what()))};
@@ -58,7 +76,8 @@ std::vector<EnvVar> child_base_env(const Environment& env) {
   std::vector<EnvVar> out;
   out.reserve(env.vars().size() + 8);
   for (const EnvVar& var : env.vars()) {
-    if (var.name != "NOTIFY_SOCKET") out.push_back(var);
+    if (var.name != "NOTIFY_SOCKET")
+      out.push_back(var);
   }
   return out;
 }

@@ -63,15 +63,15 @@ enum class OutputPolicy {
 };
 
 struct ProcessSpec {
-  std::string name;                // for logs, e.g. "proc-rank-3-device-1"
-  std::optional<unsigned> rank;    // its global rank (job modes)
-  std::vector<std::string> argv;   // argv[0] looked up on PATH at spawn
-  std::vector<EnvVar> env;         // the whole environment, in order
-  std::string cwd;                 // empty: trainit's own
+  std::string name;               // for logs, e.g. "proc-rank-3-device-1"
+  std::optional<unsigned> rank;   // its global rank (job modes)
+  std::vector<std::string> argv;  // argv[0] looked up on PATH at spawn
+  std::vector<EnvVar> env;        // the whole environment, in order
+  std::string cwd;                // empty: trainit's own
   GroupPolicy group = GroupPolicy::kProcessGroup;
   OutputPolicy output = OutputPolicy::kInherit;
-  std::string log_file;            // kLogAndConsole: appended to, created 0644
-  std::string console_prefix;      // kLogAndConsole: before each console line
+  std::string log_file;        // kLogAndConsole: appended to, created 0644
+  std::string console_prefix;  // kLogAndConsole: before each console line
 };
 
 // A file to write (whole, replacing what is there) before the first spawn.
@@ -83,15 +83,15 @@ struct FileSpec {
 
 // The rank table an Ascend plan is made from.
 struct RankTablePlan {
-  std::string source;          // the file read (and, while not ready, waited on)
-  bool ready = false;          // the table was complete and valid when planned
-  std::string pending;         // !ready: why (missing, empty, "status" not "completed")
+  std::string source;   // the file read (and, while not ready, waited on)
+  bool ready = false;   // the table was complete and valid when planned
+  std::string pending;  // !ready: why (missing, empty, "status" not "completed")
   RankTableFormat format = RankTableFormat::kTemplate1;
-  std::string version;         // template 1's "version"
+  std::string version;  // template 1's "version"
   unsigned rank_size = 0;
-  std::string server_id;       // this host's server
-  std::string pod_name;        // this host's pod (template 2)
-  std::string rank_table_file; // what the ranks' RANK_TABLE_FILE names
+  std::string server_id;        // this host's server
+  std::string pod_name;         // this host's pod (template 2)
+  std::string rank_table_file;  // what the ranks' RANK_TABLE_FILE names
 };
 
 struct Plan {
@@ -111,9 +111,9 @@ struct PlanOptions {
 
 struct PlanInput {
   PlanOptions options;
-  std::vector<std::string> argv;  // the command (after `--`), not empty
-  Environment env;                // trainit's own environment
-  const FileSystem* fs = nullptr; // what planners read through; never null
+  std::vector<std::string> argv;   // the command (after `--`), not empty
+  Environment env;                 // trainit's own environment
+  const FileSystem* fs = nullptr;  // what planners read through; never null
 };
 
 // Picks the mode: an explicit --mode wins; auto refuses when MA_RUN_METHOD

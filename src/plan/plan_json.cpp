@@ -1,10 +1,9 @@
 #include "plan/plan_json.h"
 
-#include <algorithm>
-#include <cctype>
-
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 namespace trainit {
@@ -27,10 +26,12 @@ Ordered rank_table_json(const RankTablePlan& rt) {
     return out;
   }
   out["format"] = format_name(rt.format);
-  if (rt.format == RankTableFormat::kTemplate1) out["version"] = rt.version;
+  if (rt.format == RankTableFormat::kTemplate1)
+    out["version"] = rt.version;
   out["rank_size"] = rt.rank_size;
   out["server_id"] = rt.server_id;
-  if (rt.format == RankTableFormat::kTemplate2) out["pod_name"] = rt.pod_name;
+  if (rt.format == RankTableFormat::kTemplate2)
+    out["pod_name"] = rt.pod_name;
   out["rank_table_file"] = rt.rank_table_file;
   return out;
 }
@@ -38,11 +39,13 @@ Ordered rank_table_json(const RankTablePlan& rt) {
 Ordered process_json(const ProcessSpec& p) {
   Ordered out = Ordered::object();
   out["name"] = p.name;
-  if (p.rank) out["rank"] = *p.rank;
+  if (p.rank)
+    out["rank"] = *p.rank;
   out["argv"] = p.argv;
   out["cwd"] = p.cwd.empty() ? Ordered(nullptr) : Ordered(p.cwd);
   Ordered env = Ordered::object();
-  for (const EnvVar& var : p.env) env[var.name] = is_secret_name(var.name) ? std::string(kRedacted) : var.value;
+  for (const EnvVar& var : p.env)
+    env[var.name] = is_secret_name(var.name) ? std::string(kRedacted) : var.value;
   out["env"] = std::move(env);
   out["group"] = p.group == GroupPolicy::kSession ? "session" : "process_group";
   Ordered output = Ordered::object();
@@ -60,9 +63,11 @@ Ordered process_json(const ProcessSpec& p) {
 }  // namespace
 
 bool is_secret_name(std::string_view name) noexcept {
-  if (name.size() >= 4 && contains_upper(name.substr(0, 4), "CRED")) return true;
+  if (name.size() >= 4 && contains_upper(name.substr(0, 4), "CRED"))
+    return true;
   for (std::string_view word : {"KEY", "TOKEN", "SECRET", "PASSWORD"}) {
-    if (contains_upper(name, word)) return true;
+    if (contains_upper(name, word))
+      return true;
   }
   return false;
 }
@@ -73,9 +78,11 @@ std::string plan_to_json(const Plan& plan) {
   out["mode"] = mode_name(plan.mode);
   out["signals"] = plan.signals == SignalPolicy::kStop ? "stop" : "forward";
   Ordered states = Ordered::array();
-  for (State s : plan.states) states.push_back(state_name(s));
+  for (State s : plan.states)
+    states.push_back(state_name(s));
   out["states"] = std::move(states);
-  if (plan.rank_table) out["rank_table"] = rank_table_json(*plan.rank_table);
+  if (plan.rank_table)
+    out["rank_table"] = rank_table_json(*plan.rank_table);
   out["dirs"] = plan.dirs;
   Ordered files = Ordered::array();
   for (const FileSpec& f : plan.files) {
@@ -87,7 +94,8 @@ std::string plan_to_json(const Plan& plan) {
   }
   out["files"] = std::move(files);
   Ordered processes = Ordered::array();
-  for (const ProcessSpec& p : plan.processes) processes.push_back(process_json(p));
+  for (const ProcessSpec& p : plan.processes)
+    processes.push_back(process_json(p));
   out["processes"] = std::move(processes);
   return out.dump(2, ' ', false, Ordered::error_handler_t::replace) + "\n";
 }

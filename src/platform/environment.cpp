@@ -16,7 +16,8 @@ Error bad_value(std::string_view name, std::string_view value, std::string_view 
 }
 
 Result<std::string> absolute_path(std::string_view name, std::string_view value) {
-  if (!is_absolute_path(value)) return bad_value(name, value, "not an absolute path");
+  if (!is_absolute_path(value))
+    return bad_value(name, value, "not an absolute path");
   return normalize_path(value);
 }
 
@@ -25,7 +26,8 @@ Result<std::string> absolute_path(std::string_view name, std::string_view value)
 Environment::Environment(std::vector<EnvVar> vars) {
   vars_.reserve(vars.size());
   for (EnvVar& var : vars) {
-    if (var.name.empty() || index_.count(var.name) != 0) continue;
+    if (var.name.empty() || index_.count(var.name) != 0)
+      continue;
     index_.emplace(var.name, vars_.size());
     vars_.push_back(std::move(var));
   }
@@ -36,7 +38,8 @@ Environment Environment::from_envp(const char* const* envp) {
   for (; envp != nullptr && *envp != nullptr; ++envp) {
     std::string_view entry = *envp;
     auto eq = entry.find('=');
-    if (eq == std::string_view::npos) continue;
+    if (eq == std::string_view::npos)
+      continue;
     vars.push_back({std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1))});
   }
   return Environment(std::move(vars));
@@ -45,67 +48,89 @@ Environment Environment::from_envp(const char* const* envp) {
 Environment Environment::from_strings(std::span<const std::string> entries) {
   std::vector<const char*> ptrs;
   ptrs.reserve(entries.size() + 1);
-  for (const std::string& e : entries) ptrs.push_back(e.c_str());
+  for (const std::string& e : entries)
+    ptrs.push_back(e.c_str());
   ptrs.push_back(nullptr);
   return from_envp(ptrs.data());
 }
 
 std::optional<std::string_view> Environment::get(std::string_view name) const {
   auto it = index_.find(std::string(name));
-  if (it == index_.end() || vars_[it->second].value.empty()) return std::nullopt;
+  if (it == index_.end() || vars_[it->second].value.empty())
+    return std::nullopt;
   return std::string_view(vars_[it->second].value);
 }
 
-Result<std::optional<unsigned>> Environment::number(std::string_view name, std::uint64_t min,
-                                                    std::uint64_t max) const {
+Result<std::optional<unsigned>> Environment::number(std::string_view name, std::uint64_t min, std::uint64_t max) const {
   auto text = get(name);
-  if (!text) return std::optional<unsigned>();
+  if (!text)
+    return std::optional<unsigned>();
   auto value = parse_decimal(*text);
-  if (!value) return bad_value(name, *text, "not a decimal number (digits only: no sign, space or fraction)");
-  if (*value < min || *value > max) return bad_value(name, *text, fmt::format("out of range {}..{}", min, max));
+  if (!value)
+    return bad_value(name, *text, "not a decimal number (digits only: no sign, space or fraction)");
+  if (*value < min || *value > max)
+    return bad_value(name, *text, fmt::format("out of range {}..{}", min, max));
   return std::optional<unsigned>(static_cast<unsigned>(*value));
 }
 
-Result<std::optional<unsigned>> Environment::num_hosts() const { return number("MA_NUM_HOSTS", 1, 1'000'000); }
+Result<std::optional<unsigned>> Environment::num_hosts() const {
+  return number("MA_NUM_HOSTS", 1, 1'000'000);
+}
 
-Result<std::optional<unsigned>> Environment::num_gpus() const { return number("MA_NUM_GPUS", 0, 1024); }
+Result<std::optional<unsigned>> Environment::num_gpus() const {
+  return number("MA_NUM_GPUS", 0, 1024);
+}
 
 Result<std::optional<unsigned>> Environment::task_index() const {
   for (std::string_view name : {"MA_TASK_INDEX", "VC_TASK_INDEX", "VK_TASK_INDEX"}) {
-    if (get(name)) return number(name, 0, 999'999);
+    if (get(name))
+      return number(name, 0, 999'999);
   }
   return std::optional<unsigned>();
 }
 
 Result<std::string> Environment::vj_name() const {
   auto name = get("MA_VJ_NAME");
-  if (!name) return Error{"MA_VJ_NAME is not set: the platform names the job with it"};
+  if (!name)
+    return Error{"MA_VJ_NAME is not set: the platform names the job with it"};
   if (!is_safe_name(*name)) {
-    return bad_value("MA_VJ_NAME", *name, "not a safe name (1-200 of A-Z a-z 0-9 . _ -, starting with a letter or digit)");
+    return bad_value("MA_VJ_NAME", *name,
+                     "not a safe name (1-200 of A-Z a-z 0-9 . _ -, starting with a letter or digit)");
   }
   return std::string(*name);
 }
 
 Result<std::string> Environment::job_id() const {
   auto name = vj_name();
-  if (!name) return name.error();
+  if (!name)
+    return name.error();
   std::string id = std::move(*name);
-  if (auto at = id.find("ma-job"); at != std::string::npos) id.replace(at, 6, "modelarts-job");
-  if (!is_safe_name(id)) return bad_value("MA_VJ_NAME", *get("MA_VJ_NAME"), "gives a JOB_ID longer than 200 bytes");
+  if (auto at = id.find("ma-job"); at != std::string::npos)
+    id.replace(at, 6, "modelarts-job");
+  if (!is_safe_name(id))
+    return bad_value("MA_VJ_NAME", *get("MA_VJ_NAME"), "gives a JOB_ID longer than 200 bytes");
   return id;
 }
 
-std::optional<std::string_view> Environment::task_name() const { return get("MA_TASK_NAME"); }
+std::optional<std::string_view> Environment::task_name() const {
+  return get("MA_TASK_NAME");
+}
 
-std::optional<std::string_view> Environment::current_instance_name() const { return get("MA_CURRENT_INSTANCE_NAME"); }
+std::optional<std::string_view> Environment::current_instance_name() const {
+  return get("MA_CURRENT_INSTANCE_NAME");
+}
 
-std::optional<std::string_view> Environment::current_host_ip() const { return get("MA_CURRENT_HOST_IP"); }
+std::optional<std::string_view> Environment::current_host_ip() const {
+  return get("MA_CURRENT_HOST_IP");
+}
 
 Result<std::optional<std::string>> Environment::mount_path() const {
   auto value = get("MA_MOUNT_PATH");
-  if (!value) return std::optional<std::string>();
+  if (!value)
+    return std::optional<std::string>();
   auto path = absolute_path("MA_MOUNT_PATH", *value);
-  if (!path) return path.error();
+  if (!path)
+    return path.error();
   return std::optional<std::string>(std::move(*path));
 }
 
@@ -116,47 +141,61 @@ bool Environment::has_rank_table_variable() const {
 Result<RankTableLocation> Environment::rank_table_location(const FileSystem& fs) const {
   if (auto v1 = get("RANK_TABLE_FILE_V_1_0")) {
     auto path = absolute_path("RANK_TABLE_FILE_V_1_0", *v1);
-    if (!path) return path.error();
+    if (!path)
+      return path.error();
     return RankTableLocation{std::move(*path), "RANK_TABLE_FILE_V_1_0"};
   }
   auto value = get("RANK_TABLE_FILE");
-  if (!value) return RankTableLocation{std::string(kDefaultRankTable), ""};
+  if (!value)
+    return RankTableLocation{std::string(kDefaultRankTable), ""};
   auto path = absolute_path("RANK_TABLE_FILE", *value);
-  if (!path) return path.error();
+  if (!path)
+    return path.error();
   PathKind kind = fs.kind(*path);
   bool names_file = kind == PathKind::kOther || (kind == PathKind::kMissing && path->ends_with(".json"));
-  if (!names_file) *path = join_path(*path, kRankTableFileName);
+  if (!names_file)
+    *path = join_path(*path, kRankTableFileName);
   return RankTableLocation{std::move(*path), "RANK_TABLE_FILE"};
 }
 
 Result<RunMethod> Environment::run_method() const {
   auto value = get("MA_RUN_METHOD");
-  if (!value) return RunMethod::kRankTable;
-  if (*value == "torchrun") return RunMethod::kTorchrun;
-  if (*value == "msrun") return RunMethod::kMsrun;
+  if (!value)
+    return RunMethod::kRankTable;
+  if (*value == "torchrun")
+    return RunMethod::kTorchrun;
+  if (*value == "msrun")
+    return RunMethod::kMsrun;
   return bad_value("MA_RUN_METHOD", *value, "unknown launch method (the platform knows torchrun and msrun)");
 }
 
-std::optional<std::string_view> Environment::extra_torchrun_params() const { return get("MA_EXTRA_TORCHRUN_PARAMS"); }
+std::optional<std::string_view> Environment::extra_torchrun_params() const {
+  return get("MA_EXTRA_TORCHRUN_PARAMS");
+}
 
 Result<std::uint16_t> Environment::torchrun_master_port() const {
   auto port = number("MA_TORCHRUN_MASTER_PORT", 1, 65535);
-  if (!port) return port.error();
+  if (!port)
+    return port.error();
   return static_cast<std::uint16_t>(port->value_or(18888));
 }
 
 Result<unsigned> Environment::msrun_cluster_timeout() const {
-  auto seconds = number("MSRUN_CLUSTER_TIME_OUT", 1, 7 * 24 * 3600);
-  if (!seconds) return seconds.error();
+  auto seconds = number("MSRUN_CLUSTER_TIME_OUT", 1, std::uint64_t{7} * 24 * 3600);  // up to a week
+  if (!seconds)
+    return seconds.error();
   return seconds->value_or(600);
 }
 
-bool Environment::ms_ranktable_enable() const { return get("MS_RANKTABLE_ENABLE") == "True"; }
+bool Environment::ms_ranktable_enable() const {
+  return get("MS_RANKTABLE_ENABLE") == "True";
+}
 
 Result<std::vector<std::string>> Environment::host_ports(std::string_view name) const {
   std::vector<std::string> out;
   auto value = get(name);
-  if (!value) return out;
+  if (!value)
+    return out;
   std::string_view rest = *value;
   for (;;) {
     auto comma = rest.find(',');
@@ -170,22 +209,30 @@ Result<std::vector<std::string>> Environment::host_ports(std::string_view name) 
       return bad_value(name, *value, fmt::format("{} has no port in 1..65535", quote_for_message(item)));
     }
     out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
+    if (comma == std::string_view::npos)
+      break;
     rest.remove_prefix(comma + 1);
   }
   return out;
 }
 
-Result<std::vector<std::string>> Environment::tf_ps_hosts() const { return host_ports("TF_PS_HOSTS"); }
+Result<std::vector<std::string>> Environment::tf_ps_hosts() const {
+  return host_ports("TF_PS_HOSTS");
+}
 
-Result<std::vector<std::string>> Environment::tf_worker_hosts() const { return host_ports("TF_WORKER_HOSTS"); }
+Result<std::vector<std::string>> Environment::tf_worker_hosts() const {
+  return host_ports("TF_WORKER_HOSTS");
+}
 
 Result<std::string> Environment::peer_name(unsigned index) const {
   auto vj = vj_name();
-  if (!vj) return vj.error();
+  if (!vj)
+    return vj.error();
   auto task = task_name();
-  if (!task) return Error{"MA_TASK_NAME is not set: peers' names are built from it"};
-  if (!is_safe_name(*task)) return bad_value("MA_TASK_NAME", *task, "not a safe name");
+  if (!task)
+    return Error{"MA_TASK_NAME is not set: peers' names are built from it"};
+  if (!is_safe_name(*task))
+    return bad_value("MA_TASK_NAME", *task, "not a safe name");
   return fmt::format("{}-{}-{}.{}", *vj, *task, index, *vj);
 }
 

@@ -57,8 +57,8 @@ class Environment {
   [[nodiscard]] std::optional<std::string_view> get(std::string_view name) const;
 
   // --- CONTRACT.md §1, each validated when asked -------------------------
-  [[nodiscard]] Result<std::optional<unsigned>> num_hosts() const;   // MA_NUM_HOSTS, >= 1
-  [[nodiscard]] Result<std::optional<unsigned>> num_gpus() const;    // MA_NUM_GPUS
+  [[nodiscard]] Result<std::optional<unsigned>> num_hosts() const;  // MA_NUM_HOSTS, >= 1
+  [[nodiscard]] Result<std::optional<unsigned>> num_gpus() const;   // MA_NUM_GPUS
   // This host's index: MA_TASK_INDEX, else VC_TASK_INDEX, else VK_TASK_INDEX.
   [[nodiscard]] Result<std::optional<unsigned>> task_index() const;
   // MA_VJ_NAME, required, a safe name (see is_safe_name).

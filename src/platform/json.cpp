@@ -1,9 +1,9 @@
 #include "platform/json.h"
 
+#include <fmt/format.h>
+
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "platform/text.h"
 
@@ -102,11 +102,14 @@ class BoundedBuilder {
         // The open child is the value last inserted under key_ at that level;
         // find it by address.
         for (const auto& [name, value] : container.get_ref<const Json::object_t&>()) {
-          if (&value == stack_[i + 1]) k = &name;
+          if (&value == stack_[i + 1])
+            k = &name;
         }
       }
-      if (k == nullptr) continue;
-      if (!path.empty()) path += '.';
+      if (k == nullptr)
+        continue;
+      if (!path.empty())
+        path += '.';
       path += one_line(k->size() > 64 ? k->substr(0, 64) + "..." : *k);
     }
     return path.empty() ? "top level" : path;
@@ -123,8 +126,8 @@ class BoundedBuilder {
 
 Result<Json> parse_json(std::string_view text, std::string_view file, const JsonLimits& limits) {
   if (text.size() > limits.max_bytes) {
-    return Error{fmt::format("{}: {} bytes, larger than the limit of {} bytes", one_line(file), text.size(),
-                             limits.max_bytes)};
+    return Error{
+        fmt::format("{}: {} bytes, larger than the limit of {} bytes", one_line(file), text.size(), limits.max_bytes)};
   }
   try {
     Json root;

@@ -7,10 +7,9 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 
@@ -20,7 +19,7 @@ using Json = nlohmann::json;
 
 struct JsonLimits {
   std::size_t max_bytes = std::size_t{16} << 20;  // 16 MiB
-  unsigned max_depth = 64;                         // nested arrays/objects
+  unsigned max_depth = 64;                        // nested arrays/objects
 };
 
 // Parses `text` as exactly one JSON document. Errors (one line, starting with

@@ -1,12 +1,12 @@
 #include "platform/rank_table.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <exception>
 #include <limits>
 #include <unordered_map>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "platform/json.h"
 #include "platform/text.h"
@@ -33,14 +33,16 @@ struct Path {
 
   [[nodiscard]] std::string str() const {
     std::vector<const Path*> chain;
-    for (const Path* p = this; p != nullptr; p = p->parent) chain.push_back(p);
+    for (const Path* p = this; p != nullptr; p = p->parent)
+      chain.push_back(p);
     std::string out;
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       const Path& p = **it;
       if (p.is_index) {
         out += fmt::format("[{}]", p.index);
       } else if (!p.key.empty()) {
-        if (!out.empty()) out += '.';
+        if (!out.empty())
+          out += '.';
         out += p.key;
       }
     }
@@ -65,12 +67,14 @@ class Reader {
   }
 
   [[nodiscard]] Result<const Object*> object(const Json& value, const Path& path) const {
-    if (!value.is_object()) return fail(path, value, "not an object");
+    if (!value.is_object())
+      return fail(path, value, "not an object");
     return &value.get_ref<const Object&>();
   }
 
   [[nodiscard]] Result<const Array*> array(const Json& value, const Path& path) const {
-    if (!value.is_array()) return fail(path, value, "not an array");
+    if (!value.is_array())
+      return fail(path, value, "not an array");
     return &value.get_ref<const Array&>();
   }
 
@@ -82,46 +86,58 @@ class Reader {
   // The member `key` of the object `value` at `path`; its absence is an error.
   [[nodiscard]] Result<const Json*> required(const Json& value, const Path& path, std::string_view key) const {
     const Json* found = member(value.get_ref<const Object&>(), key);
-    if (found == nullptr) return fail(path, value, fmt::format("missing key \"{}\"", key));
+    if (found == nullptr)
+      return fail(path, value, fmt::format("missing key \"{}\"", key));
     return found;
   }
 
   [[nodiscard]] Result<std::uint64_t> number(const Json& value, const Path& path) const {
-    if (value.is_number_unsigned()) return *value.get_ptr<const Json::number_unsigned_t*>();
+    if (value.is_number_unsigned())
+      return *value.get_ptr<const Json::number_unsigned_t*>();
     if (value.is_number_integer()) {
       auto n = *value.get_ptr<const Json::number_integer_t*>();
-      if (n < 0) return fail(path, value, "negative");
+      if (n < 0)
+        return fail(path, value, "negative");
       return static_cast<std::uint64_t>(n);
     }
-    if (value.is_number_float()) return fail(path, value, "not an integer");
-    if (!value.is_string()) return fail(path, value, "not a number (a decimal string like \"8\", or a JSON integer)");
+    if (value.is_number_float())
+      return fail(path, value, "not an integer");
+    if (!value.is_string())
+      return fail(path, value, "not a number (a decimal string like \"8\", or a JSON integer)");
     const std::string& text = value.get_ref<const std::string&>();
-    if (auto n = parse_decimal(text)) return *n;
+    if (auto n = parse_decimal(text))
+      return *n;
     bool digits = !text.empty() && text[0] != '0' &&
                   std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits) return fail(path, value, "out of range");
+    if (digits)
+      return fail(path, value, "out of range");
     return fail(path, value, "not a decimal number (digits only: no sign, space, hex, fraction or leading zero)");
   }
 
   [[nodiscard]] Result<std::uint64_t> number_at_most(const Json& value, const Path& path, std::uint64_t max) const {
     auto n = number(value, path);
-    if (n && *n > max) return fail(path, value, fmt::format("out of range 0..{}", max));
+    if (n && *n > max)
+      return fail(path, value, fmt::format("out of range 0..{}", max));
     return n;
   }
 
   [[nodiscard]] Result<std::string_view> name(const Json& value, const Path& path) const {
-    if (!value.is_string()) return fail(path, value, "not a string");
+    if (!value.is_string())
+      return fail(path, value, "not a string");
     const std::string& text = value.get_ref<const std::string&>();
-    if (text.empty()) return fail(path, value, "empty");
+    if (text.empty())
+      return fail(path, value, "empty");
     return std::string_view(text);
   }
 
   [[nodiscard]] Result<std::optional<std::string>> optional_string(const Object& object, const Path& path,
                                                                    std::string_view key) const {
     const Json* value = member(object, key);
-    if (value == nullptr) return std::optional<std::string>();
+    if (value == nullptr)
+      return std::optional<std::string>();
     Path p = path.field(key);
-    if (!value->is_string()) return fail(p, *value, "not a string");
+    if (!value->is_string())
+      return fail(p, *value, "not a string");
     return std::optional<std::string>(value->get_ref<const std::string&>());
   }
 
@@ -129,23 +145,29 @@ class Reader {
   [[nodiscard]] Result<void> declared_count(const Object& object, const Path& path, std::string_view key,
                                             std::size_t listed, std::string_view what) const {
     const Json* value = member(object, key);
-    if (value == nullptr) return {};
+    if (value == nullptr)
+      return {};
     Path p = path.field(key);
     auto n = number(*value, p);
-    if (!n) return n.error();
-    if (*n != listed) return fail(p, *value, fmt::format("declares {} {} but {} are listed", *n, what, listed));
+    if (!n)
+      return n.error();
+    if (*n != listed)
+      return fail(p, *value, fmt::format("declares {} {} but {} are listed", *n, what, listed));
     return {};
   }
 
   [[nodiscard]] Result<unsigned> device_id(const Json& device, const Path& path) const {
     auto value = required(device, path, "device_id");
-    if (!value) return value.error();
+    if (!value)
+      return value.error();
     Path p = path.field("device_id");
     auto n = number(**value, p);
-    if (!n) return n.error();
+    if (!n)
+      return n.error();
     if (*n >= limits_.max_local_devices) {
-      return fail(p, **value,
-                  fmt::format("out of range 0..{} (--max-local-devices raises the limit)", limits_.max_local_devices - 1));
+      return fail(
+          p, **value,
+          fmt::format("out of range 0..{} (--max-local-devices raises the limit)", limits_.max_local_devices - 1));
     }
     return static_cast<unsigned>(*n);
   }
@@ -153,8 +175,8 @@ class Reader {
   [[nodiscard]] Result<void> devices_fit(const Json& devices, const Path& path, std::size_t count) const {
     if (count > limits_.max_local_devices) {
       return fail(path, devices,
-                  fmt::format("{} devices on one host, more than the limit of {} (--max-local-devices raises it)", count,
-                              limits_.max_local_devices));
+                  fmt::format("{} devices on one host, more than the limit of {} (--max-local-devices raises it)",
+                              count, limits_.max_local_devices));
     }
     return {};
   }
@@ -169,7 +191,8 @@ class Reader {
 std::optional<std::uint64_t> version_major(std::string_view text) {
   auto dot = text.find('.');
   auto major = parse_decimal(text.substr(0, dot));
-  if (!major) return std::nullopt;
+  if (!major)
+    return std::nullopt;
   while (dot != std::string_view::npos) {
     text.remove_prefix(dot + 1);
     dot = text.find('.');
@@ -185,10 +208,12 @@ std::optional<std::uint64_t> version_major(std::string_view text) {
 std::optional<std::uint64_t> pod_suffix(std::string_view pod_name) {
   auto dash = pod_name.rfind('-');
   std::string_view digits = dash == std::string_view::npos ? pod_name : pod_name.substr(dash + 1);
-  if (digits.empty() || digits.size() > 18) return std::nullopt;
+  if (digits.empty() || digits.size() > 18)
+    return std::nullopt;
   std::uint64_t value = 0;
   for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
+    if (c < '0' || c > '9')
+      return std::nullopt;
     value = value * 10 + static_cast<std::uint64_t>(c - '0');
   }
   return value;
@@ -201,9 +226,12 @@ Result<RankTable> read_template1(const Reader& r, const Object& top, std::string
   Path list_path = root.field("server_list");
   const Json& list_value = *Reader::member(top, "server_list");
   auto list = r.array(list_value, list_path);
-  if (!list) return list.error();
-  if ((*list)->empty()) return r.fail(list_path, list_value, "no servers: the table lists no devices");
-  if (auto ok = r.declared_count(top, root, "server_count", (*list)->size(), "servers"); !ok) return ok.error();
+  if (!list)
+    return list.error();
+  if ((*list)->empty())
+    return r.fail(list_path, list_value, "no servers: the table lists no devices");
+  if (auto ok = r.declared_count(top, root, "server_count", (*list)->size(), "servers"); !ok)
+    return ok.error();
 
   RankTable table;
   table.format = RankTableFormat::kTemplate1;
@@ -217,22 +245,30 @@ Result<RankTable> read_template1(const Reader& r, const Object& top, std::string
   for (std::size_t i = 0; i < (*list)->size(); ++i) {
     const Json& server = (**list)[i];
     Path sp = list_path.at(i);
-    if (auto o = r.object(server, sp); !o) return o.error();
+    if (auto o = r.object(server, sp); !o)
+      return o.error();
     auto id_value = r.required(server, sp, "server_id");
-    if (!id_value) return id_value.error();
+    if (!id_value)
+      return id_value.error();
     Path id_path = sp.field("server_id");
     auto id = r.name(**id_value, id_path);
-    if (!id) return id.error();
+    if (!id)
+      return id.error();
     if (auto [it, fresh] = server_index.emplace(*id, i); !fresh) {
-      return r.fail(id_path, **id_value, fmt::format("repeated server_id (also at server_list[{}].server_id)", it->second));
+      return r.fail(id_path, **id_value,
+                    fmt::format("repeated server_id (also at server_list[{}].server_id)", it->second));
     }
     auto devices_value = r.required(server, sp, "device");
-    if (!devices_value) return devices_value.error();
+    if (!devices_value)
+      return devices_value.error();
     Path dl = sp.field("device");
     auto devices = r.array(**devices_value, dl);
-    if (!devices) return devices.error();
-    if ((*devices)->empty()) return r.fail(dl, **devices_value, "a server without devices");
-    if (auto ok = r.devices_fit(**devices_value, dl, (*devices)->size()); !ok) return ok.error();
+    if (!devices)
+      return devices.error();
+    if ((*devices)->empty())
+      return r.fail(dl, **devices_value, "a server without devices");
+    if (auto ok = r.devices_fit(**devices_value, dl, (*devices)->size()); !ok)
+      return ok.error();
 
     RankServer out{std::string(*id), {}};
     out.devices.reserve((*devices)->size());
@@ -241,21 +277,26 @@ Result<RankTable> read_template1(const Reader& r, const Object& top, std::string
       const Json& device = (**devices)[j];
       Path dp = dl.at(j);
       auto o = r.object(device, dp);
-      if (!o) return o.error();
+      if (!o)
+        return o.error();
       auto device_id = r.device_id(device, dp);
-      if (!device_id) return device_id.error();
+      if (!device_id)
+        return device_id.error();
       if (int first = device_seen[*device_id]; first >= 0) {
-        return r.fail(dp.field("device_id"), *Reader::member(**o, "device_id"),
-                      fmt::format("repeated device_id on one server (also at server_list[{}].device[{}].device_id)", i,
-                                  first));
+        return r.fail(
+            dp.field("device_id"), *Reader::member(**o, "device_id"),
+            fmt::format("repeated device_id on one server (also at server_list[{}].device[{}].device_id)", i, first));
       }
       device_seen[*device_id] = static_cast<int>(j);
       auto rank_value = r.required(device, dp, "rank_id");
-      if (!rank_value) return rank_value.error();
+      if (!rank_value)
+        return rank_value.error();
       auto rank = r.number(**rank_value, dp.field("rank_id"));
-      if (!rank) return rank.error();
+      if (!rank)
+        return rank.error();
       auto ip = r.optional_string(**o, dp, "device_ip");
-      if (!ip) return ip.error();
+      if (!ip)
+        return ip.error();
       ranks.push_back(*rank);
       out.devices.push_back(RankDevice{*device_id, 0, std::move(*ip)});
     }
@@ -266,7 +307,8 @@ Result<RankTable> read_template1(const Reader& r, const Object& top, std::string
   // N are a permutation, so range and repeats are all there is to check.
   auto rank_path_error = [&](std::size_t flat, std::string_view problem) {
     std::size_t i = 0;
-    while (flat >= table.servers[i].devices.size()) flat -= table.servers[i++].devices.size();
+    while (flat >= table.servers[i].devices.size())
+      flat -= table.servers[i++].devices.size();
     Path sp = list_path.at(i);
     Path dl = sp.field("device");
     Path dp = dl.at(flat);
@@ -275,25 +317,28 @@ Result<RankTable> read_template1(const Reader& r, const Object& top, std::string
   };
   auto location_of = [&](std::size_t flat) {
     std::size_t i = 0;
-    while (flat >= table.servers[i].devices.size()) flat -= table.servers[i++].devices.size();
+    while (flat >= table.servers[i].devices.size())
+      flat -= table.servers[i++].devices.size();
     return fmt::format("server_list[{}].device[{}].rank_id", i, flat);
   };
   const std::size_t total = ranks.size();
-  if (total > std::numeric_limits<unsigned>::max()) return r.fail_file("too many devices");
+  if (total > std::numeric_limits<unsigned>::max())
+    return r.fail_file("too many devices");
   std::vector<std::int64_t> rank_at(total, -1);
   for (std::size_t k = 0; k < total; ++k) {
     if (ranks[k] >= total) {
       return rank_path_error(k, fmt::format("out of range 0..{} (the table lists {} devices)", total - 1, total));
     }
     if (rank_at[ranks[k]] >= 0) {
-      return rank_path_error(k, fmt::format("repeated rank_id (also at {})",
-                                            location_of(static_cast<std::size_t>(rank_at[ranks[k]]))));
+      return rank_path_error(
+          k, fmt::format("repeated rank_id (also at {})", location_of(static_cast<std::size_t>(rank_at[ranks[k]]))));
     }
     rank_at[ranks[k]] = static_cast<std::int64_t>(k);
   }
   std::size_t k = 0;
   for (RankServer& server : table.servers) {
-    for (RankDevice& device : server.devices) device.rank_id = static_cast<unsigned>(ranks[k++]);
+    for (RankDevice& device : server.devices)
+      device.rank_id = static_cast<unsigned>(ranks[k++]);
   }
   table.rank_size = static_cast<unsigned>(total);
   return table;
@@ -315,8 +360,10 @@ Result<RankTable> read_template2(const Reader& r, const Object& top) {
   Path list_path = root.field("group_list");
   const Json& list_value = *Reader::member(top, "group_list");
   auto list = r.array(list_value, list_path);
-  if (!list) return list.error();
-  if (auto ok = r.declared_count(top, root, "group_count", (*list)->size(), "groups"); !ok) return ok.error();
+  if (!list)
+    return list.error();
+  if (auto ok = r.declared_count(top, root, "group_count", (*list)->size(), "groups"); !ok)
+    return ok.error();
 
   // Pass 1: shape, names and declared counts; instances in conversion order.
   std::vector<Instance> order;
@@ -326,13 +373,17 @@ Result<RankTable> read_template2(const Reader& r, const Object& top) {
     const Json& group = (**list)[g];
     Path gp = list_path.at(g);
     auto go = r.object(group, gp);
-    if (!go) return go.error();
-    if (auto name = r.optional_string(**go, gp, "group_name"); !name) return name.error();
+    if (!go)
+      return go.error();
+    if (auto name = r.optional_string(**go, gp, "group_name"); !name)
+      return name.error();
     auto instances_value = r.required(group, gp, "instance_list");
-    if (!instances_value) return instances_value.error();
+    if (!instances_value)
+      return instances_value.error();
     Path il = gp.field("instance_list");
     auto instances = r.array(**instances_value, il);
-    if (!instances) return instances.error();
+    if (!instances)
+      return instances.error();
     if (auto ok = r.declared_count(**go, gp, "instance_count", (*instances)->size(), "instances"); !ok) {
       return ok.error();
     }
@@ -343,7 +394,8 @@ Result<RankTable> read_template2(const Reader& r, const Object& top) {
       const Json& instance = (**instances)[k];
       Path ip = il.at(k);
       auto io = r.object(instance, ip);
-      if (!io) return io.error();
+      if (!io)
+        return io.error();
       const Json* pod_value = Reader::member(**io, "pod_name");
       if (pod_value == nullptr) {
         return r.fail(ip, instance,
@@ -353,21 +405,27 @@ Result<RankTable> read_template2(const Reader& r, const Object& top) {
       }
       Path pp = ip.field("pod_name");
       auto pod = r.name(*pod_value, pp);
-      if (!pod) return pod.error();
+      if (!pod)
+        return pod.error();
       if (auto [it, fresh] = pod_index.emplace(*pod, std::pair{g, k}); !fresh) {
         return r.fail(pp, *pod_value,
                       fmt::format("repeated pod_name (also at group_list[{}].instance_list[{}].pod_name)",
                                   it->second.first, it->second.second));
       }
       auto server_value = r.required(instance, ip, "server_id");
-      if (!server_value) return server_value.error();
+      if (!server_value)
+        return server_value.error();
       auto server = r.name(**server_value, ip.field("server_id"));
-      if (!server) return server.error();
+      if (!server)
+        return server.error();
       auto devices_value = r.required(instance, ip, "devices");
-      if (!devices_value) return devices_value.error();
+      if (!devices_value)
+        return devices_value.error();
       auto devices = r.array(**devices_value, ip.field("devices"));
-      if (!devices) return devices.error();
-      if (auto ok = r.devices_fit(**devices_value, ip.field("devices"), (*devices)->size()); !ok) return ok.error();
+      if (!devices)
+        return devices.error();
+      if (auto ok = r.devices_fit(**devices_value, ip.field("devices"), (*devices)->size()); !ok)
+        return ok.error();
       listed += (*devices)->size();
       order.push_back(Instance{g, k, *pod, *server, *devices, pod_suffix(*pod)});
     }
@@ -375,7 +433,8 @@ Result<RankTable> read_template2(const Reader& r, const Object& top) {
     if (const Json* count_value = Reader::member(**go, "device_count")) {
       Path cp = gp.field("device_count");
       auto count = r.number(*count_value, cp);
-      if (!count) return count.error();
+      if (!count)
+        return count.error();
       if (*count != listed) {
         return r.fail(cp, *count_value,
                       fmt::format("declares {} but the group's instances list {} devices", *count, listed));
@@ -407,7 +466,7 @@ Result<RankTable> read_template2(const Reader& r, const Object& top) {
   struct Origin {
     std::size_t group, instance, device;
   };
-  std::vector<std::vector<Origin>> origins;  // per server, parallel to its devices
+  std::vector<std::vector<Origin>> origins;   // per server, parallel to its devices
   std::vector<std::vector<int>> device_seen;  // per server: device_id -> position, -1 when free
   unsigned next_rank = 0;
   for (const Instance& inst : order) {
@@ -444,9 +503,11 @@ Result<RankTable> read_template2(const Reader& r, const Object& top) {
       Path dl = ip.field("devices");
       Path dp = dl.at(d);
       auto o = r.object(device, dp);
-      if (!o) return o.error();
+      if (!o)
+        return o.error();
       auto device_id = r.device_id(device, dp);
-      if (!device_id) return device_id.error();
+      if (!device_id)
+        return device_id.error();
       if (int first = device_seen[s][*device_id]; first >= 0) {
         const Origin& at = origins[s][static_cast<std::size_t>(first)];
         return r.fail(dp.field("device_id"), *Reader::member(**o, "device_id"),
@@ -455,14 +516,16 @@ Result<RankTable> read_template2(const Reader& r, const Object& top) {
                                   quote_for_message(server.server_id), at.group, at.instance, at.device));
       }
       auto ip_value = r.optional_string(**o, dp, "device_ip");
-      if (!ip_value) return ip_value.error();
+      if (!ip_value)
+        return ip_value.error();
       device_seen[s][*device_id] = static_cast<int>(server.devices.size());
       origins[s].push_back(Origin{inst.group, inst.index, d});
       server.devices.push_back(RankDevice{*device_id, next_rank++, std::move(*ip_value)});
     }
     table.pods.push_back(std::move(pod));
   }
-  if (next_rank == 0) return r.fail(list_path, list_value, "the table lists no devices");
+  if (next_rank == 0)
+    return r.fail(list_path, list_value, "the table lists no devices");
   table.rank_size = next_rank;
   return table;
 }
@@ -473,10 +536,12 @@ Result<RankTable> read_completed(const Reader& r, const Json& doc) {
   std::string version;
   if (const Json* value = Reader::member(top, "version")) {
     Path vp = root.field("version");
-    if (!value->is_string()) return r.fail(vp, *value, "not a string (e.g. \"1.0\")");
+    if (!value->is_string())
+      return r.fail(vp, *value, "not a string (e.g. \"1.0\")");
     version = value->get_ref<const std::string&>();
     auto major = version_major(version);
-    if (!major) return r.fail(vp, *value, "not a version number like \"1.0\"");
+    if (!major)
+      return r.fail(vp, *value, "not a version number like \"1.0\"");
     if (*major != 1) {
       return r.fail(vp, *value, fmt::format("unsupported rank table format version; {}", kKnownFormats));
     }
@@ -490,8 +555,10 @@ Result<RankTable> read_completed(const Reader& r, const Json& doc) {
   if (servers && groups) {
     return r.fail(root, doc, "ambiguous rank table format: both server_list (template 1) and group_list (template 2)");
   }
-  if (servers) return read_template1(r, top, std::move(version));
-  if (groups) return read_template2(r, top);
+  if (servers)
+    return read_template1(r, top, std::move(version));
+  if (groups)
+    return read_template2(r, top);
   return r.fail(root, doc,
                 fmt::format("unknown rank table format: neither server_list nor group_list; {}", kKnownFormats));
 }
@@ -512,17 +579,23 @@ Result<ParsedRankTable> parse_rank_table(std::string_view text, std::string_view
   Reader r(file, limits);
   try {
     auto doc = parse_json(text, file, JsonLimits{limits.max_bytes, limits.max_depth});
-    if (!doc) return doc.error();
+    if (!doc)
+      return doc.error();
     Path root;
-    if (!doc->is_object()) return r.fail(root, *doc, "not an object: a rank table is a JSON object");
+    if (!doc->is_object())
+      return r.fail(root, *doc, "not an object: a rank table is a JSON object");
     auto status_value = r.required(*doc, root, "status");
-    if (!status_value) return status_value.error();
-    if (!(*status_value)->is_string()) return r.fail(root.field("status"), **status_value, "not a string");
+    if (!status_value)
+      return status_value.error();
+    if (!(*status_value)->is_string())
+      return r.fail(root.field("status"), **status_value, "not a string");
     ParsedRankTable parsed;
     parsed.status = (*status_value)->get_ref<const std::string&>();
-    if (parsed.status != "completed") return parsed;
+    if (parsed.status != "completed")
+      return parsed;
     auto table = read_completed(r, *doc);
-    if (!table) return table.error();
+    if (!table)
+      return table.error();
     parsed.table = std::move(*table);
     return parsed;
   } catch (const std::exception& e) {  // allocation failure: nothing else throws here
@@ -539,7 +612,8 @@ Result<HostEntry> select_host(const RankTable& table, const HostIdentity& identi
         out += fmt::format(", ... ({} in all)", items.size());
         break;
       }
-      if (shown++ > 0) out += ", ";
+      if (shown++ > 0)
+        out += ", ";
       out += quote_for_message(name_of(item), 64);
     }
     return out;
@@ -549,17 +623,19 @@ Result<HostEntry> select_host(const RankTable& table, const HostIdentity& identi
     std::size_t chosen = 0;
     if (table.servers.size() > 1) {
       if (identity.host_ip.empty()) {
-        return Error{fmt::format("{}: server_list lists {} servers and MA_CURRENT_HOST_IP is not set: nothing says "
-                                 "which one is this host",
-                                 one_line(file), table.servers.size())};
+        return Error{
+            fmt::format("{}: server_list lists {} servers and MA_CURRENT_HOST_IP is not set: nothing says "
+                        "which one is this host",
+                        one_line(file), table.servers.size())};
       }
       auto it = std::find_if(table.servers.begin(), table.servers.end(),
                              [&](const RankServer& s) { return s.server_id == identity.host_ip; });
       if (it == table.servers.end()) {
-        return Error{fmt::format("{}: server_list[].server_id = {}: no such server for this host (MA_CURRENT_HOST_IP); "
-                                 "the table lists {}",
-                                 one_line(file), quote_for_message(identity.host_ip),
-                                 listing(table.servers, [](const RankServer& s) { return s.server_id; }))};
+        return Error{
+            fmt::format("{}: server_list[].server_id = {}: no such server for this host (MA_CURRENT_HOST_IP); "
+                        "the table lists {}",
+                        one_line(file), quote_for_message(identity.host_ip),
+                        listing(table.servers, [](const RankServer& s) { return s.server_id; }))};
       }
       chosen = static_cast<std::size_t>(it - table.servers.begin());
     }
@@ -570,25 +646,28 @@ Result<HostEntry> select_host(const RankTable& table, const HostIdentity& identi
   std::size_t chosen = 0;
   if (table.pods.size() > 1) {
     if (identity.instance_name.empty()) {
-      return Error{fmt::format("{}: group_list lists {} pods and MA_CURRENT_INSTANCE_NAME is not set: nothing says "
-                               "which one is this host",
-                               one_line(file), table.pods.size())};
+      return Error{
+          fmt::format("{}: group_list lists {} pods and MA_CURRENT_INSTANCE_NAME is not set: nothing says "
+                      "which one is this host",
+                      one_line(file), table.pods.size())};
     }
     auto it = std::find_if(table.pods.begin(), table.pods.end(),
                            [&](const RankPod& p) { return p.pod_name == identity.instance_name; });
     if (it == table.pods.end()) {
-      return Error{fmt::format("{}: group_list[].instance_list[].pod_name = {}: no such pod for this host "
-                               "(MA_CURRENT_INSTANCE_NAME); the table lists {}",
-                               one_line(file), quote_for_message(identity.instance_name),
-                               listing(table.pods, [](const RankPod& p) { return p.pod_name; }))};
+      return Error{
+          fmt::format("{}: group_list[].instance_list[].pod_name = {}: no such pod for this host "
+                      "(MA_CURRENT_INSTANCE_NAME); the table lists {}",
+                      one_line(file), quote_for_message(identity.instance_name),
+                      listing(table.pods, [](const RankPod& p) { return p.pod_name; }))};
     }
     chosen = static_cast<std::size_t>(it - table.pods.begin());
   }
   const RankPod& pod = table.pods[chosen];
   if (pod.count == 0) {
-    return Error{fmt::format("{}: group_list[].instance_list[].pod_name = {}: this host's pod has no devices (its "
-                             "group's device_count is 0)",
-                             one_line(file), quote_for_message(pod.pod_name))};
+    return Error{
+        fmt::format("{}: group_list[].instance_list[].pod_name = {}: this host's pod has no devices (its "
+                    "group's device_count is 0)",
+                    one_line(file), quote_for_message(pod.pod_name))};
   }
   return HostEntry{pod.server_id, pod.pod_name, pod.server, pod.first, pod.count};
 }
@@ -601,13 +680,15 @@ std::string to_template1_json(const RankTable& table) {
   out += ",\"server_list\":[";
   for (std::size_t i = 0; i < table.servers.size(); ++i) {
     const RankServer& server = table.servers[i];
-    if (i > 0) out += ',';
+    if (i > 0)
+      out += ',';
     out += '{';
     append_quoted(out, "server_id", server.server_id);
     out += ",\"device\":[";
     for (std::size_t j = 0; j < server.devices.size(); ++j) {
       const RankDevice& device = server.devices[j];
-      if (j > 0) out += ',';
+      if (j > 0)
+        out += ',';
       out += '{';
       append_quoted(out, "device_id", std::to_string(device.device_id));
       if (device.device_ip) {

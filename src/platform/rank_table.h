@@ -49,9 +49,9 @@ enum class RankTableFormat { kTemplate1, kTemplate2 };
 [[nodiscard]] std::string_view format_name(RankTableFormat format) noexcept;  // "template1", "template2"
 
 struct RankTableLimits {
-  unsigned max_local_devices = 16;                 // device_id < this; devices per server <= this
-  std::size_t max_bytes = std::size_t{16} << 20;   // 16 MiB
-  unsigned max_depth = 64;                         // JSON nesting
+  unsigned max_local_devices = 16;                // device_id < this; devices per server <= this
+  std::size_t max_bytes = std::size_t{16} << 20;  // 16 MiB
+  unsigned max_depth = 64;                        // JSON nesting
 };
 
 struct RankDevice {
@@ -80,10 +80,10 @@ struct RankPod {
 
 struct RankTable {
   RankTableFormat format = RankTableFormat::kTemplate1;
-  std::string version;               // template 1's "version" ("" when absent and for template 2)
-  std::vector<RankServer> servers;   // by first appearance
-  std::vector<RankPod> pods;         // template 2 only
-  unsigned rank_size = 0;            // devices listed in the whole table
+  std::string version;              // template 1's "version" ("" when absent and for template 2)
+  std::vector<RankServer> servers;  // by first appearance
+  std::vector<RankPod> pods;        // template 2 only
+  unsigned rank_size = 0;           // devices listed in the whole table
 };
 
 struct ParsedRankTable {

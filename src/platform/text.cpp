@@ -6,8 +6,12 @@ namespace {
 constexpr std::size_t kMaxDecimalDigits = 18;  // < 2^63: no overflow to check
 constexpr std::size_t kMaxNameBytes = 200;
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_alnum(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_alnum(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
 
 void append_hex_escape(std::string& out, unsigned char c) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -27,19 +31,26 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
     n = 2;
   } else if (c >= 0xe0 && c <= 0xef) {
     n = 3;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
+    if (c == 0xe0)
+      lo = 0xa0;
+    if (c == 0xed)
+      hi = 0x9f;
   } else if (c >= 0xf0 && c <= 0xf4) {
     n = 4;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
+    if (c == 0xf0)
+      lo = 0x90;
+    if (c == 0xf4)
+      hi = 0x8f;
   } else {
     return 0;
   }
-  if (i + n > s.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  if (i + n > s.size())
+    return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi)
+    return 0;
   for (std::size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf)
+      return 0;
   }
   return n;
 }
@@ -47,20 +58,25 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
 }  // namespace
 
 std::optional<std::uint64_t> parse_decimal(std::string_view text) noexcept {
-  if (text.empty() || text.size() > kMaxDecimalDigits) return std::nullopt;
-  if (text.size() > 1 && text[0] == '0') return std::nullopt;
+  if (text.empty() || text.size() > kMaxDecimalDigits)
+    return std::nullopt;
+  if (text.size() > 1 && text[0] == '0')
+    return std::nullopt;
   std::uint64_t value = 0;
   for (char c : text) {
-    if (!is_digit(c)) return std::nullopt;
+    if (!is_digit(c))
+      return std::nullopt;
     value = value * 10 + static_cast<std::uint64_t>(c - '0');
   }
   return value;
 }
 
 bool is_safe_name(std::string_view text) noexcept {
-  if (text.empty() || text.size() > kMaxNameBytes || !is_alnum(text[0])) return false;
+  if (text.empty() || text.size() > kMaxNameBytes || !is_alnum(text[0]))
+    return false;
   for (char c : text) {
-    if (!is_alnum(c) && c != '.' && c != '_' && c != '-') return false;
+    if (!is_alnum(c) && c != '.' && c != '_' && c != '-')
+      return false;
   }
   return true;
 }
@@ -83,13 +99,27 @@ void append_json_string(std::string& out, std::string_view text) {
       continue;
     }
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           out += "\\u00";

@@ -27,7 +27,8 @@ class AscendPlan : public ::testing::Test {
                                 {"RANK_TABLE_FILE", "/user/config"}};
     for (EnvVar& var : extra) {
       auto it = std::find_if(vars.begin(), vars.end(), [&](const EnvVar& v) { return v.name == var.name; });
-      if (it != vars.end()) vars.erase(it);
+      if (it != vars.end())
+        vars.erase(it);
       vars.push_back(std::move(var));
     }
     PlanInput input;
@@ -84,7 +85,7 @@ TEST_F(AscendPlan, StatesSignalsGroupsAndOutputFollowTheDesign) {
   Plan plan = planned();
   EXPECT_EQ(plan.mode, Mode::kAscend);
   EXPECT_EQ(plan.states, (std::vector<State>{State::kWaitRankTable, State::kSpawn, State::kRunning, State::kStopping,
-                                              State::kReaping, State::kExit}));
+                                             State::kReaping, State::kExit}));
   EXPECT_EQ(plan.signals, SignalPolicy::kStop);
   for (const ProcessSpec& p : plan.processes) {
     EXPECT_EQ(p.group, GroupPolicy::kSession);
@@ -113,8 +114,7 @@ TEST_F(AscendPlan, AnEmptyHcclTimeoutGetsTheDefaultInPlace) {
   auto it = std::find_if(env.begin(), env.end(), [](const EnvVar& v) { return v.name == "HCCL_CONNECT_TIMEOUT"; });
   ASSERT_NE(it, env.end());
   EXPECT_EQ(it->value, "1800");
-  EXPECT_EQ(std::count_if(env.begin(), env.end(), [](const EnvVar& v) { return v.name == "HCCL_CONNECT_TIMEOUT"; }),
-            1);
+  EXPECT_EQ(std::count_if(env.begin(), env.end(), [](const EnvVar& v) { return v.name == "HCCL_CONNECT_TIMEOUT"; }), 1);
 }
 
 TEST_F(AscendPlan, DeviceIdIsThePositionInThisHostsListNotTheTablesDeviceId) {
@@ -138,8 +138,8 @@ TEST_F(AscendPlan, DeviceIdIsThePositionInThisHostsListNotTheTablesDeviceId) {
     EXPECT_EQ(get("DEVICE_ID"), std::to_string(i));
     EXPECT_EQ(get("RANK_ID"), ranks[i]);
     EXPECT_EQ(plan.processes[i].cwd, "/home/ma-user/modelarts/workspace/device" + std::to_string(i));
-    EXPECT_EQ(plan.processes[i].log_file,
-              "/tmp/log/modelarts-job-3f2a-proc-rank-" + std::string(ranks[i]) + "-device-" + std::to_string(i) + ".txt");
+    EXPECT_EQ(plan.processes[i].log_file, "/tmp/log/modelarts-job-3f2a-proc-rank-" + std::string(ranks[i]) +
+                                              "-device-" + std::to_string(i) + ".txt");
   }
 }
 
@@ -177,8 +177,9 @@ TEST_F(AscendPlan, TemplateTwoIsConvertedUnderTheMountAndRanksPointThere) {
 TEST_F(AscendPlan, TemplateTwoNeedsTheMountForItsConversion) {
   fs.add_file(kTable, template2({2}).dump());
   EXPECT_EQ(refusal({{"MA_MOUNT_PATH", ""}}),
-            kTable + ": a template-2 rank table is converted to template 1 for the ranks, into "
-                     "$MA_MOUNT_PATH/rank_table/jobstart_hccl.json, but MA_MOUNT_PATH is not set");
+            kTable +
+                ": a template-2 rank table is converted to template 1 for the ranks, into "
+                "$MA_MOUNT_PATH/rank_table/jobstart_hccl.json, but MA_MOUNT_PATH is not set");
 }
 
 TEST_F(AscendPlan, NeverOverwritesTheSourceTableWithItsConversion) {
@@ -210,7 +211,8 @@ TEST_F(AscendPlan, TableStringsNeverBecomePathComponents) {
   fs.add_file(kTable, t.dump());
   Plan plan = planned({{"MA_CURRENT_INSTANCE_NAME", "../../etc/evil-0"}});
   std::vector<std::string> paths = plan.dirs;
-  for (const FileSpec& f : plan.files) paths.push_back(f.path);
+  for (const FileSpec& f : plan.files)
+    paths.push_back(f.path);
   for (const ProcessSpec& p : plan.processes) {
     paths.push_back(p.cwd);
     paths.push_back(p.log_file);
@@ -253,13 +255,15 @@ TEST_F(AscendPlan, AnUnreadableTableIsAnErrorNotAWait) {
 TEST_F(AscendPlan, TableErrorsAndHostErrorsAreRefused) {
   OJson t = template1({1, 1});
   fs.add_file(kTable, t.dump());
-  EXPECT_EQ(refusal(), kTable + ": server_list lists 2 servers and MA_CURRENT_HOST_IP is not set: nothing says which "
-                                "one is this host");
+  EXPECT_EQ(refusal(), kTable +
+                           ": server_list lists 2 servers and MA_CURRENT_HOST_IP is not set: nothing says which "
+                           "one is this host");
   t["server_list"][1]["device"][0]["rank_id"] = "0";
   fs.add_file(kTable, t.dump());
   EXPECT_EQ(refusal({{"MA_CURRENT_HOST_IP", "10.0.0.1"}}),
-            kTable + ": server_list[1].device[0].rank_id = \"0\": repeated rank_id (also at "
-                     "server_list[0].device[0].rank_id)");
+            kTable +
+                ": server_list[1].device[0].rank_id = \"0\": repeated rank_id (also at "
+                "server_list[0].device[0].rank_id)");
 }
 
 TEST_F(AscendPlan, MaxLocalDevicesRaisesTheDeviceLimit) {

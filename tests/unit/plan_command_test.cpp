@@ -32,15 +32,18 @@ TEST(PlanCommand, PrintsThePlanAndExitsZero) {
 TEST(PlanCommand, TheCommandMayStartWithoutDoubleDash) {
   CommandOutput out = run({"--mode=exec", "python", "-u", "train.py"});
   ASSERT_EQ(out.exit_code, 0) << out.err;
-  EXPECT_EQ(nlohmann::json::parse(out.out)["processes"][0]["argv"], nlohmann::json::array({"python", "-u", "train.py"}));
+  EXPECT_EQ(nlohmann::json::parse(out.out)["processes"][0]["argv"],
+            nlohmann::json::array({"python", "-u", "train.py"}));
 }
 
 TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
   expect_usage_error(run({}), "plan: no command given (trainit plan [options] -- COMMAND [ARG...])");
   expect_usage_error(run({"--"}), "plan: no command given (trainit plan [options] -- COMMAND [ARG...])");
-  expect_usage_error(run({"--mode", "torchrun", "--", "x"}), "plan: --mode \"torchrun\": not one of ascend, exec, auto");
+  expect_usage_error(run({"--mode", "torchrun", "--", "x"}),
+                     "plan: --mode \"torchrun\": not one of ascend, exec, auto");
   expect_usage_error(run({"--mode"}), "plan: --mode needs a value");
-  expect_usage_error(run({"--max-local-devices", "0", "x"}), "plan: --max-local-devices \"0\": not a number in 1..1024");
+  expect_usage_error(run({"--max-local-devices", "0", "x"}),
+                     "plan: --max-local-devices \"0\": not a number in 1..1024");
   expect_usage_error(run({"--max-local-devices=abc", "x"}),
                      "plan: --max-local-devices \"abc\": not a number in 1..1024");
   expect_usage_error(run({"--frobnicate", "x"}), "plan: unknown option \"--frobnicate\" (see trainit plan --help)");
@@ -57,8 +60,9 @@ TEST(PlanCommand, RefusedConfigurationExits78WithOneLine) {
   CommandOutput out = run({"--", "python", "train.py"}, {{"MA_RUN_METHOD", "torchrun"}});
   EXPECT_EQ(out.exit_code, 78);
   EXPECT_EQ(out.out, "");
-  EXPECT_TRUE(out.err.starts_with("trainit: error: MA_RUN_METHOD=torchrun: launching through torchrun is not "
-                                  "implemented yet"));
+  EXPECT_TRUE(
+      out.err.starts_with("trainit: error: MA_RUN_METHOD=torchrun: launching through torchrun is not "
+                          "implemented yet"));
   EXPECT_EQ(out.err.find('\n'), out.err.size() - 1);
 
   out = run({"--mode", "ascend", "--", "python"}, {{"MA_VJ_NAME", "a/b"}});

@@ -57,7 +57,8 @@ TEST(ResolveMode, AutoRefusesLaunchMethodsNotImplementedRatherThanRunningOnce) {
   for (const char* method : {"torchrun", "msrun"}) {
     for (bool table : {false, true}) {
       std::vector<EnvVar> vars = {{"MA_RUN_METHOD", method}};
-      if (table) vars.push_back({"RANK_TABLE_FILE", "/user/config"});
+      if (table)
+        vars.push_back({"RANK_TABLE_FILE", "/user/config"});
       auto mode = resolve_mode(RequestedMode::kAuto, Environment(vars));
       ASSERT_FALSE(mode.ok()) << method;
       EXPECT_TRUE(mode.error().message.starts_with(std::string("MA_RUN_METHOD=") + method + ": launching through " +

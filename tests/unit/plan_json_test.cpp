@@ -1,9 +1,10 @@
+#include "plan/plan_json.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "plan/plan.h"
-#include "plan/plan_json.h"
 
 namespace trainit {
 namespace {
@@ -34,7 +35,8 @@ TEST(PlanJson, PrintsTheSchemaAndKeysInAFixedOrder) {
   std::string text = plan_to_json(sample_plan());
   auto doc = nlohmann::ordered_json::parse(text);
   std::vector<std::string> keys;
-  for (const auto& item : doc.items()) keys.push_back(item.key());
+  for (const auto& item : doc.items())
+    keys.push_back(item.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"schema", "mode", "signals", "states", "dirs", "files", "processes"}));
   EXPECT_EQ(doc["schema"], "trainit.plan/v1");
   EXPECT_EQ(doc["states"], nlohmann::json::array({"spawn", "exit"}));

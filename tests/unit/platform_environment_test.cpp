@@ -6,7 +6,9 @@
 namespace trainit {
 namespace {
 
-Environment env_of(std::vector<EnvVar> vars) { return Environment(std::move(vars)); }
+Environment env_of(std::vector<EnvVar> vars) {
+  return Environment(std::move(vars));
+}
 
 TEST(Environment, KeepsOrderDropsMalformedAndFirstOfTwoWins) {
   const char* envp[] = {"B=2", "noequals", "=x", "A=1", "B=3", "EMPTY=", nullptr};

@@ -63,15 +63,38 @@ class Mutator {
 
  private:
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
-  std::size_t pos(const std::string& s) { return s.empty() ? 0 : std::uniform_int_distribution<std::size_t>(0, s.size() - 1)(rng_); }
+  std::size_t pos(const std::string& s) {
+    return s.empty() ? 0 : std::uniform_int_distribution<std::size_t>(0, s.size() - 1)(rng_);
+  }
 
   void mutate_bytes(std::string& s) {
-    static const std::string kTokens[] = {"{",    "}",  "[",   "]",       "\"",    ":",   ",",       "0",
-                                          "-1",   "01", "1.5", "1e999",   "null",  "true", "\\u0000", "\\",
-                                          "\xff", "\n", " ",   "\"x\":1", "[[[[[", "}}}}", "\"rank_id\":\"0\""};
+    static const std::string kTokens[] = {"{",
+                                          "}",
+                                          "[",
+                                          "]",
+                                          "\"",
+                                          ":",
+                                          ",",
+                                          "0",
+                                          "-1",
+                                          "01",
+                                          "1.5",
+                                          "1e999",
+                                          "null",
+                                          "true",
+                                          "\\u0000",
+                                          "\\",
+                                          "\xff",
+                                          "\n",
+                                          " ",
+                                          "\"x\":1",
+                                          "[[[[[",
+                                          "}}}}",
+                                          "\"rank_id\":\"0\""};
     switch (pick(6)) {
       case 0:
-        if (!s.empty()) s[pos(s)] = static_cast<char>(pick(256));
+        if (!s.empty())
+          s[pos(s)] = static_cast<char>(pick(256));
         break;
       case 1:
         s.insert(pos(s), kTokens[pick(std::size(kTokens))]);
@@ -101,25 +124,38 @@ class Mutator {
 
   OJson random_value() {
     switch (pick(12)) {
-      case 0: return nullptr;
-      case 1: return pick(2) == 1;
-      case 2: return -pick(5);
-      case 3: return pick(40);
-      case 4: return 2.5;
-      case 5: return std::to_string(pick(40));
-      case 6: return "0" + std::to_string(pick(9));
-      case 7: return "../../etc/passwd";
-      case 8: return OJson::array();
-      case 9: return OJson::object();
-      case 10: return "18446744073709551616";
-      default: return "";
+      case 0:
+        return nullptr;
+      case 1:
+        return pick(2) == 1;
+      case 2:
+        return -pick(5);
+      case 3:
+        return pick(40);
+      case 4:
+        return 2.5;
+      case 5:
+        return std::to_string(pick(40));
+      case 6:
+        return "0" + std::to_string(pick(9));
+      case 7:
+        return "../../etc/passwd";
+      case 8:
+        return OJson::array();
+      case 9:
+        return OJson::object();
+      case 10:
+        return "18446744073709551616";
+      default:
+        return "";
     }
   }
 
   // Applies one change to a random node of the parsed tree.
   std::string mutate_tree(const std::string& text) {
     OJson doc = OJson::parse(text, nullptr, false);
-    if (doc.is_discarded() || !doc.is_structured()) return text;
+    if (doc.is_discarded() || !doc.is_structured())
+      return text;
     std::vector<OJson*> nodes;
     collect(doc, nodes);
     OJson* node = nodes[static_cast<std::size_t>(pick(static_cast<int>(nodes.size())))];
@@ -135,13 +171,16 @@ class Mutator {
         }
         break;
       case 2:
-        if (node->is_array() && !node->empty()) node->push_back((*node)[static_cast<std::size_t>(pick(static_cast<int>(node->size())))]);
+        if (node->is_array() && !node->empty())
+          node->push_back((*node)[static_cast<std::size_t>(pick(static_cast<int>(node->size())))]);
         break;
       case 3:
-        if (node->is_array() && node->size() > 1) std::swap((*node)[0], (*node)[node->size() - 1]);
+        if (node->is_array() && node->size() > 1)
+          std::swap((*node)[0], (*node)[node->size() - 1]);
         break;
       default:
-        if (node->is_object()) (*node)[pick(2) ? "device_count" : "rank_list"] = random_value();
+        if (node->is_object())
+          (*node)[pick(2) ? "device_count" : "rank_list"] = random_value();
     }
     return doc.dump();
   }
@@ -149,7 +188,8 @@ class Mutator {
   static void collect(OJson& node, std::vector<OJson*>& out) {
     out.push_back(&node);
     if (node.is_structured()) {
-      for (auto& child : node) collect(child, out);
+      for (auto& child : node)
+        collect(child, out);
     }
   }
 
@@ -208,7 +248,8 @@ void check_planner(const std::string& text) {
   if (plan.ok()) {
     std::string json = plan_to_json(*plan);
     ASSERT_FALSE(json.empty());
-    for (const ProcessSpec& p : plan->processes) ASSERT_TRUE(p.cwd.starts_with("/m/workspace/device"));
+    for (const ProcessSpec& p : plan->processes)
+      ASSERT_TRUE(p.cwd.starts_with("/m/workspace/device"));
   } else {
     ASSERT_EQ(plan.error().message.find('\n'), std::string::npos) << plan.error().message;
   }
@@ -224,7 +265,8 @@ TEST(RankTableFuzz, RandomMutationsOfValidTablesNeverCrashAndRoundTrip) {
   const std::uint64_t seed = env_number("TRAINIT_FUZZ_SEED", 0x7261696e6974ULL);
   const std::vector<std::string> corpus = seeds();
   Tally tally;
-  for (const std::string& s : corpus) ASSERT_NO_FATAL_FAILURE(check_one(s, tally));
+  for (const std::string& s : corpus)
+    ASSERT_NO_FATAL_FAILURE(check_one(s, tally));
   ASSERT_EQ(tally.accepted, corpus.size());
 
   const auto start = std::chrono::steady_clock::now();

@@ -18,11 +18,14 @@ const std::string kFile = "/user/config/jobstart_hccl.json";
 
 std::string refusal_text(const std::string& text, RankTableLimits limits = {}) {
   auto r = parse_rank_table(text, kFile, limits);
-  if (r.ok()) return "(accepted)";
+  if (r.ok())
+    return "(accepted)";
   EXPECT_EQ(r.error().message.find('\n'), std::string::npos) << "one line";
   return r.error().message;
 }
-std::string refusal(const OJson& table, RankTableLimits limits = {}) { return refusal_text(table.dump(), limits); }
+std::string refusal(const OJson& table, RankTableLimits limits = {}) {
+  return refusal_text(table.dump(), limits);
+}
 
 RankTable parsed(const OJson& table, RankTableLimits limits = {}) {
   auto r = parse_rank_table(table.dump(), kFile, limits);
@@ -184,8 +187,9 @@ TEST(Template1, ServerIdsAreRequiredNonEmptyStringsAndUnique) {
   t["server_list"][1]["server_id"] = "";
   EXPECT_EQ(refusal(t), kFile + ": server_list[1].server_id = \"\": empty");
   t["server_list"][1]["server_id"] = "10.0.0.1";
-  EXPECT_EQ(refusal(t), kFile + ": server_list[1].server_id = \"10.0.0.1\": repeated server_id (also at "
-                                "server_list[0].server_id)");
+  EXPECT_EQ(refusal(t), kFile +
+                            ": server_list[1].server_id = \"10.0.0.1\": repeated server_id (also at "
+                            "server_list[0].server_id)");
 }
 
 TEST(Template1, EveryServerHasDevicesAndNoMoreThanTheLimit) {
@@ -205,12 +209,14 @@ TEST(Template1, EveryServerHasDevicesAndNoMoreThanTheLimit) {
 TEST(Template1, DeviceIdsAreBelowTheLimitAndUniquePerServer) {
   OJson t = template1({2, 2});
   t["server_list"][1]["device"][1]["device_id"] = "16";
-  EXPECT_EQ(refusal(t), kFile + ": server_list[1].device[1].device_id = \"16\": out of range 0..15 "
-                                "(--max-local-devices raises the limit)");
+  EXPECT_EQ(refusal(t), kFile +
+                            ": server_list[1].device[1].device_id = \"16\": out of range 0..15 "
+                            "(--max-local-devices raises the limit)");
   EXPECT_EQ(refusal(t, RankTableLimits{32}), "(accepted)");
   t["server_list"][1]["device"][1]["device_id"] = "0";
-  EXPECT_EQ(refusal(t), kFile + ": server_list[1].device[1].device_id = \"0\": repeated device_id on one server "
-                                "(also at server_list[1].device[0].device_id)");
+  EXPECT_EQ(refusal(t), kFile +
+                            ": server_list[1].device[1].device_id = \"0\": repeated device_id on one server "
+                            "(also at server_list[1].device[0].device_id)");
   t["server_list"][1]["device"][1].erase("device_id");
   EXPECT_TRUE(refusal(t).ends_with(": missing key \"device_id\""));
   t["server_list"][1]["device"][1] = "d";
@@ -220,11 +226,13 @@ TEST(Template1, DeviceIdsAreBelowTheLimitAndUniquePerServer) {
 TEST(Template1, RankIdsAreExactlyZeroToNMinusOne) {
   OJson t = template1({2, 2});
   t["server_list"][1]["device"][1]["rank_id"] = "4";
-  EXPECT_EQ(refusal(t), kFile + ": server_list[1].device[1].rank_id = \"4\": out of range 0..3 (the table lists 4 "
-                                "devices)");
+  EXPECT_EQ(refusal(t), kFile +
+                            ": server_list[1].device[1].rank_id = \"4\": out of range 0..3 (the table lists 4 "
+                            "devices)");
   t["server_list"][1]["device"][1]["rank_id"] = "1";
-  EXPECT_EQ(refusal(t), kFile + ": server_list[1].device[1].rank_id = \"1\": repeated rank_id (also at "
-                                "server_list[0].device[1].rank_id)");
+  EXPECT_EQ(refusal(t), kFile +
+                            ": server_list[1].device[1].rank_id = \"1\": repeated rank_id (also at "
+                            "server_list[0].device[1].rank_id)");
   t["server_list"][1]["device"][1]["rank_id"] = "-3";
   EXPECT_TRUE(refusal(t).starts_with(kFile + ": server_list[1].device[1].rank_id = \"-3\": not a decimal number"));
   t["server_list"][1]["device"][1].erase("rank_id");
@@ -292,10 +300,11 @@ TEST(Template2, KeepsListedOrderWhenANameHasNoNumericSuffix) {
 
 TEST(Template2, GroupsAreNumberedInOrderAndZeroDeviceGroupsSkipped) {
   OJson t = template2({2});
-  OJson ps = {{"group_name", "ps"},
-              {"device_count", "0"},
-              {"instance_count", "1"},
-              {"instance_list", {{{"pod_name", "ma-job-x-ps-0"}, {"server_id", "10.0.0.9"}, {"devices", OJson::array()}}}}};
+  OJson ps = {
+      {"group_name", "ps"},
+      {"device_count", "0"},
+      {"instance_count", "1"},
+      {"instance_list", {{{"pod_name", "ma-job-x-ps-0"}, {"server_id", "10.0.0.9"}, {"devices", OJson::array()}}}}};
   OJson second = template2({1})["group_list"][0];
   second["instance_list"][0]["pod_name"] = "ma-job-x-eval-0";
   second["instance_list"][0]["server_id"] = "10.0.0.7";
@@ -326,22 +335,25 @@ TEST(Template2, TwoPodsOnOneServerShareItsEntry) {
 TEST(Template2, DeviceIdsAreUniqueAcrossPodsOfOneServer) {
   OJson t = template2({2, 2});
   t["group_list"][0]["instance_list"][1]["server_id"] = "10.0.0.1";
-  EXPECT_EQ(refusal(t), kFile + ": group_list[0].instance_list[1].devices[0].device_id = \"0\": repeated device_id on "
-                                "server \"10.0.0.1\" (also at group_list[0].instance_list[0].devices[0].device_id)");
+  EXPECT_EQ(refusal(t), kFile +
+                            ": group_list[0].instance_list[1].devices[0].device_id = \"0\": repeated device_id on "
+                            "server \"10.0.0.1\" (also at group_list[0].instance_list[0].devices[0].device_id)");
 }
 
 TEST(Template2, PodsOfOneServerMayNotExceedTheDeviceLimit) {
   OJson t = template2({10, 10});
   t["group_list"][0]["instance_list"][1]["server_id"] = "10.0.0.1";
-  EXPECT_EQ(refusal(t), kFile + ": group_list[0].instance_list[1].server_id = \"10.0.0.1\": the pods on this server "
-                                "list 20 devices, more than the limit of 16 per host (--max-local-devices raises it)");
+  EXPECT_EQ(refusal(t), kFile +
+                            ": group_list[0].instance_list[1].server_id = \"10.0.0.1\": the pods on this server "
+                            "list 20 devices, more than the limit of 16 per host (--max-local-devices raises it)");
 }
 
 TEST(Template2, DeclaredCountsMustMatch) {
   OJson t = template2({2, 2});
   t["group_list"][0]["device_count"] = "8";
-  EXPECT_EQ(refusal(t), kFile + ": group_list[0].device_count = \"8\": declares 8 but the group's instances list 4 "
-                                "devices");
+  EXPECT_EQ(refusal(t), kFile +
+                            ": group_list[0].device_count = \"8\": declares 8 but the group's instances list 4 "
+                            "devices");
   t = template2({2, 2});
   t["group_list"][0]["instance_count"] = 3;
   EXPECT_EQ(refusal(t), kFile + ": group_list[0].instance_count = 3: declares 3 instances but 2 are listed");
@@ -354,8 +366,9 @@ TEST(Template2, PodNamesAreRequiredNonEmptyAndUnique) {
   OJson t = template2({1, 1});
   auto& list = t["group_list"][0]["instance_list"];
   list[1]["pod_name"] = "ma-job-x-worker-0";
-  EXPECT_EQ(refusal(t), kFile + ": group_list[0].instance_list[1].pod_name = \"ma-job-x-worker-0\": repeated pod_name "
-                                "(also at group_list[0].instance_list[0].pod_name)");
+  EXPECT_EQ(refusal(t), kFile +
+                            ": group_list[0].instance_list[1].pod_name = \"ma-job-x-worker-0\": repeated pod_name "
+                            "(also at group_list[0].instance_list[0].pod_name)");
   list[1]["pod_name"] = "";
   EXPECT_EQ(refusal(t), kFile + ": group_list[0].instance_list[1].pod_name = \"\": empty");
   list[1]["pod_name"] = 5;
@@ -446,13 +459,15 @@ TEST(SelectHost, TemplateOneWithSeveralServersNeedsTheHostIp) {
   EXPECT_EQ(host->server, 2u);
   auto none = select_host(table, {}, kFile);
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.error().message, kFile + ": server_list lists 6 servers and MA_CURRENT_HOST_IP is not set: nothing "
-                                          "says which one is this host");
+  EXPECT_EQ(none.error().message, kFile +
+                                      ": server_list lists 6 servers and MA_CURRENT_HOST_IP is not set: nothing "
+                                      "says which one is this host");
   auto unknown = select_host(table, {"10.0.0.99", ""}, kFile);
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().message,
-            kFile + ": server_list[].server_id = \"10.0.0.99\": no such server for this host (MA_CURRENT_HOST_IP); "
-                    "the table lists \"10.0.0.1\", \"10.0.0.2\", \"10.0.0.3\", \"10.0.0.4\", ... (6 in all)");
+            kFile +
+                ": server_list[].server_id = \"10.0.0.99\": no such server for this host (MA_CURRENT_HOST_IP); "
+                "the table lists \"10.0.0.1\", \"10.0.0.2\", \"10.0.0.3\", \"10.0.0.4\", ... (6 in all)");
 }
 
 TEST(SelectHost, TemplateTwoPicksThePodByInstanceName) {
@@ -463,13 +478,15 @@ TEST(SelectHost, TemplateTwoPicksThePodByInstanceName) {
   EXPECT_EQ(table.servers[host->server].devices[host->first].rank_id, 2u);
   auto none = select_host(table, {"10.0.0.1", ""}, kFile);
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.error().message, kFile + ": group_list lists 2 pods and MA_CURRENT_INSTANCE_NAME is not set: nothing "
-                                          "says which one is this host");
+  EXPECT_EQ(none.error().message, kFile +
+                                      ": group_list lists 2 pods and MA_CURRENT_INSTANCE_NAME is not set: nothing "
+                                      "says which one is this host");
   auto unknown = select_host(table, {"", "ma-job-x-worker-7"}, kFile);
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().message,
-            kFile + ": group_list[].instance_list[].pod_name = \"ma-job-x-worker-7\": no such pod for this host "
-                    "(MA_CURRENT_INSTANCE_NAME); the table lists \"ma-job-x-worker-0\", \"ma-job-x-worker-1\"");
+            kFile +
+                ": group_list[].instance_list[].pod_name = \"ma-job-x-worker-7\": no such pod for this host "
+                "(MA_CURRENT_INSTANCE_NAME); the table lists \"ma-job-x-worker-0\", \"ma-job-x-worker-1\"");
 }
 
 TEST(SelectHost, TwoPodsOnOneServerEachGetOnlyTheirOwnDevices) {
@@ -487,16 +504,18 @@ TEST(SelectHost, TwoPodsOnOneServerEachGetOnlyTheirOwnDevices) {
 
 TEST(SelectHost, APodOfAZeroDeviceGroupHasNothingToRun) {
   OJson t = template2({1});
-  OJson ps = {{"group_name", "ps"},
-              {"device_count", "0"},
-              {"instance_list", {{{"pod_name", "ma-job-x-ps-0"}, {"server_id", "10.0.0.9"}, {"devices", OJson::array()}}}}};
+  OJson ps = {
+      {"group_name", "ps"},
+      {"device_count", "0"},
+      {"instance_list", {{{"pod_name", "ma-job-x-ps-0"}, {"server_id", "10.0.0.9"}, {"devices", OJson::array()}}}}};
   t["group_list"].push_back(ps);
   t["group_count"] = "2";
   RankTable table = parsed(t);
   auto host = select_host(table, {"", "ma-job-x-ps-0"}, kFile);
   ASSERT_FALSE(host.ok());
-  EXPECT_EQ(host.error().message, kFile + ": group_list[].instance_list[].pod_name = \"ma-job-x-ps-0\": this host's pod "
-                                          "has no devices (its group's device_count is 0)");
+  EXPECT_EQ(host.error().message, kFile +
+                                      ": group_list[].instance_list[].pod_name = \"ma-job-x-ps-0\": this host's pod "
+                                      "has no devices (its group's device_count is 0)");
 }
 
 }  // namespace

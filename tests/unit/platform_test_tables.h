@@ -2,10 +2,9 @@
 // can break exactly one thing and print the result.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace trainit::test {
 
@@ -42,7 +41,8 @@ inline OJson template2(const std::vector<int>& devices_per_pod, bool integers = 
   for (std::size_t p = 0; p < devices_per_pod.size(); ++p) {
     OJson devices = OJson::array();
     for (int d = 0; d < devices_per_pod[p]; ++d) {
-      devices.push_back({{"device_id", num(d)}, {"device_ip", "192.168." + std::to_string(p) + "." + std::to_string(d + 1)}});
+      devices.push_back(
+          {{"device_id", num(d)}, {"device_ip", "192.168." + std::to_string(p) + "." + std::to_string(d + 1)}});
     }
     total += devices_per_pod[p];
     instances.push_back({{"pod_name", "ma-job-x-worker-" + std::to_string(p)},
@@ -56,6 +56,8 @@ inline OJson template2(const std::vector<int>& devices_per_pod, bool integers = 
   return {{"status", "completed"}, {"group_count", num(1)}, {"group_list", OJson::array({group})}};
 }
 
-inline std::string text(const OJson& table) { return table.dump(); }
+inline std::string text(const OJson& table) {
+  return table.dump();
+}
 
 }  // namespace trainit::test

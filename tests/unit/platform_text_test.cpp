@@ -11,8 +11,8 @@ TEST(ParseDecimal, AcceptsOnlyPlainDigitStrings) {
   EXPECT_EQ(parse_decimal("8"), 8u);
   EXPECT_EQ(parse_decimal("1800"), 1800u);
   EXPECT_EQ(parse_decimal("999999999999999999"), 999999999999999999u);
-  for (const char* bad : {"", "01", "00", "+1", "-1", " 1", "1 ", "0x1", "1.0", "1e2", "١", "1_000",
-                          "1234567890123456789"}) {
+  for (const char* bad :
+       {"", "01", "00", "+1", "-1", " 1", "1 ", "0x1", "1.0", "1e2", "١", "1_000", "1234567890123456789"}) {
     EXPECT_FALSE(parse_decimal(bad).has_value()) << bad;
   }
 }
