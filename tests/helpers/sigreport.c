@@ -10,8 +10,9 @@
  *                       on SIGTERM
  *
  * The report, one item per line: "blocked HEX" and "ignored HEX" (bit N-1 set
- * for signal N, 1..64), "pid", "ppid", "pgid", "sid", and "fds" (the open
- * descriptors below 1024). Handlers block every signal while they run, so
+ * for signal N, 1..64), "pid", "ppid", "pgid", "sid", "tpgid" (the foreground
+ * process group of the terminal on stdin, -1 when it is none), and "fds" (the
+ * open descriptors below 1024). Handlers block every signal while they run, so
  * pending signals are reported one by one in the kernel's order (lowest
  * number first). Each line is written with one write(2). */
 #define _GNU_SOURCE
@@ -19,6 +20,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 static const char* prefix = "";
@@ -55,8 +57,9 @@ static void print_state(void) {
       ignored |= 1ULL << (s - 1);
   }
   char text[4096 + 256];
-  snprintf(text, sizeof(text), "blocked %016llx\nignored %016llx\npid %d\nppid %d\npgid %d\nsid %d\nfds%s\n", blocked,
-           ignored, (int)getpid(), (int)getppid(), (int)getpgrp(), (int)getsid(0), fds);
+  snprintf(text, sizeof(text), "blocked %016llx\nignored %016llx\npid %d\nppid %d\npgid %d\nsid %d\ntpgid %d\nfds%s\n",
+           blocked, ignored, (int)getpid(), (int)getppid(), (int)getpgrp(), (int)getsid(0),
+           (int)tcgetpgrp(STDIN_FILENO), fds);
   say(text);
 }
 

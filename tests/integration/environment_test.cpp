@@ -37,6 +37,50 @@ TEST(Environment, StdinReachesTheChild) {
   EXPECT_EQ(wc.out(), std::to_string(data.size()) + "\n");
 }
 
+TEST(Environment, WithoutATerminalTheChildHasNoForegroundGroup) {
+  TRAINIT_REQUIRE_ROOT();
+  Outcome r = run({.args = {"--", helper_path("sigreport")}});
+  ASSERT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  EXPECT_EQ(field(r.out, "tpgid"), "-1") << r.out;
+}
+
+TEST(Terminal, ChildBecomesTheForegroundProcessGroup) {
+  TRAINIT_REQUIRE_ROOT();
+  Trainit t({.args = {"-v", "--", helper_path("sigreport"), "wait"}, .terminal = true});
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line("ready")) << t.transcript();
+  std::string out = t.out();
+  EXPECT_EQ(field(out, "tpgid"), field(out, "pid")) << out;
+  EXPECT_EQ(field(out, "pgid"), field(out, "pid")) << out;
+  // Ctrl-C goes to the foreground group, the child's, not through trainit.
+  ASSERT_TRUE(t.write_stdin("\x03"));
+  ASSERT_TRUE(t.wait_line("signal " + std::to_string(SIGINT))) << t.transcript();
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  EXPECT_EQ(t.out().find("SIGINT"), std::string::npos) << "Ctrl-C went to trainit" << t.transcript();
+}
+
+TEST(Terminal, CtrlCGives130) {
+  TRAINIT_REQUIRE_ROOT();
+  Trainit t({.args = {"--", "sh", "-c", "echo ready; exec sleep 60"}, .terminal = true});
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line("ready")) << t.transcript();
+  ASSERT_TRUE(t.write_stdin("\x03"));
+  EXPECT_EQ(t.wait(), Exit::code(128 + SIGINT)) << t.transcript();
+}
+
+TEST(Terminal, AChildReadingTheTerminalIsNotStopped) {
+  TRAINIT_REQUIRE_ROOT();
+  // A background group reading its terminal gets SIGTTIN and stops: the
+  // child must own the terminal to read what is typed.
+  Trainit t({.args = {"--", "sh", "-c", "echo ready; read line; echo got $line"}, .terminal = true});
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line("ready")) << t.transcript();
+  ASSERT_TRUE(t.write_stdin("typed\n"));
+  EXPECT_TRUE(t.wait_line("got typed")) << t.transcript();
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+}
+
 TEST(Environment, InheritedDescriptorsPassThroughAndTrainitsOwnDoNot) {
   TRAINIT_REQUIRE_ROOT();
   int fds[2];

@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,7 +52,8 @@ struct ChildPlan {
   uid_t uid = 0;
   gid_t gid = 0;
   const char* root = nullptr;
-  int pid_socket = -1;  // kUnderInit: trainit's process sends its credentials here
+  int pid_socket = -1;        // kUnderInit: trainit's process sends its credentials here
+  const char* tty = nullptr;  // Spec::terminal: the pty's slave side
 };
 
 void prepare(Exec& e, const std::string& path, std::vector<std::string> args, std::vector<std::string> env) {
@@ -99,8 +102,16 @@ void say(int fd, const char* text) {
 }
 
 void install_stdio(const ChildPlan& p) {
-  if (::dup2(p.stdin_fd, STDIN_FILENO) < 0 || ::dup2(p.stdout_fd, STDOUT_FILENO) < 0 ||
-      ::dup2(p.stderr_fd, STDERR_FILENO) < 0) {
+  if (p.tty != nullptr) {
+    // A session of our own whose controlling terminal is the pty, as
+    // `docker run -it` gives its init.
+    int fd = -1;
+    if (::setsid() < 0 || (fd = ::open(p.tty, O_RDWR)) < 0 || ::ioctl(fd, TIOCSCTTY, 0) < 0 ||
+        ::dup2(fd, STDIN_FILENO) < 0 || ::dup2(fd, STDOUT_FILENO) < 0 || ::dup2(fd, STDERR_FILENO) < 0) {
+      ::_exit(196);
+    }
+  } else if (::dup2(p.stdin_fd, STDIN_FILENO) < 0 || ::dup2(p.stdout_fd, STDOUT_FILENO) < 0 ||
+             ::dup2(p.stderr_fd, STDERR_FILENO) < 0) {
     ::_exit(198);
   }
   for (auto [from, to] : p.fds) {
@@ -454,6 +465,37 @@ void Trainit::start(const Spec& spec) {
   stdin_fd_ = in[1];
   stdout_fd_ = out[0];
   stderr_fd_ = err[0];
+  std::string tty_name;
+  if (spec.terminal) {
+    // trainit's 0, 1 and 2 are the slave side; we read and write the master
+    // (the pipes stay unused: stderr reads as empty, all output is stdout).
+    int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0 || ::grantpt(master) < 0 || ::unlockpt(master) < 0 || ::ptsname(master) == nullptr) {
+      start_errno_ = errno;
+      error_ = std::string("pty: ") + std::strerror(errno);
+      return;
+    }
+    tty_name = ::ptsname(master);
+    // Output as written (no "\r\n"), no echo of what the test types.
+    int slave = ::open(tty_name.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC);
+    struct termios mode {};
+    if (slave < 0 || ::tcgetattr(slave, &mode) < 0) {
+      start_errno_ = errno;
+      error_ = std::string("pty slave: ") + std::strerror(errno);
+      return;
+    }
+    mode.c_oflag &= ~static_cast<tcflag_t>(OPOST);
+    mode.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHOCTL);
+    ::tcsetattr(slave, TCSANOW, &mode);
+    // Held until trainit has ended: a master whose slave nobody has open
+    // reads as end of file, and trainit may not have opened it yet.
+    tty_slave_ = slave;
+    ::close(stdin_fd_);
+    ::close(stdout_fd_);
+    stdout_fd_ = master;
+    stdin_fd_ = ::fcntl(master, F_DUPFD_CLOEXEC, 0);
+    plan.tty = tty_name.c_str();
+  }
 
   int report[2] = {-1, -1}, release[2] = {-1, -1}, creds[2] = {-1, -1};
   if (spec.layout == Layout::kUnderInit) {
@@ -550,7 +592,7 @@ Trainit::~Trainit() {
     (void)unused;
     drainer_.join();
   }
-  for (int fd : {stdin_fd_, stdout_fd_, stderr_fd_, stop_fd_[0], stop_fd_[1], release_fd_}) {
+  for (int fd : {stdin_fd_, stdout_fd_, stderr_fd_, stop_fd_[0], stop_fd_[1], release_fd_, tty_slave_}) {
     if (fd >= 0) {
       ::close(fd);
     }
@@ -704,6 +746,10 @@ Exit Trainit::wait(Clock::duration timeout) {
       // ECHILD: not ours yet (an intermediate parent still lives).
       std::this_thread::sleep_for(200us);
     }
+  }
+  if (tty_slave_ >= 0) {
+    ::close(tty_slave_);
+    tty_slave_ = -1;
   }
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, 2s, [&] { return out_eof_ && err_eof_; });

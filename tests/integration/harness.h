@@ -72,6 +72,10 @@ struct Spec {
   bool intermediate_parent = false;
   // Extra descriptors trainit inherits: {parent's fd, number in trainit}.
   std::vector<std::pair<int, int>> fds{};
+  // trainit's stdin, stdout and stderr are a pseudo-terminal, its controlling
+  // terminal (trainit leads a session of its own), as under `docker run -it`.
+  // write_stdin() types on it; out() has everything written to it.
+  bool terminal = false;
 };
 
 // How a process ended.
@@ -146,6 +150,7 @@ class Trainit {
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;
   int stop_fd_[2] = {-1, -1};  // wakes the drain thread
+  int tty_slave_ = -1;         // Spec::terminal: our hold on the slave side
   std::thread drainer_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

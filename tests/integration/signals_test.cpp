@@ -255,6 +255,16 @@ TEST(Signals, ChildGetsNoMaskAndNoIgnoredSignalsWhenTrainitsParentLeftNone) {
   EXPECT_EQ(field(r.out, "ignored"), "0000000000000000") << "trainit's own SIGTTIN/SIGTTOU leaked" << r.out;
 }
 
+TEST(Signals, TrainitWorksWhenItsParentLeftSigchldIgnored) {
+  TRAINIT_REQUIRE_ROOT();
+  // With SIGCHLD ignored the kernel reaps children by itself: an init that
+  // keeps that disposition never learns its child's exit status.
+  Outcome r = run({.args = {"--", helper_path("exitwith"), "3"}, .ignored = {SIGCHLD}}, 5s);
+  EXPECT_EQ(r.exit, Exit::code(3)) << r.transcript;
+  r = run({.args = {"-w", "--", helper_path("orphans"), "one"}, .ignored = {SIGCHLD}}, 5s);
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+}
+
 TEST(Signals, ChildRunsInItsOwnProcessGroup) {
   TRAINIT_REQUIRE_ROOT();
   Outcome r = run({.args = {"--", helper_path("sigreport")}});
