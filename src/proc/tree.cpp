@@ -44,7 +44,7 @@ void read_children(const char* path, std::vector<pid_t>& out) {
 
 void children_of(pid_t pid, std::vector<pid_t>& out) {
   char dir_path[64];
-  std::snprintf(dir_path, sizeof(dir_path), "/proc/%d/task", static_cast<int>(pid));
+  (void)std::snprintf(dir_path, sizeof(dir_path), "/proc/%d/task", static_cast<int>(pid));
   DIR* dir = ::opendir(dir_path);
   if (dir == nullptr) {
     return;
@@ -54,7 +54,7 @@ void children_of(pid_t pid, std::vector<pid_t>& out) {
       continue;
     }
     char path[96];
-    std::snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", static_cast<int>(pid), entry->d_name);
+    (void)std::snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", static_cast<int>(pid), entry->d_name);
     read_children(path, out);
   }
   ::closedir(dir);
