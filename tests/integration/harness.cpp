@@ -470,35 +470,36 @@ void Trainit::start(const Spec& spec) {
     // trainit's 0, 1 and 2 are the slave side; we read and write the master
     // (the pipes stay unused: stderr reads as empty, all output is stdout).
     int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (master < 0 || ::grantpt(master) < 0 || ::unlockpt(master) < 0 || ::ptsname(master) == nullptr) {
-      start_errno_ = errno;
-      error_ = std::string("pty: ") + std::strerror(errno);
-      return;
-    }
-    tty_name = ::ptsname(master);
-    // Output as written (no "\r\n"), no echo of what the test types.
-    int slave = ::open(tty_name.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC);
-    struct termios mode {};
-    if (slave < 0 || ::tcgetattr(slave, &mode) < 0) {
-      start_errno_ = errno;
-      error_ = std::string("pty slave: ") + std::strerror(errno);
-      return;
-    }
-    mode.c_oflag &= ~static_cast<tcflag_t>(OPOST);
-    mode.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHOCTL);
-    ::tcsetattr(slave, TCSANOW, &mode);
-    // Held until trainit has ended: a master whose slave nobody has open
-    // reads as end of file, and trainit may not have opened it yet.
-    tty_slave_ = slave;
     ::close(stdin_fd_);
     ::close(stdout_fd_);
     stdout_fd_ = master;
-    stdin_fd_ = ::fcntl(master, F_DUPFD_CLOEXEC, 0);
-    plan.tty = tty_name.c_str();
+    stdin_fd_ = master < 0 ? -1 : ::fcntl(master, F_DUPFD_CLOEXEC, 0);
+    struct termios mode {};
+    if (master < 0 || stdin_fd_ < 0 || ::grantpt(master) < 0 || ::unlockpt(master) < 0 ||
+        ::ptsname(master) == nullptr) {
+      start_errno_ = errno;
+      error_ = std::string("pty: ") + std::strerror(errno);
+    } else {
+      tty_name = ::ptsname(master);
+      // Held until trainit has ended: a master whose slave nobody has open
+      // reads as end of file, and trainit may not have opened it yet.
+      tty_slave_ = ::open(tty_name.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC);
+      if (tty_slave_ < 0 || ::tcgetattr(tty_slave_, &mode) < 0) {
+        start_errno_ = errno;
+        error_ = std::string("pty slave: ") + std::strerror(errno);
+      }
+    }
+    if (error_.empty()) {
+      // Output as written (no "\r\n"), no echo of what the test types.
+      mode.c_oflag &= ~static_cast<tcflag_t>(OPOST);
+      mode.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHOCTL);
+      ::tcsetattr(tty_slave_, TCSANOW, &mode);
+      plan.tty = tty_name.c_str();
+    }
   }
 
   int report[2] = {-1, -1}, release[2] = {-1, -1}, creds[2] = {-1, -1};
-  if (spec.layout == Layout::kUnderInit) {
+  if (error_.empty() && spec.layout == Layout::kUnderInit) {
     int on = 1;
     if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, creds) < 0 ||
         ::setsockopt(creds[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) < 0) {
@@ -507,7 +508,8 @@ void Trainit::start(const Spec& spec) {
     }
     plan.pid_socket = creds[1];
   }
-  if (spec.intermediate_parent && (::pipe2(report, O_CLOEXEC) < 0 || ::pipe2(release, O_CLOEXEC) < 0)) {
+  if (error_.empty() && spec.intermediate_parent &&
+      (::pipe2(report, O_CLOEXEC) < 0 || ::pipe2(release, O_CLOEXEC) < 0)) {
     start_errno_ = errno;
     error_ = std::string("pipe: ") + std::strerror(errno);
   }
@@ -564,18 +566,17 @@ void Trainit::start(const Spec& spec) {
       ::close(fd);
     }
   }
-  if (waitee_ <= 0) {
-    pid_ = -1;
-    return;
-  }
-  drainer_ = std::thread([this] { drain(); });
-
-  if (spec.layout == Layout::kUnderInit) {
-    pid_ = receive_pid(creds[0]);
-    if (pid_ < 0) {
-      error_ = "trainit's pid did not come from under the stub init";
-      kill_and_reap();
+  if (waitee_ > 0) {
+    drainer_ = std::thread([this] { drain(); });
+    if (spec.layout == Layout::kUnderInit) {
+      pid_ = receive_pid(creds[0]);
+      if (pid_ < 0) {
+        error_ = "trainit's pid did not come from under the stub init";
+        kill_and_reap();
+      }
     }
+  } else {
+    pid_ = -1;
   }
   if (creds[0] >= 0) {
     ::close(creds[0]);
@@ -666,7 +667,10 @@ void Trainit::drain() {
 }
 
 int Trainit::signal(int signo) const {
-  return pid_ > 0 && ::kill(pid_, signo) < 0 ? -errno : 0;
+  if (pid_ <= 0) {
+    return -ESRCH;
+  }
+  return ::kill(pid_, signo) < 0 ? -errno : 0;
 }
 
 bool Trainit::write_stdin(std::string_view data) {

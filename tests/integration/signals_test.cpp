@@ -238,6 +238,31 @@ TEST(Signals, ChildGetsTheMaskAndIgnoredSignalsTrainitsParentLeft) {
   EXPECT_EQ(hex_field(r.out, "ignored"), bits({SIGUSR2, SIGHUP})) << r.out;
 }
 
+TEST(Signals, ChildGetsEverySignalBlockedWhenTrainitsParentBlockedThemAll) {
+  TRAINIT_REQUIRE_ROOT();
+  std::vector<int> all;
+  uint64_t expected = 0;
+  for (int s = 1; s <= SIGRTMAX; ++s) {
+    if (s < 32 || s >= SIGRTMIN) {
+      all.push_back(s);
+      if (s != SIGKILL && s != SIGSTOP) {
+        expected |= uint64_t{1} << (s - 1);
+      }
+    }
+  }
+  Outcome r = run({.args = {"--", helper_path("sigreport")}, .blocked = all});
+  ASSERT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  EXPECT_EQ(hex_field(r.out, "blocked"), expected) << r.out;
+  // trainit itself still takes and forwards signals: the child unblocks.
+  Trainit t({.args = {"--", helper_path("sigreport"), "wait"}, .blocked = all});
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line("ready")) << t.transcript();
+  ASSERT_EQ(t.signal(SIGUSR2), 0);
+  EXPECT_TRUE(t.wait_line(line("", SIGUSR2))) << t.transcript();
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+}
+
 TEST(Signals, ChildGetsTheJobControlSignalsAsTrainitsParentLeftThem) {
   TRAINIT_REQUIRE_ROOT();
   // trainit ignores SIGTTIN/SIGTTOU itself; the child gets its parent's back.
