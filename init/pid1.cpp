@@ -32,6 +32,13 @@ int setup_pid1(const SignalState& parent, int parent_death_signal, Pid1* out) no
   if (::sigaction(SIGTTIN, &ignore, nullptr) < 0 || ::sigaction(SIGTTOU, &ignore, nullptr) < 0) {
     return -errno;
   }
+  // A parent that ignored SIGCHLD (or set SA_NOCLDWAIT) would have the kernel
+  // reap our children behind our back: exit codes lost, waits that hang.
+  struct sigaction child_default {};
+  child_default.sa_handler = SIG_DFL;
+  if (::sigaction(SIGCHLD, &child_default, nullptr) < 0) {
+    return -errno;
+  }
   if (!out->is_pid1 && ::prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
     return -errno;
   }

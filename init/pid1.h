@@ -13,7 +13,8 @@ struct Pid1 {
 };
 
 // Blocks every signal but the kernel's synchronous ones (they arrive through
-// the loop's signalfd from now on) and ignores SIGTTIN/SIGTTOU, as tini does.
+// the loop's signalfd from now on), ignores SIGTTIN/SIGTTOU as tini does, and
+// puts SIGCHLD back to its default (an ignored SIGCHLD reaps for us).
 // Not PID 1, trainit becomes a child subreaper so orphans of its tree come to
 // it. `parent_death_signal` (0: none) is -p. Returns 0 or -errno.
 int setup_pid1(const SignalState& parent, int parent_death_signal, Pid1* out) noexcept;

@@ -80,11 +80,13 @@ SignalState capture_signal_state() noexcept {
   ::pthread_sigmask(SIG_SETMASK, nullptr, &state.mask);
   ::sigaction(SIGTTIN, nullptr, &state.ttin);
   ::sigaction(SIGTTOU, nullptr, &state.ttou);
+  ::sigaction(SIGCHLD, nullptr, &state.chld);
   return state;
 }
 
 int restore_signal_state(const SignalState& state) noexcept {
-  if (::sigaction(SIGTTIN, &state.ttin, nullptr) < 0 || ::sigaction(SIGTTOU, &state.ttou, nullptr) < 0) {
+  if (::sigaction(SIGTTIN, &state.ttin, nullptr) < 0 || ::sigaction(SIGTTOU, &state.ttou, nullptr) < 0 ||
+      ::sigaction(SIGCHLD, &state.chld, nullptr) < 0) {
     return -errno;
   }
   int r = ::pthread_sigmask(SIG_SETMASK, &state.mask, nullptr);

@@ -15,6 +15,7 @@ struct SignalState {
   sigset_t mask{};
   struct sigaction ttin {};
   struct sigaction ttou {};
+  struct sigaction chld {};  // SIG_IGN here would make the kernel reap for us
 };
 
 // Reads the current state. Call before changing any mask or disposition.
