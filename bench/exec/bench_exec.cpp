@@ -3,7 +3,8 @@
 // round-robin in one run, printed as one markdown table:
 //
 //   - start-up: `INIT -- /bin/true` as PID 1, wall time from clone() to
-//     waitpid(), median minus the median of `/bin/true` itself as PID 1;
+//     waitpid(), median minus the median of `/bin/true` itself as PID 1, and
+//     the CPU it took (wait4's rusage);
 //   - VmHWM of the init supervising a sleeping child;
 //   - SIGTERM forwarding: kill(init) to the child taking the signal, with
 //     everything pinned to CPU 0 and not pinned;
@@ -14,6 +15,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -98,6 +100,7 @@ struct Init {
 // Everything measured for one column.
 struct Results {
   std::vector<Ns> startup;
+  std::vector<Ns> startup_cpu;  // the init's CPU and its children's (/bin/true)
   std::vector<long> hwm_kb;
   std::vector<Ns> term_pinned;
   std::vector<Ns> term_free;
@@ -166,9 +169,10 @@ pid_t spawn_pid1(const Argv& argv, const std::vector<int>& fds, bool keep_stderr
 }
 
 // Waits for pid; true when it exited 0. Describes anything else in *why.
-bool wait_ok(pid_t pid, std::string* why) {
+// With usage, also its CPU and that of the children it reaped (wait4).
+bool wait_ok(pid_t pid, std::string* why, rusage* usage = nullptr) {
   int status;
-  while (::waitpid(pid, &status, 0) < 0) {
+  while (::wait4(pid, &status, 0, usage) < 0) {
     if (errno != EINTR) {
       *why = strprintf("waitpid: %s", std::strerror(errno));
       return false;
@@ -340,12 +344,16 @@ void run_startup(const Init& init, const Config& cfg, Results* r) {
   static const std::vector<std::string> kTrue = {"/bin/true"};
   Argv argv(init, kTrue);
   std::string why;
+  rusage usage{};
   Ns t0 = now_ns();
   pid_t pid = spawn_pid1(argv, {}, cfg.keep_stderr);
-  bool ok = wait_ok(pid, &why);
+  bool ok = wait_ok(pid, &why, &usage);
   Ns t = now_ns() - t0;
   if (ok) {
     r->startup.push_back(t);
+    // Scheduler time, exact where wall time takes the machine's load.
+    r->startup_cpu.push_back((usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1'000'000'000LL +
+                             (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1'000LL);
   } else {
     fail(r, "start-up: " + why);
   }
@@ -838,6 +846,12 @@ int main(int argc, char** argv) {
                                         : na;
           }),
           "");
+  add_row("start-up CPU, init + `/bin/true`, median / p90 (ms)", cells([&](size_t c) {
+            return have(res[c].startup_cpu)
+                       ? strprintf("%.3f / %.3f", median_ms(res[c].startup_cpu), p90_ms(res[c].startup_cpu))
+                       : std::string(na);
+          }),
+          "");
   add_row("VmHWM supervising a sleeping child (kB)",
           cells([&](size_t c) { return res[c].hwm_kb.empty() ? na : strprintf("%ld", quantile(res[c].hwm_kb, 0.5)); }),
           !rt.hwm_kb.empty() ? strprintf("≤ 1024 kB: %s", quantile(rt.hwm_kb, 0.5) <= 1024 ? "met" : "MISSED") : "");
@@ -887,7 +901,9 @@ int main(int argc, char** argv) {
   print_table(rows);
 
   std::printf(
-      "\n- start-up: clone(CLONE_NEWPID) to waitpid() of `INIT -- /bin/true`; the floor is `/bin/true` as PID 1.\n"
+      "\n- start-up: clone(CLONE_NEWPID) to waitpid() of `INIT -- /bin/true`; the floor is `/bin/true` as PID 1. "
+      "Start-up CPU is wait4()'s user + system time of the init and what it reaped: what the load of the "
+      "machine does not change.\n"
       "- SIGTERM: from kill() of the init to the child's sigwaitinfo() return (CLOCK_MONOTONIC); the floor is the "
       "child as PID 1, signalled directly. trainit stops everything by default (the signal goes to every process "
       "of its namespace, kill(-1)), dumb-init signals the child's session, tini and catatonit the child.\n"
