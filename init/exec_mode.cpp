@@ -209,7 +209,11 @@ class ExecSupervisor {
     if (signo == SIGPIPE && static_cast<pid_t>(info.ssi_pid) == ::getpid()) {
       return 0;  // our own write to a closed pipe: not the child's business
     }
-    if ((signo == SIGTERM || signo == SIGINT) && !options_.forward_only) {
+    // With --forward-only a stop is forwarded like any signal; but between
+    // PROGRAM's exit and its restart there is no PROGRAM to take it, and it
+    // ends the restarting.
+    const bool no_program = phase_ == Phase::kDraining || phase_ == Phase::kRestartWait;
+    if ((signo == SIGTERM || signo == SIGINT) && (!options_.forward_only || no_program)) {
       request_stop(signo);
     } else {
       forward(signo);

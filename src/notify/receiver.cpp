@@ -1,12 +1,15 @@
 #include "notify/receiver.h"
 
 #include <fmt/format.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 
 namespace trainit {
@@ -17,18 +20,30 @@ int NotifyReceiver::open() {
   if (!fd_) {
     return -errno;
   }
-  std::string name = fmt::format("trainit-notify-{}-{}", ::getpid(), counter.fetch_add(1, std::memory_order_relaxed));
-  struct sockaddr_un addr {};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path + 1, name.data(), name.size());  // sun_path[0] == 0: abstract
-  auto len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + name.size());
-  if (::bind(fd_.get(), reinterpret_cast<const struct sockaddr*>(&addr), len) < 0) {
+  // Abstract names are per network namespace, not per PID namespace: every
+  // container's trainit is PID 1, and containers may share a network (a pod,
+  // --network=host). A random part keeps the names apart; a clash retries.
+  for (int attempt = 0;; ++attempt) {
+    uint64_t nonce = 0;
+    if (::getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(nonce))) {
+      nonce = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) + attempt;
+    }
+    std::string name =
+        fmt::format("trainit-notify-{}-{}-{:016x}", ::getpid(), counter.fetch_add(1, std::memory_order_relaxed), nonce);
+    struct sockaddr_un addr {};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());  // sun_path[0] == 0: abstract
+    auto len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + name.size());
+    if (::bind(fd_.get(), reinterpret_cast<const struct sockaddr*>(&addr), len) == 0) {
+      address_ = "@" + name;
+      return 0;
+    }
     int e = errno;
-    fd_.reset();
-    return -e;
+    if (e != EADDRINUSE || attempt == 8) {
+      fd_.reset();
+      return -e;
+    }
   }
-  address_ = "@" + name;
-  return 0;
 }
 
 int NotifyReceiver::drain(const LineFn& fn) {
