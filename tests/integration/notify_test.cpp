@@ -1,0 +1,331 @@
+// The supervisor protocol, end to end: trainit as PID 1 with NOTIFY_SOCKET
+// pointing at a real unix datagram listener in this test (a path, and an
+// abstract "@name"), and, with --ready notify, a child that speaks to trainit
+// through libsystemd's own sd_notify().
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "it3_support.h"
+
+namespace trainit::test {
+namespace {
+
+using it3::ms;
+using it3::proc_helper;
+
+// A supervisor's end of NOTIFY_SOCKET: a thread receives every datagram and
+// keeps it with its arrival time.
+class Listener {
+ public:
+  struct Message {
+    Clock::time_point at;
+    std::string text;
+  };
+
+  // `address`: "/path" or "@abstract".
+  explicit Listener(std::string address) : address_(std::move(address)) {
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un addr {};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, address_.data(), std::min(address_.size(), sizeof(addr.sun_path) - 1));
+    auto len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + address_.size());
+    if (address_[0] == '@') {
+      addr.sun_path[0] = '\0';
+    } else {
+      ++len;
+    }
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<const struct sockaddr*>(&addr), len) < 0 || ::pipe(stop_) < 0) {
+      error_ = std::strerror(errno);
+      return;
+    }
+    thread_ = std::thread([this] { receive(); });
+  }
+  ~Listener() {
+    if (thread_.joinable()) {
+      char byte = 0;
+      ssize_t unused = ::write(stop_[1], &byte, 1);
+      (void)unused;
+      thread_.join();
+    }
+    for (int fd : {fd_, stop_[0], stop_[1]}) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+  }
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  [[nodiscard]] const std::string& error() const { return error_; }
+  [[nodiscard]] std::string variable() const { return "NOTIFY_SOCKET=" + address_; }
+
+  // The first message from index `from` on with the line `line`; its index.
+  std::optional<size_t> wait_for(std::string_view line, size_t from = 0, Clock::duration timeout = kTimeout) {
+    std::unique_lock lock(mu_);
+    std::optional<size_t> found;
+    cv_.wait_for(lock, timeout, [&] { return (found = find(line, from)).has_value(); });
+    return found;
+  }
+  [[nodiscard]] std::vector<Message> messages() const {
+    std::lock_guard lock(mu_);
+    return messages_;
+  }
+  [[nodiscard]] Message at(size_t i) const {
+    std::lock_guard lock(mu_);
+    return messages_.at(i);
+  }
+  // Every message, for failure output.
+  [[nodiscard]] std::string dump() const {
+    std::string text = "\n--- notify messages ---\n";
+    for (const auto& m : messages()) {
+      std::string one = m.text;
+      std::replace(one.begin(), one.end(), '\n', '|');
+      text += one + "\n";
+    }
+    return text;
+  }
+
+ private:
+  std::optional<size_t> find(std::string_view line, size_t from) const {
+    for (size_t i = from; i < messages_.size(); ++i) {
+      for (const auto& l : lines_of(messages_[i].text)) {
+        if (l == line) {
+          return i;
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  void receive() {
+    struct pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_[0], POLLIN, 0}};
+    char buf[4096];
+    for (;;) {
+      if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
+        return;
+      }
+      if (fds[1].revents != 0) {
+        return;
+      }
+      if (fds[0].revents != 0) {
+        ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+        auto now = Clock::now();
+        if (n >= 0) {
+          std::lock_guard lock(mu_);
+          messages_.push_back({now, std::string(buf, static_cast<size_t>(n))});
+          cv_.notify_all();
+        }
+      }
+    }
+  }
+
+  std::string address_;
+  std::string error_;
+  int fd_ = -1;
+  int stop_[2] = {-1, -1};
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Message> messages_;
+};
+
+std::string unique_abstract(const char* what) {
+  static int counter = 0;
+  return "@trainit-it-" + std::string(what) + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+// `trainit ARGS -- it3_proc DIR env` with NOTIFY_SOCKET (and `extra`) set.
+Spec env_job(const Listener& l, const TempDir& dir, std::vector<std::string> extra = {},
+             std::vector<std::string> args = {}) {
+  Spec spec;
+  spec.args = std::move(args);
+  spec.args.insert(spec.args.end(), {"--", proc_helper(), dir.path(), "env"});
+  spec.env.push_back(l.variable());
+  spec.env.push_back("TRAINIT_TEST_KEPT=yes");
+  spec.env.insert(spec.env.end(), extra.begin(), extra.end());
+  return spec;
+}
+
+// READY=1 once PROGRAM runs, its STATUS, STOPPING=1 on SIGTERM, the final
+// STATUS; PROGRAM's environment without the supervisor's variables.
+void expect_ready_status_stopping(const std::string& address) {
+  TempDir dir;
+  Listener l(address);
+  ASSERT_EQ(l.error(), "") << address;
+  Trainit t(env_job(l, dir, {"WATCHDOG_USEC=60000000", "WATCHDOG_PID=1"}));
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line("env end")) << t.transcript();
+  for (const auto& line : t.out_lines()) {
+    EXPECT_FALSE(line.starts_with("env NOTIFY_SOCKET=")) << line;
+    EXPECT_FALSE(line.starts_with("env WATCHDOG_USEC=")) << line;
+    EXPECT_FALSE(line.starts_with("env WATCHDOG_PID=")) << line;
+  }
+  EXPECT_TRUE(t.wait_line("env TRAINIT_TEST_KEPT=yes", 0s)) << "the rest of the environment is kept";
+
+  auto ready = l.wait_for("READY=1");
+  ASSERT_TRUE(ready) << l.dump() << t.transcript();
+  bool has_running = false;
+  for (const auto& m : l.messages()) {
+    has_running = has_running || m.text.starts_with("STATUS=running '" + proc_helper() + "' (pid ");
+  }
+  EXPECT_TRUE(has_running) << l.dump();
+
+  const size_t before = l.messages().size();
+  const auto sent = Clock::now();
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  auto stopping = l.wait_for("STOPPING=1", before);
+  ASSERT_TRUE(stopping) << "no STOPPING=1 after SIGTERM" << l.dump();
+  EXPECT_LT(l.at(*stopping).at - sent, 200ms);
+  EXPECT_EQ(t.wait(), Exit::code(128 + SIGTERM)) << t.transcript();
+  EXPECT_TRUE(l.wait_for("STATUS=exited with 143", *stopping, 1s)) << l.dump();
+  // READY=1 exactly once, and before the stop.
+  size_t readies = 0;
+  for (const auto& m : l.messages()) {
+    readies += m.text == "READY=1" ? 1 : 0;
+  }
+  EXPECT_EQ(readies, 1u) << l.dump();
+  EXPECT_LT(*ready, *stopping);
+}
+
+TEST(Notify, SupervisorOnAPathSocketGetsReadyStatusAndStopping) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir socket_dir;
+  expect_ready_status_stopping(socket_dir / "notify");
+}
+
+TEST(Notify, SupervisorOnAnAbstractSocketGetsReadyStatusAndStopping) {
+  TRAINIT_REQUIRE_ROOT();
+  expect_ready_status_stopping(unique_abstract("abstract"));
+}
+
+TEST(Notify, WatchdogPingsEveryHalfOfWatchdogUsec) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Listener l(unique_abstract("watchdog"));
+  ASSERT_EQ(l.error(), "");
+  Trainit t(env_job(l, dir, {"WATCHDOG_USEC=200000"}));  // 0.2 s: a ping every 0.1 s
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line("env end")) << t.transcript();
+  std::this_thread::sleep_for(650ms);
+  t.close_stdin();
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  std::vector<Clock::time_point> pings;
+  for (const auto& m : l.messages()) {
+    if (m.text == "WATCHDOG=1") {
+      pings.push_back(m.at);
+    }
+  }
+  ASSERT_GE(pings.size(), 5u) << l.dump();
+  EXPECT_LE(pings.size(), 9u) << l.dump();
+  for (size_t i = 1; i < pings.size(); ++i) {
+    EXPECT_GE(pings[i] - pings[i - 1], 80ms) << "ping " << i << l.dump();
+    EXPECT_LT(pings[i] - pings[i - 1], 180ms) << "ping " << i << l.dump();
+  }
+  auto total = pings.back() - pings.front();
+  EXPECT_NEAR(ms(total) / static_cast<double>(pings.size() - 1), 100.0, 15.0) << "mean interval";
+}
+
+TEST(Notify, NoWatchdogWhenWatchdogPidIsAnotherProcess) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Listener l(unique_abstract("watchdog-pid"));
+  ASSERT_EQ(l.error(), "");
+  // trainit is PID 1 here: a WATCHDOG_PID of 2 names someone else.
+  Trainit t(env_job(l, dir, {"WATCHDOG_USEC=100000", "WATCHDOG_PID=2"}));
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line("env end")) << t.transcript();
+  std::this_thread::sleep_for(200ms);
+  t.close_stdin();
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  EXPECT_TRUE(l.wait_for("READY=1", 0, 0s)) << l.dump();
+  EXPECT_FALSE(l.wait_for("WATCHDOG=1", 0, 0s)) << l.dump();
+  for (const auto& line : t.out_lines()) {
+    EXPECT_FALSE(line.starts_with("env WATCHDOG_")) << line;
+  }
+}
+
+TEST(Notify, StatusFollowsRestartsAndTheDrain) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Listener l(unique_abstract("restart"));
+  ASSERT_EQ(l.error(), "");
+  Spec spec;
+  spec.args = {"--restart", "on-failure", "--max-restarts", "1", "--",   proc_helper(), dir.path(),
+               "daemon",    "d",          "exit",           "0", "runs", dir / "runs",  "5"};
+  spec.env.push_back(l.variable());
+  Outcome r = run(spec);
+  EXPECT_EQ(r.exit, Exit::code(5)) << r.transcript;
+  auto restarting = l.wait_for("STATUS=restarting '" + proc_helper() + "' in 0.1 s (restart 1)", 0, 1s);
+  EXPECT_TRUE(restarting) << l.dump();
+  EXPECT_TRUE(l.wait_for("STATUS=draining: stopping the remaining processes", 0, 0s)) << l.dump();
+  EXPECT_TRUE(l.wait_for("STATUS=exited with 5", 0, 1s)) << l.dump();
+}
+
+// --- --ready notify: the child's own sd_notify ----------------------------------
+
+TEST(Notify, ReadyNotifySendsReadyOnlyWhenTheChildSaysSoThroughSdNotify) {
+  TRAINIT_REQUIRE_ROOT();
+  const std::string address = unique_abstract("ready-notify");
+  Listener l(address);
+  ASSERT_EQ(l.error(), "");
+  Spec spec{.args = {"--ready", "notify", "--", helper_path("it3_sdnotify")}};
+  spec.env.push_back(l.variable());
+  spec.env.push_back("WATCHDOG_USEC=60000000");
+  Trainit t(spec);
+  TRAINIT_ASSERT_STARTED(t);
+  auto socket = t.wait_line_starting("notify_socket ");
+  ASSERT_TRUE(socket) << t.transcript();
+  EXPECT_TRUE(socket->starts_with("notify_socket @trainit-notify-")) << *socket;
+  EXPECT_EQ(socket->find(address), std::string::npos) << "the child got our socket";
+  ASSERT_TRUE(t.wait_line_starting("warming ")) << t.transcript();
+  EXPECT_TRUE(t.wait_line("warming 1", 0s)) << "sd_notify failed" << t.transcript();
+
+  // The child's STATUS is passed on at once; READY=1 is not sent yet.
+  auto warming = l.wait_for("STATUS=warming up");
+  ASSERT_TRUE(warming) << l.dump() << t.transcript();
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(l.wait_for("READY=1", 0, 0s)) << "READY=1 before the child was ready" << l.dump();
+
+  const size_t before = l.messages().size();
+  ASSERT_TRUE(t.write_stdin("go\n"));
+  ASSERT_TRUE(t.wait_line("notified 1")) << t.transcript();
+  auto ready = l.wait_for("READY=1", before);
+  ASSERT_TRUE(ready) << l.dump() << t.transcript();
+  EXPECT_TRUE(l.wait_for("STATUS=serving", before)) << l.dump();
+  t.close_stdin();
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+}
+
+// Containers that share a network namespace (a Kubernetes pod, --network=host)
+// share the abstract socket namespace too, and each trainit there is PID 1:
+// the socket served to one child must not stop another trainit from starting.
+TEST(Notify, TwoTrainitsAsPid1InOneNetworkNamespaceBothServeReadyNotify) {
+  TRAINIT_REQUIRE_ROOT();
+  Spec spec{.args = {"--ready", "notify", "--", helper_path("it3_sdnotify")}};
+  Trainit first(spec);
+  TRAINIT_ASSERT_STARTED(first);
+  ASSERT_TRUE(first.wait_line_starting("warming ")) << first.transcript();
+  Trainit second(spec);
+  TRAINIT_ASSERT_STARTED(second);
+  EXPECT_TRUE(second.wait_line_starting("warming ")) << "the second trainit could not start" << second.transcript();
+  second.close_stdin();
+  EXPECT_EQ(second.wait(), Exit::code(0)) << second.transcript();
+  first.close_stdin();
+  EXPECT_EQ(first.wait(), Exit::code(0)) << first.transcript();
+}
+
+}  // namespace
+}  // namespace trainit::test
