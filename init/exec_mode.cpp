@@ -1,6 +1,7 @@
 #include "exec_mode.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -108,7 +109,7 @@ class ExecSupervisor {
         child_pid_, [this](const siginfo_t& info) { return on_child_exit(info); }, "main child");
     phase_ = Phase::kRunning;
     log_info("spawned '{}' with pid {}", options_.command[0], child_pid_);
-    notifier_.status(fmt::format("running '{}' (pid {})", options_.command[0], child_pid_));
+    notifier_.status("running '{}' (pid {})", options_.command[0], child_pid_);
     return -1;
   }
 
@@ -176,8 +177,7 @@ class ExecSupervisor {
     Duration delay = std::min<Duration>(kFirstBackoff * (1LL << std::min(restarts_, 20)), kMaxBackoff);
     ++restarts_;
     log_warning("'{}' exited with {}; restart {} in {:.1f} s", options_.command[0], code_, restarts_, seconds(delay));
-    notifier_.status(
-        fmt::format("restarting '{}' in {:.1f} s (restart {})", options_.command[0], seconds(delay), restarts_));
+    notifier_.status("restarting '{}' in {:.1f} s (restart {})", options_.command[0], seconds(delay), restarts_);
     restart_timer_ = loop_.add_timer(
         Clock::now() + delay,
         [this] {
@@ -192,7 +192,7 @@ class ExecSupervisor {
 
   void finish() {
     phase_ = Phase::kDone;
-    notifier_.status(fmt::format("exited with {}", exit_code()));
+    notifier_.status("exited with {}", exit_code());
     loop_.exit(exit_code());
   }
 
@@ -248,7 +248,7 @@ class ExecSupervisor {
       stopping_ = true;
       phase_ = Phase::kStopDelay;
       log_info("got {}; passing it on in {:.3f} s", signal_name(signo), seconds(options_.stop_delay));
-      notifier_.status(fmt::format("stopping in {:.1f} s", seconds(options_.stop_delay)));
+      notifier_.status("stopping in {:.1f} s", seconds(options_.stop_delay));
       stop_delay_ = loop_.add_timer(
           Clock::now() + options_.stop_delay,
           [this, signo] {
@@ -268,18 +268,24 @@ class ExecSupervisor {
       phase_ = Phase::kRunning;
     }
     log_info("stopping: {} to every process, SIGKILL after {:.3f} s", signal_name(signo), seconds(options_.grace));
-    notifier_.status(
-        fmt::format("stopping: {} sent, SIGKILL in {:.1f} s", signal_name(signo), seconds(options_.grace)));
+    notifier_.status("stopping: {} sent, SIGKILL in {:.1f} s", signal_name(signo), seconds(options_.grace));
     escalation_.start(signo);
   }
 
   // Every process trainit answers for: as PID 1 the namespace, otherwise our
-  // descendants (and PROGRAM's group, should /proc be missing).
+  // descendants (and PROGRAM's group, should /proc be missing). PROGRAM
+  // first, and a chance to run: the job waits on its stop, and the sweep of
+  // the rest reads /proc.
   void stop_everyone(int signo) {
     if (signo == SIGKILL) {
       log_warning("processes still run {:.3f} s after the stop signal; sending SIGKILL", seconds(options_.grace));
     }
-    signal_all(pid1_.is_pid1, signo, child_pid_);
+    pid_t first = 0;
+    if (child_.send_signal(signo) == 0) {
+      first = child_pid_;
+      ::sched_yield();
+    }
+    signal_all(pid1_.is_pid1, signo, child_pid_, first);
   }
 
   // The child speaks sd_notify to us: its READY=1 is ours, its STATUS ours too.

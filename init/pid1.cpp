@@ -49,7 +49,11 @@ int setup_pid1(const SignalState& parent, int parent_death_signal, Pid1* out) no
 }
 
 void fatal_exit(const Pid1& pid1, pid_t group) noexcept {
-  signal_all(pid1.is_pid1, SIGKILL, group);  // as PID 1: our namespace only
+  if (pid1.is_pid1) {
+    ::kill(-1, SIGKILL);  // our own namespace only: we are its init; needs no /proc
+  } else {
+    signal_all(false, SIGKILL, group);
+  }
   // Reap for at most a second: outside PID 1, processes that left the group
   // (setsid) are not ours to kill and may outlive us.
   struct timespec pause = {0, 10'000'000};

@@ -12,10 +12,6 @@
 #include "base/fd.h"
 #include "base/log.h"
 
-#ifdef TRAINIT_HAVE_LIBSYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
-
 namespace trainit {
 namespace {
 
@@ -23,7 +19,7 @@ bool starts_with_name(std::string_view entry, std::string_view name) {
   return entry.size() > name.size() && entry.substr(0, name.size()) == name && entry[name.size()] == '=';
 }
 
-[[maybe_unused]] int send_builtin(const std::string& socket_path, std::string_view message) {
+int send_builtin(const std::string& socket_path, std::string_view message) {
   struct sockaddr_un addr {};
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof(addr.sun_path) || (socket_path[0] != '/' && socket_path[0] != '@')) {
@@ -70,13 +66,7 @@ int Notifier::send(std::string_view message) const {
   if (socket_.empty()) {
     return 0;
   }
-#ifdef TRAINIT_HAVE_LIBSYSTEMD
-  std::string text(message);
-  int r = sd_notify(0, text.c_str());
-  r = r < 0 ? r : 0;
-#else
   int r = send_builtin(socket_, message);
-#endif
   if (r < 0) {
     log_debug("notify '{}': {}", message, errno_string(-r));
   }

@@ -2,12 +2,16 @@
 //
 // When NOTIFY_SOCKET is set (systemd Type=notify, or any supervisor speaking
 // the protocol), trainit sends READY=1, STATUS=..., STOPPING=1 and, when
-// WATCHDOG_USEC asks for it, WATCHDOG=1. The dynamic build sends through
-// libsystemd's sd_notify(); the static build (Debian ships no static
-// libsystemd) through the small sender here. Same messages, one interface.
-// Sending never blocks and never fails the caller: a supervisor that went
-// away costs a debug line.
+// WATCHDOG_USEC asks for it, WATCHDOG=1, through the small sender here, in
+// both builds. libsystemd's sd_notify() (252) sends on a blocking socket: a
+// supervisor that stops reading fills its queue and the next send hangs the
+// whole loop — what a PID 1 must never do (tests/unit/notify_test.cpp has the
+// case). So trainit sends with MSG_DONTWAIT; libsystemd stays what the tests
+// use as a real client of trainit's own receiver. Sending never blocks and
+// never fails the caller: a supervisor that went away costs a debug line.
 #pragma once
+
+#include <fmt/format.h>
 
 #include <string>
 #include <string_view>
@@ -29,6 +33,14 @@ class Notifier {
   int send(std::string_view message) const;
   // STATUS=<text>, deduplicated: an unchanged status is not sent again.
   void status(std::string_view text);
+  // The same, formatted only when a supervisor listens (the stop path must
+  // not pay for text nobody reads).
+  template <typename... T>
+  void status(fmt::format_string<T...> format, T&&... args) {
+    if (enabled()) {
+      status(std::string_view(fmt::format(format, std::forward<T>(args)...)));
+    }
+  }
   // Half of WATCHDOG_USEC when the watchdog is on for this process, else 0.
   [[nodiscard]] Duration watchdog_interval() const noexcept { return watchdog_; }
 

@@ -15,20 +15,21 @@ extern char** environ;
 namespace trainit {
 namespace {
 
-// What a child reports through the exec pipe when it cannot go on.
+// What a child reports when it cannot go on. The child shares our memory
+// (vfork) and we are suspended until it execs or exits, so it writes straight
+// into the parent's copy: no pipe, no extra wake-up.
 struct ChildFailure {
-  int stage;  // index into kStages
-  int errnum;
+  int stage = -1;  // index into kStages; -1: the program runs
+  int errnum = 0;
 };
 
 constexpr const char* kStages[] = {"set up the process group", "change directory", "install stdio", "restore signals",
                                    "execute"};
 enum Stage { kGroup, kChdir, kStdio, kSignals, kExec };
 
-[[noreturn]] void child_fail(int pipe_fd, Stage stage, int errnum, int status) {
-  ChildFailure failure{stage, errnum};
-  ssize_t unused = ::write(pipe_fd, &failure, sizeof(failure));
-  (void)unused;
+[[noreturn]] void child_fail(ChildFailure* failure, Stage stage, int errnum, int status) {
+  failure->stage = stage;
+  failure->errnum = errnum;
   ::_exit(status);
 }
 
@@ -39,18 +40,18 @@ int install(int from, int to) {
   return ::dup2(from, to) < 0 ? -1 : 0;
 }
 
-// Runs in the child, between fork and exec. trainit is single-threaded, so the
-// child may use any function; it must not return.
-[[noreturn]] void child_main(const SpawnOptions& options, char* const* argv, char* const* envp, int pipe_fd) {
+// Runs in the vfork child, between vfork and exec, in our memory: only
+// system-call wrappers, no allocation, nothing that takes a lock.
+[[noreturn]] void child_main(const SpawnOptions& options, char* const* argv, char* const* envp, ChildFailure* failure) {
   switch (options.grouping) {
     case Grouping::kProcessGroup:
       if (::setpgid(0, 0) < 0) {
-        child_fail(pipe_fd, kGroup, errno, 126);
+        child_fail(failure, kGroup, errno, 126);
       }
       break;
     case Grouping::kSession:
       if (::setsid() < 0) {
-        child_fail(pipe_fd, kGroup, errno, 126);
+        child_fail(failure, kGroup, errno, 126);
       }
       break;
     case Grouping::kInherit:
@@ -60,23 +61,23 @@ int install(int from, int to) {
   // process may take the terminal without being stopped.
   if (options.foreground && options.grouping != Grouping::kInherit && ::isatty(STDIN_FILENO) == 1 &&
       ::tcsetpgrp(STDIN_FILENO, ::getpgrp()) < 0 && errno != ENOTTY && errno != ENXIO) {
-    child_fail(pipe_fd, kGroup, errno, 126);
+    child_fail(failure, kGroup, errno, 126);
   }
   if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) < 0) {
-    child_fail(pipe_fd, kChdir, errno, 126);
+    child_fail(failure, kChdir, errno, 126);
   }
   if (install(options.stdin_fd, STDIN_FILENO) < 0 || install(options.stdout_fd, STDOUT_FILENO) < 0 ||
       install(options.stderr_fd, STDERR_FILENO) < 0) {
-    child_fail(pipe_fd, kStdio, errno, 126);
+    child_fail(failure, kStdio, errno, 126);
   }
   if (options.signals != nullptr) {
     int r = restore_signal_state(*options.signals);
     if (r < 0) {
-      child_fail(pipe_fd, kSignals, -r, 126);
+      child_fail(failure, kSignals, -r, 126);
     }
   }
   ::execvpe(argv[0], argv, envp);
-  child_fail(pipe_fd, kExec, errno, exec_failure_status(errno));
+  child_fail(failure, kExec, errno, exec_failure_status(errno));
 }
 
 std::vector<char*> c_strings(const std::vector<std::string>& strings) {
@@ -99,7 +100,7 @@ Result<Spawned> spawn(const SpawnOptions& options) {
   if (options.argv.empty() || options.argv[0].empty()) {
     return Error{"no program to run", EINVAL};
   }
-  // Everything the child needs is prepared before fork.
+  // Everything the child needs is prepared before vfork.
   std::vector<char*> argv = c_strings(options.argv);
   std::vector<char*> env_storage;
   char* const* envp = environ;
@@ -108,39 +109,32 @@ Result<Spawned> spawn(const SpawnOptions& options) {
     envp = env_storage.data();
   }
 
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) < 0) {
-    int e = errno;
-    return Error{fmt::format("cannot start '{}': pipe: {}", options.argv[0], errno_string(e)), e};
+  // vfork: no page tables to copy, no copy-on-write faults after, and we
+  // resume only once the child has exec'd or failed. The child runs on our
+  // stack below this frame and never returns into it.
+  ChildFailure failure;
+  // The child's write to `failure` happens behind the compiler's back: tell
+  // it the object escapes, and that memory changed once vfork returns.
+  asm volatile("" : : "r"(&failure) : "memory");
+  pid_t pid = ::vfork();
+  if (pid == 0) {
+    child_main(options, argv.data(), envp, &failure);
   }
-  Fd read_end(fds[0]);
-  Fd write_end(fds[1]);
-
-  pid_t pid = ::fork();
+  asm volatile("" : : : "memory");
   if (pid < 0) {
     int e = errno;
-    return Error{fmt::format("cannot start '{}': fork: {}", options.argv[0], errno_string(e)), e};
+    return Error{fmt::format("cannot start '{}': vfork: {}", options.argv[0], errno_string(e)), e};
   }
-  if (pid == 0) {
-    child_main(options, argv.data(), envp, write_end.get());
-  }
-  write_end.reset();
-
-  // exec closes the pipe (O_CLOEXEC): end of file means the program runs.
-  ChildFailure failure{};
-  ssize_t n;
-  do {
-    n = ::read(read_end.get(), &failure, sizeof(failure));
-  } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(sizeof(failure))) {
+  if (failure.stage < 0) {
     return Spawned{pid};
   }
-  const char* stage = failure.stage >= 0 && failure.stage <= kExec ? kStages[failure.stage] : "start";
-  if (failure.stage == kExec) {
-    return Error{fmt::format("cannot execute '{}': {}", options.argv[0], errno_string(failure.errnum)), failure.errnum};
+  const int failed_stage = failure.stage;
+  const int errnum = failure.errnum;
+  const char* stage = failed_stage >= 0 && failed_stage <= kExec ? kStages[failed_stage] : "start";
+  if (failed_stage == kExec) {
+    return Error{fmt::format("cannot execute '{}': {}", options.argv[0], errno_string(errnum)), errnum};
   }
-  return Error{fmt::format("cannot start '{}': {}: {}", options.argv[0], stage, errno_string(failure.errnum)),
-               failure.errnum};
+  return Error{fmt::format("cannot start '{}': {}: {}", options.argv[0], stage, errno_string(errnum)), errnum};
 }
 
 }  // namespace trainit

@@ -71,19 +71,19 @@ std::vector<pid_t> list_descendants(pid_t root) {
   return out;
 }
 
-int signal_all(bool pid1, int signo, pid_t known_group) {
-  if (pid1) {
-    return ::kill(-1, signo) == 0 ? 1 : 0;  // our namespace only: we are its init
+int signal_all(bool pid1, int signo, pid_t known_group, pid_t skip) {
+  std::vector<pid_t> descendants = list_descendants(::getpid());
+  if (descendants.empty()) {
+    if (pid1) {
+      return ::kill(-1, signo) == 0 ? 1 : 0;  // inside our own PID namespace: everything but us
+    }
+    return known_group > 0 && ::kill(-known_group, signo) == 0 ? 1 : 0;
   }
   int signalled = 0;
-  std::vector<pid_t> descendants = list_descendants(::getpid());
   for (pid_t pid : descendants) {
-    signalled += ::kill(pid, signo) == 0 ? 1 : 0;
-  }
-  // Without /proc the walk finds nothing: reach at least the group we know.
-  // With it, the group's members were signalled once already.
-  if (descendants.empty() && known_group > 0) {
-    signalled += ::kill(-known_group, signo) == 0 ? 1 : 0;
+    if (pid != skip) {
+      signalled += ::kill(pid, signo) == 0 ? 1 : 0;
+    }
   }
   return signalled;
 }

@@ -17,10 +17,12 @@ namespace trainit {
 // /proc is not mounted (the caller then falls back to the groups it knows).
 [[nodiscard]] std::vector<pid_t> list_descendants(pid_t root);
 
-// Sends `signo` to every process trainit is responsible for: as PID 1, all of
-// the namespace; otherwise every descendant of ours, each once, or, when the
-// walk finds none (no /proc), `known_group`'s process group (when > 0).
-// Returns how many processes or groups were signalled.
-int signal_all(bool pid1, int signo, pid_t known_group);
+// Sends `signo` to every process trainit is responsible for but `skip` (a
+// process the caller has signalled already; 0: none): our descendants, each
+// once — as PID 1 every process of the namespace descends from us. When the
+// walk finds none (no /proc), one sweep instead: kill(-1) as PID 1 (our
+// namespace only; it reaches `skip` too), else `known_group`'s process group
+// (when > 0). Returns how many processes or groups were signalled.
+int signal_all(bool pid1, int signo, pid_t known_group, pid_t skip = 0);
 
 }  // namespace trainit
