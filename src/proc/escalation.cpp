@@ -4,6 +4,17 @@
 
 namespace trainit {
 
+Escalation::Escalation(Loop& loop, Duration grace, SendFn send) : grace_(grace), send_(std::move(send)) {
+  timer_ = loop.add_timer(
+      Clock::time_point::max(),
+      [this] {
+        killed_ = true;
+        send_(SIGKILL);
+        return 0;
+      },
+      "grace period");
+}
+
 void Escalation::start(int signo) {
   send_(signo);
   if (started_) {
@@ -11,14 +22,7 @@ void Escalation::start(int signo) {
   }
   started_ = true;
   killed_ = false;
-  timer_ = loop_.add_timer(
-      Clock::now() + grace_,
-      [this] {
-        killed_ = true;
-        send_(SIGKILL);
-        return 0;
-      },
-      "grace period");
+  timer_.set_deadline(Clock::now() + grace_);
 }
 
 }  // namespace trainit

@@ -17,7 +17,9 @@ class Escalation {
  public:
   using SendFn = std::function<void(int signo)>;
 
-  Escalation(Loop& loop, Duration grace, SendFn send) : loop_(loop), grace_(grace), send_(std::move(send)) {}
+  // The SIGKILL timer is registered here, disarmed, so that start() — on the
+  // stop path — allocates nothing.
+  Escalation(Loop& loop, Duration grace, SendFn send);
 
   // Sends `signo` now and arms the SIGKILL deadline, unless one is armed
   // already (a second stop request re-sends the signal, keeps the deadline).
@@ -25,14 +27,13 @@ class Escalation {
   // The processes are gone: no SIGKILL will follow; start() may be called
   // again for the next set.
   void finish() noexcept {
-    timer_.reset();
+    timer_.set_enabled(false);
     started_ = false;
   }
   [[nodiscard]] bool started() const noexcept { return started_; }
   [[nodiscard]] bool killed() const noexcept { return killed_; }
 
  private:
-  Loop& loop_;
   Duration grace_;
   SendFn send_;
   SourceHandle timer_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -138,16 +139,42 @@ int signal_from_name(std::string_view name) noexcept {
   return parse_realtime(name);
 }
 
-std::string signal_name(int signo) {
-  for (const auto& s : kSignals) {
-    if (s.signo == signo) {
-      return fmt::format("SIG{}", s.name);
+std::string_view signal_name(int signo) noexcept {
+  struct Table {
+    char names[65][16] = {};
+    Table() noexcept {
+      for (int s = 1; s <= 64; ++s) {
+        std::string_view name;
+        std::string_view prefix = "SIG";
+        int offset = -1;
+        for (const auto& known : kSignals) {
+          if (known.signo == s) {
+            name = known.name;
+            break;
+          }
+        }
+        if (name.empty() && s >= SIGRTMIN && s <= SIGRTMAX) {
+          name = "RTMIN";
+          offset = s - SIGRTMIN;
+        } else if (name.empty()) {
+          prefix = "signal ";
+          name = s == 32 ? "32" : "33";  // glibc's own real-time signals
+        }
+        char* p = names[s];
+        p = std::copy(prefix.begin(), prefix.end(), p);
+        p = std::copy(name.begin(), name.end(), p);
+        if (offset > 0) {
+          *p++ = '+';
+          if (offset >= 10) {
+            *p++ = static_cast<char>('0' + offset / 10);
+          }
+          *p++ = static_cast<char>('0' + offset % 10);
+        }
+      }
     }
-  }
-  if (signo >= SIGRTMIN && signo <= SIGRTMAX) {
-    return signo == SIGRTMIN ? "SIGRTMIN" : fmt::format("SIGRTMIN+{}", signo - SIGRTMIN);
-  }
-  return fmt::format("signal {}", signo);
+  };
+  static const Table table;
+  return signo >= 1 && signo <= 64 ? std::string_view(table.names[signo]) : std::string_view("signal ?");
 }
 
 }  // namespace trainit

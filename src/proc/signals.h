@@ -36,7 +36,8 @@ int restore_signal_state(const SignalState& state) noexcept;
 
 // "SIGTERM", "TERM", "term", "15", "SIGRTMIN+2" -> the number; 0 when unknown.
 [[nodiscard]] int signal_from_name(std::string_view name) noexcept;
-// 15 -> "SIGTERM", 36 -> "SIGRTMIN+2".
-[[nodiscard]] std::string signal_name(int signo);
+// 15 -> "SIGTERM", 36 -> "SIGRTMIN+2", from a static table: no allocation,
+// no formatting (it sits on the stop path).
+[[nodiscard]] std::string_view signal_name(int signo) noexcept;
 
 }  // namespace trainit
