@@ -40,6 +40,15 @@ constexpr std::string_view kUsage =
     "                    the child runs) or notify (trainit serves the child its own\n"
     "                    NOTIFY_SOCKET and passes on its READY=1 and STATUS=)\n"
     "\n"
+    "Job modes:\n"
+    "  --mode MODE       auto (default: ascend when RANK_TABLE_FILE or\n"
+    "                    RANK_TABLE_FILE_V_1_0 is set, else exec), exec, ascend\n"
+    "  --rank-table-timeout SECONDS  how long to wait for a complete rank table\n"
+    "                    (default 1800; then exit 75)\n"
+    "  --max-local-devices N  devices allowed per host in the rank table (default 16)\n"
+    "  --status-file PATH  where the job's status JSON is kept\n"
+    "                    (default /tmp/trainit-status-<host>.json)\n"
+    "\n"
     "Exit status: the child's, or 128+N when it died of signal N; 64 bad usage;\n"
     "126 program not executable; 127 program not found; 70/71 internal errors.\n";
 
@@ -124,12 +133,33 @@ Result<void> apply_short(char flag, const char* value, Options& o) {
 
 // Applies a long option that takes a value.
 Result<void> apply_long(std::string_view name, std::string_view value, Options& o) {
-  if (name == "grace" || name == "stop-delay") {
+  if (name == "grace" || name == "stop-delay" || name == "rank-table-timeout") {
     auto seconds = parse_seconds(value);
     if (!seconds) {
       return usage_error(fmt::format("--{}: expected seconds such as 8 or 0.5, got '{}'", name, value));
     }
-    (name == "grace" ? o.grace : o.stop_delay) = *seconds;
+    (name == "grace" ? o.grace : name == "stop-delay" ? o.stop_delay : o.rank_table_timeout) = *seconds;
+  } else if (name == "mode") {
+    if (value == "auto") {
+      o.mode = RequestedMode::kAuto;
+    } else if (value == "exec") {
+      o.mode = RequestedMode::kExec;
+    } else if (value == "ascend") {
+      o.mode = RequestedMode::kAscend;
+    } else {
+      return usage_error(fmt::format("--mode: expected auto, exec or ascend, got '{}'", value));
+    }
+  } else if (name == "max-local-devices") {
+    int n = 0;
+    if (!parse_int(value, 1, 4096, &n)) {
+      return usage_error(fmt::format("--max-local-devices: expected an integer in 1-4096, got '{}'", value));
+    }
+    o.max_local_devices = static_cast<unsigned>(n);
+  } else if (name == "status-file") {
+    if (value.empty() || value[0] != '/') {
+      return usage_error(fmt::format("--status-file: expected an absolute path, got '{}'", value));
+    }
+    o.status_file = std::string(value);
   } else if (name == "restart") {
     if (value == "no") {
       o.restart = Restart::kNo;
@@ -140,7 +170,8 @@ Result<void> apply_long(std::string_view name, std::string_view value, Options& 
     } else {
       return usage_error(fmt::format("--restart: expected no, on-failure or always, got '{}'", value));
     }
-  } else if (name == "ready") {
+  } else if (name == "ready" || name == "mode" || name == "rank-table-timeout" || name == "max-local-devices" ||
+             name == "status-file") {
     if (value != "spawn" && value != "notify") {
       return usage_error(fmt::format("--ready: expected spawn or notify, got '{}'", value));
     }
@@ -209,7 +240,8 @@ Result<Options> parse_cli(int argc, const char* const* argv, const GetEnv& geten
       } else if (name == "forward-only" && !has_value) {
         o.forward_only = true;
       } else if (name == "grace" || name == "stop-delay" || name == "restart" || name == "max-restarts" ||
-                 name == "ready") {
+                 name == "ready" || name == "mode" || name == "rank-table-timeout" || name == "max-local-devices" ||
+                 name == "status-file") {
         if (!has_value) {
           if (i + 1 >= argc) {
             return usage_error(fmt::format("--{} needs a value", name));

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "cli.h"
 #include "exec_mode.h"
+#include "job_mode.h"
 #include "pid1.h"
 #include "plan_cmd.h"
 #include "proc/signals.h"
@@ -23,6 +24,7 @@ namespace {
 
 constexpr int kExitUsage = 64;  // EX_USAGE
 constexpr int kExitOsError = 71;
+constexpr int kExitConfig = 78;  // EX_CONFIG
 
 void write_all(int fd, std::string_view text) {
   while (!text.empty()) {
@@ -32,6 +34,18 @@ void write_all(int fd, std::string_view text) {
     }
     text.remove_prefix(static_cast<size_t>(n));
   }
+}
+
+// Whether --mode auto has anything to look at; cheap, so that exec mode does
+// not pay for the platform model.
+bool job_variables_set() {
+  for (const char* name : {"RANK_TABLE_FILE", "RANK_TABLE_FILE_V_1_0", "MA_RUN_METHOD"}) {
+    const char* value = ::getenv(name);
+    if (value != nullptr && value[0] != '\0') {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -70,5 +84,20 @@ int main(int argc, char** argv) {
     log_error("cannot set up as init: {}", errno_string(-r));
     return kExitOsError;
   }
-  return run_exec(*options, pid1);
+  if (options->mode == RequestedMode::kExec || (options->mode == RequestedMode::kAuto && !job_variables_set())) {
+    return run_exec(*options, pid1);  // tini's job: the platform contract stays unread
+  }
+  Environment env = Environment::from_envp(environ);
+  auto mode = resolve_mode(options->mode, env);
+  if (!mode) {
+    log_error("{}", mode.error().message);
+    return kExitConfig;
+  }
+  if (*mode == Mode::kExec) {
+    return run_exec(*options, pid1);
+  }
+  if (options->verbosity == 1) {
+    set_log_verbosity(2);  // job modes show their transitions by default
+  }
+  return run_job(*options, pid1, std::move(env));
 }

@@ -1,13 +1,31 @@
 #!/bin/sh
-# Runs the demo job with trainit as PID 1 of a new PID namespace (what a
-# container gives it) and checks the exit code it propagates.
+# The README's demo: trainit as PID 1 of a new PID namespace (what a container
+# gives it) runs a small Ascend-style job: it waits for the rank table (written
+# "initializing" first, "completed" a second later, as the platform does),
+# starts one worker per device with its rank environment, relays their output
+# with a [rank N] prefix into per-rank log files, and exits with the job's code.
 # Usage: container/demo/run.sh [path/to/trainit]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 trainit=${1:-$here/../../build/release/init/trainit}
+work=$(mktemp -d /tmp/trainit-demo.XXXXXX)
+mkdir -p "$work/config" "$work/modelarts/log"
+sed 's/"completed"/"initializing"/' "$here/ascend/jobstart_hccl.json" > "$work/config/jobstart_hccl.json"
+( sleep 1; cp "$here/ascend/jobstart_hccl.json" "$work/config/.next.json" &&
+  mv "$work/config/.next.json" "$work/config/jobstart_hccl.json" ) &
 
-echo "== trainit $("$trainit" --version | cut -d' ' -f3) as PID 1: $trainit -v -w -- job.sh"
-unshare --pid --fork --mount-proc --kill-child "$trainit" -v -w -- "$here/job.sh"
+echo "== trainit $("$trainit" --version | cut -d' ' -f3) as PID 1, Ascend rank-table launch of worker.sh (4 devices)"
+env -i PATH="$PATH" MA_VJ_NAME=ma-job-demo MA_CURRENT_HOST_IP=10.0.0.1 \
+  MA_CURRENT_INSTANCE_NAME=ma-job-demo-worker-0 MA_NUM_HOSTS=1 MA_NUM_GPUS=4 \
+  RANK_TABLE_FILE="$work/config" MA_MOUNT_PATH="$work/modelarts" \
+  unshare --pid --fork --mount-proc --kill-child \
+  "$trainit" --status-file "$work/status.json" -- "$here/ascend/worker.sh"
 code=$?
-echo "== trainit exited with $code (128 + SIGTERM = 143: the job's own code, passed through)"
-[ "$code" -eq 143 ]
+wait
+echo "== trainit exited with $code"
+echo "== per-rank log files:"
+ls "$work/modelarts/log"/*.txt
+echo "== status file $work/status.json:"
+cat "$work/status.json"
+rm -rf "$work"
+[ "$code" -eq 0 ]

@@ -1,0 +1,536 @@
+#include "job_mode.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "log/relay.h"
+#include "loop/loop.h"
+#include "machine.h"
+#include "notify/notify.h"
+#include "platform/json.h"
+#include "platform/path.h"
+#include "proc/signals.h"
+#include "proc/spawn.h"
+#include "proc/tree.h"
+#include "status_file.h"
+
+namespace trainit {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int kExitSoftware = 70;    // EX_SOFTWARE
+constexpr int kExitCantCreate = 73;  // EX_CANTCREAT
+constexpr int kExitTempFail = 75;    // EX_TEMPFAIL
+constexpr int kExitConfig = 78;      // EX_CONFIG
+
+// inotify can stay silent (NFS, some FUSE and overlay set-ups): look anyway.
+constexpr Duration kRankTablePoll = 2s;
+
+int status_code(const siginfo_t& info) {
+  return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+}
+
+double seconds(Duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// mkdir -p, mode 0755. Returns 0 or -errno.
+int make_dirs(const std::string& path) {
+  if (path.empty()) {
+    return 0;
+  }
+  for (size_t pos = 1;; ++pos) {
+    pos = path.find('/', pos);
+    std::string prefix = path.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0755) < 0 && errno != EEXIST) {
+      return -errno;
+    }
+    if (pos == std::string::npos) {
+      return 0;
+    }
+  }
+}
+
+class JobRunner {
+ public:
+  JobRunner(const Options& options, const Pid1& pid1, Loop& loop, Environment env)
+      : options_(options),
+        pid1_(pid1),
+        loop_(loop),
+        env_(std::move(env)),
+        notifier_(Notifier::from_environment()),
+        relay_(loop, STDOUT_FILENO) {
+    input_.options.mode = RequestedMode::kAscend;
+    input_.options.max_local_devices = options.max_local_devices;
+    input_.argv = options.command;
+    input_.env = env_;
+    input_.fs = &fs_;
+    status_.path = options.status_file.empty() ? default_status_path(env_) : options.status_file;
+    status_.mode = "ascend";
+  }
+
+  void start() {
+    entered_ = Clock::now();
+    signals_ = loop_.add_signal(
+        forwardable_signals(), [this](const signalfd_siginfo& i) { return on_signal(i); }, "signals");
+    loop_.set_orphan_handler([this](const siginfo_t&) { check_all_gone(); });
+    in_transition_ = true;
+    go(State::kWaitRankTable, "trainit started");
+    run_queue();
+  }
+
+  [[nodiscard]] int exit_code() const { return exit_code_.value_or(0); }
+
+ private:
+  struct Rank {
+    const ProcessSpec* spec = nullptr;
+    pid_t pid = 0;
+    SourceHandle child;
+    bool exited = false;
+    int code = -1;
+  };
+
+  // --- the machine ---------------------------------------------------------
+
+  void fire(Event event, std::string reason) {
+    events_.emplace_back(event, std::move(reason));
+    if (in_transition_) {
+      return;  // the transition under way takes it next
+    }
+    in_transition_ = true;
+    run_queue();
+  }
+
+  // Takes the queued events in order; entering a state may queue more.
+  void run_queue() {
+    while (!events_.empty()) {
+      auto [e, why] = std::move(events_.front());
+      events_.pop_front();
+      State to = next(state_, e, plan_);
+      if (to != state_) {
+        go(to, why);
+      } else {
+        log_debug("{} in {}: {}", event_name(e), state_name(state_), why);
+      }
+    }
+    in_transition_ = false;
+  }
+
+  // The one place a transition happens: log, status file, STATUS=, the
+  // state's deadline, then what entering it does.
+  void go(State to, const std::string& reason) {
+    const Clock::time_point now = Clock::now();
+    if (started_) {
+      log_info("{} -> {} after {:.3f} s: {}", state_name(state_), state_name(to), seconds(now - entered_), reason);
+    } else {
+      log_info("{}: {}", state_name(to), reason);
+      started_ = true;
+    }
+    state_ = to;
+    entered_ = now;
+    status_.since = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    reason_ = reason;
+    deadline_.reset();
+    write_status();
+    notifier_.status(fmt::format("{}: {}", state_name(to), reason));
+    switch (to) {
+      case State::kWaitRankTable:
+        enter_wait_rank_table();
+        break;
+      case State::kSpawn:
+        enter_spawn();
+        break;
+      case State::kRunning:
+        enter_running();
+        break;
+      case State::kStopping:
+        enter_stopping();
+        break;
+      case State::kReaping:
+        enter_reaping();
+        break;
+      case State::kExit:
+        enter_exit();
+        break;
+      default:  // states of modes not run yet
+        fail(kExitSoftware, fmt::format("state {} is not implemented", state_name(to)));
+        break;
+    }
+  }
+
+  void arm_deadline(Duration after, std::string why) {
+    deadline_ = loop_.add_timer(
+        Clock::now() + after,
+        [this, why = std::move(why)] {
+          fire(Event::kTimedOut, why);
+          return 0;
+        },
+        fmt::format("{} deadline", state_name(state_)));
+  }
+
+  // Records the first reason to stop with its exit code, then fires Failed.
+  void fail(int code, std::string message) {
+    if (!exit_code_) {
+      exit_code_ = code;
+      log_error("{}", message);
+    }
+    fire(Event::kFailed, std::move(message));
+  }
+
+  // --- wait_rank_table -----------------------------------------------------
+
+  void enter_wait_rank_table() {
+    auto location = env_.rank_table_location(fs_);
+    if (!location) {
+      fail(kExitConfig, location.error().message);
+      return;
+    }
+    table_path_ = location->path;
+    inotify_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    if (inotify_) {
+      watch_directory();
+      inotify_source_ = loop_.add_io(
+          inotify_.get(), EPOLLIN,
+          [this](uint32_t) {
+            char buf[4096];
+            while (::read(inotify_.get(), buf, sizeof(buf)) > 0) {
+            }
+            try_plan();
+            return 0;
+          },
+          "rank table directory");
+    }
+    poll_ = loop_.add_timer(
+        Clock::now() + kRankTablePoll, [this] { return on_poll(); }, "rank table poll");
+    deadline_ = loop_.add_timer(
+        Clock::now() + options_.rank_table_timeout,
+        [this] {
+          stop_waiting();
+          if (!exit_code_) {
+            exit_code_ = kExitTempFail;
+            log_error("the rank table {} was not complete within {:.0f} s; last seen: {}", table_path_,
+                      seconds(options_.rank_table_timeout), pending_);
+          }
+          fire(Event::kTimedOut, "the rank table did not complete in time");
+          return 0;
+        },
+        "rank table deadline");
+    try_plan();
+  }
+
+  void watch_directory() {
+    if (watching_) {
+      return;
+    }
+    std::string dir = table_path_.substr(0, table_path_.rfind('/'));
+    watching_ = ::inotify_add_watch(inotify_.get(), dir.empty() ? "/" : dir.c_str(),
+                                    IN_CREATE | IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
+                                        IN_ATTRIB | IN_ONLYDIR) >= 0;
+  }
+
+  int on_poll() {
+    if (state_ != State::kWaitRankTable) {
+      return 0;
+    }
+    if (inotify_) {
+      watch_directory();  // the directory may have appeared since
+    }
+    try_plan();
+    poll_.set_deadline(Clock::now() + kRankTablePoll);
+    return 0;
+  }
+
+  void try_plan() {
+    if (state_ != State::kWaitRankTable) {
+      return;
+    }
+    auto plan = make_plan(input_);
+    if (plan && plan->rank_table && plan->rank_table->ready) {
+      plan_ = std::move(*plan);
+      stop_waiting();
+      status_.host = plan_.rank_table->pod_name.empty() ? plan_.rank_table->server_id : plan_.rank_table->pod_name;
+      fire(Event::kDone, fmt::format("the rank table is complete: {} of {} ranks here", plan_.processes.size(),
+                                     plan_.rank_table->rank_size));
+      return;
+    }
+    if (plan) {
+      note_pending(plan->rank_table ? plan->rank_table->pending : "no rank table");
+      return;
+    }
+    // A table caught mid-write does not parse: not ready yet. One that parses
+    // and is refused will not get better by waiting.
+    auto text = fs_.read_file(table_path_, std::size_t{16} << 20);
+    if (text) {
+      auto json = parse_json(*text, table_path_);
+      if (!json) {
+        note_pending(fmt::format("it does not parse yet: {}", json.error().message));
+        return;
+      }
+    }
+    stop_waiting();
+    fail(kExitConfig, plan.error().message);
+  }
+
+  // Says what the wait is for, once per change.
+  void note_pending(std::string pending) {
+    if (pending != pending_) {
+      log_info("waiting for the rank table {}: {}", table_path_, pending);
+      pending_ = std::move(pending);
+    }
+  }
+
+  void stop_waiting() {
+    inotify_source_.reset();
+    inotify_.reset();
+    poll_.reset();
+  }
+
+  // --- spawn, running ------------------------------------------------------
+
+  void enter_spawn() {
+    for (const auto& dir : plan_.dirs) {
+      if (int r = make_dirs(dir); r < 0) {
+        fail(kExitCantCreate, fmt::format("cannot create directory {}: {}", dir, errno_string(-r)));
+        return;
+      }
+    }
+    for (const auto& file : plan_.files) {
+      if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
+        fail(kExitCantCreate, r.error().message);
+        return;
+      }
+    }
+    ranks_.reserve(plan_.processes.size());
+    for (const auto& spec : plan_.processes) {
+      if (!spawn_rank(spec)) {
+        return;
+      }
+    }
+    fire(Event::kDone, fmt::format("{} ranks started", ranks_.size()));
+  }
+
+  bool spawn_rank(const ProcessSpec& spec) {
+    std::vector<std::string> env;
+    env.reserve(spec.env.size());
+    for (const auto& var : spec.env) {
+      env.push_back(var.name + "=" + var.value);
+    }
+    SpawnOptions o;
+    o.argv = spec.argv;
+    o.env = &env;
+    o.cwd = spec.cwd;
+    o.grouping = spec.group == GroupPolicy::kSession ? Grouping::kSession : Grouping::kProcessGroup;
+    o.signals = &pid1_.parent_signals;
+    Fd output;
+    if (spec.output == OutputPolicy::kLogAndConsole) {
+      auto pipe = relay_.add_rank(RankLog{spec.console_prefix, spec.log_file});
+      if (!pipe) {
+        fail(kExitSoftware, fmt::format("{}: {}", spec.name, pipe.error().message));
+        return false;
+      }
+      output = std::move(*pipe);
+      o.stdout_fd = output.get();
+      o.stderr_fd = output.get();
+    }
+    auto spawned = spawn(o);
+    if (!spawned) {
+      int e = spawned.error().errnum;
+      fail(e == EAGAIN || e == ENOMEM ? kExitSoftware : exec_failure_status(e),
+           fmt::format("{}: {}", spec.name, spawned.error().message));
+      return false;
+    }
+    const size_t index = ranks_.size();
+    Rank& rank = ranks_.emplace_back();
+    rank.spec = &spec;
+    rank.pid = spawned->pid;
+    rank.child = loop_.add_child(
+        rank.pid, [this, index](const siginfo_t& info) { return on_rank_exit(index, info); }, spec.name);
+    log_info("started {} (pid {})", spec.name, rank.pid);
+    write_status();
+    return true;
+  }
+
+  void enter_running() { notifier_.send("READY=1"); }
+
+  int on_rank_exit(size_t index, const siginfo_t& info) {
+    Rank& rank = ranks_[index];
+    rank.exited = true;
+    rank.code = status_code(info);
+    const std::string what = info.si_code == CLD_EXITED ? fmt::format("exited with {}", info.si_status)
+                                                        : fmt::format("was killed by {}", signal_name(info.si_status));
+    write_status();
+    if (rank.code != 0 && state_ == State::kRunning) {
+      fail(rank.code, fmt::format("{} (pid {}) {}", rank.spec->name, rank.pid, what));
+    } else {
+      log_info("{} (pid {}) {}", rank.spec->name, rank.pid, what);
+      bool all_exited = std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.exited; });
+      if (all_exited && state_ == State::kRunning) {
+        fire(Event::kDone, "every rank exited 0");
+      } else {
+        fire(Event::kRankExited, fmt::format("{} {}", rank.spec->name, what));
+      }
+    }
+    check_all_gone();
+    return 0;
+  }
+
+  // --- stopping, reaping, exit ---------------------------------------------
+
+  void enter_stopping() {
+    notifier_.send("STOPPING=1");
+    if (!loop_.has_children()) {
+      fire(Event::kAllGone, "no process is left");
+      return;
+    }
+    signal_everything(SIGTERM);
+    arm_deadline(options_.grace, fmt::format("processes still run {:.3f} s after SIGTERM", seconds(options_.grace)));
+  }
+
+  void enter_reaping() {
+    if (loop_.has_children()) {
+      signal_everything(SIGKILL);
+      return;  // each reap checks whether all are gone
+    }
+    fire(Event::kAllGone, "no process is left");
+  }
+
+  // Each rank's session, newest first, then whatever else is ours, each
+  // process once.
+  void signal_everything(int signo) {
+    for (auto it = ranks_.rbegin(); it != ranks_.rend(); ++it) {
+      ::kill(-it->pid, signo);  // the group outlives its leader while members live
+    }
+    std::vector<pid_t> others = list_descendants(::getpid());
+    if (others.empty()) {
+      if (pid1_.is_pid1) {
+        ::kill(-1, signo);  // no /proc: one sweep of our namespace
+      }
+      return;
+    }
+    for (pid_t pid : others) {
+      pid_t group = ::getpgid(pid);
+      bool in_rank_group = std::any_of(ranks_.begin(), ranks_.end(), [group](const Rank& r) { return r.pid == group; });
+      if (!in_rank_group) {
+        ::kill(pid, signo);
+      }
+    }
+  }
+
+  void check_all_gone() {
+    if ((state_ == State::kStopping || state_ == State::kReaping) && !loop_.has_children()) {
+      fire(Event::kAllGone, "no process is left");
+    }
+  }
+
+  void enter_exit() {
+    relay_.finish();
+    relay_.flush_console(std::chrono::milliseconds(1000));
+    if (uint64_t dropped = relay_.console_dropped(); dropped > 0) {
+      log_warning("{} bytes of rank output were not shown on the console (it was not read fast enough)", dropped);
+    }
+    status_.exit_code = exit_code();
+    write_status();
+    notifier_.status(fmt::format("exited with {}", exit_code()));
+    log_info("exit {}", exit_code());
+    loop_.exit(exit_code());
+  }
+
+  // --- signals and status --------------------------------------------------
+
+  int on_signal(const signalfd_siginfo& info) {
+    const int signo = static_cast<int>(info.ssi_signo);
+    if (signo == SIGPIPE && static_cast<pid_t>(info.ssi_pid) == ::getpid()) {
+      return 0;
+    }
+    if (signo == SIGTERM || signo == SIGINT) {
+      if (!exit_code_) {
+        exit_code_ = 128 + signo;
+      }
+      fire(Event::kTerm, fmt::format("got {}", signal_name(signo)));
+      return 0;
+    }
+    for (const Rank& rank : ranks_) {  // other signals: to every rank's session
+      if (!rank.exited) {
+        ::kill(-rank.pid, signo);
+      }
+    }
+    return 0;
+  }
+
+  void write_status() {
+    status_.state = std::string(state_name(state_));
+    status_.reason = reason_;
+    status_.ranks.clear();
+    for (const Rank& r : ranks_) {
+      StatusRank s;
+      s.name = r.spec->name;
+      s.rank = r.spec->rank;
+      s.pid = r.pid;
+      s.exited = r.exited;
+      s.code = r.code;
+      status_.ranks.push_back(std::move(s));
+    }
+    if (auto r = status_.write(); !r && !status_error_reported_) {
+      status_error_reported_ = true;
+      log_warning("{}", r.error().message);
+    }
+  }
+
+  const Options& options_;
+  const Pid1& pid1_;
+  Loop& loop_;
+  Environment env_;
+  RealFileSystem fs_;
+  PlanInput input_;
+  Plan plan_;
+  Notifier notifier_;
+  LogRelay relay_;
+  StatusFile status_;
+  SourceHandle signals_, deadline_, inotify_source_, poll_;
+  Fd inotify_;
+  std::string table_path_;
+  bool watching_ = false;
+  std::string pending_ = "not looked at yet";
+  std::vector<Rank> ranks_;
+  State state_ = State::kWaitRankTable;
+  Clock::time_point entered_;
+  std::string reason_;
+  std::deque<std::pair<Event, std::string>> events_;
+  bool in_transition_ = false;
+  bool started_ = false;
+  std::optional<int> exit_code_;
+  bool status_error_reported_ = false;
+};
+
+}  // namespace
+
+int run_job(const Options& options, const Pid1& pid1, Environment env) {
+  Loop loop;
+  if (int r = loop.init(); r < 0) {
+    log_error("cannot create the event loop: {}", errno_string(-r));
+    return kExitSoftware;
+  }
+  JobRunner runner(options, pid1, loop, std::move(env));
+  runner.start();
+  int r = loop.run();
+  if (r < 0) {
+    log_error("event loop failed: {}; killing everything", errno_string(-r));
+    fatal_exit(pid1, 0);
+  }
+  return runner.exit_code();
+}
+
+}  // namespace trainit

@@ -1,0 +1,90 @@
+#include "machine.h"
+
+#include <algorithm>
+
+namespace trainit {
+namespace {
+
+constexpr StateRow kTable[] = {
+    {State::kWaitRankTable, "watch the rank table until it is complete and valid", true},
+    {State::kResolvePeers, "resolve every peer's name", true},
+    {State::kStartSshd, "start sshd", true},
+    {State::kWaitPeers, "wait until every peer's sshd accepts connections", true},
+    {State::kHostBarrier, "wait until every host checked in", true},
+    {State::kSpawn, "create directories and files, start every rank", false},
+    {State::kRunning, "watch the ranks", false},
+    {State::kStopping, "SIGTERM every rank's group (newest first) and everything else", true},
+    {State::kReaping, "SIGKILL what is left, reap it, finish the logs", false},
+    {State::kExit, "exit with the job's code", false},
+};
+
+// The plan's state after `state`, or running when the plan skips ahead.
+State planned_after(State state, const Plan& plan) {
+  auto it = std::find(plan.states.begin(), plan.states.end(), state);
+  if (it != plan.states.end() && it + 1 != plan.states.end()) {
+    return *(it + 1);
+  }
+  return State::kRunning;
+}
+
+bool before_spawn(State s) {
+  return s < State::kSpawn;
+}
+
+}  // namespace
+
+std::string_view event_name(Event event) noexcept {
+  switch (event) {
+    case Event::kDone:
+      return "Done";
+    case Event::kFailed:
+      return "Failed";
+    case Event::kTimedOut:
+      return "TimedOut";
+    case Event::kTerm:
+      return "Term";
+    case Event::kRankExited:
+      return "RankExited";
+    case Event::kAllGone:
+      return "AllGone";
+  }
+  return "?";
+}
+
+const StateRow& state_row(State state) noexcept {
+  for (const auto& row : kTable) {
+    if (row.state == state) {
+      return row;
+    }
+  }
+  return kTable[std::size(kTable) - 1];
+}
+
+State next(State state, Event event, const Plan& plan) noexcept {
+  switch (state) {
+    case State::kExit:
+      return State::kExit;
+    case State::kReaping:
+      return event == Event::kAllGone ? State::kExit : state;
+    case State::kStopping:
+      return event == Event::kAllGone || event == Event::kTimedOut ? State::kReaping : state;
+    case State::kRunning:
+      if (event == Event::kRankExited) {
+        return state;
+      }
+      return event == Event::kAllGone ? State::kReaping : State::kStopping;  // Done: drain what is left
+    default:                                                                 // wait_rank_table .. spawn
+      if (event == Event::kDone) {
+        return planned_after(state, plan);
+      }
+      if (event == Event::kRankExited) {
+        return state;
+      }
+      if (event == Event::kAllGone) {
+        return before_spawn(state) ? state : State::kReaping;
+      }
+      return State::kStopping;  // Failed, TimedOut, Term
+  }
+}
+
+}  // namespace trainit

@@ -1,0 +1,47 @@
+// The job state machine as data: the states table and the transition
+// relation, with no side effects. init/job_mode.cpp owns go(), the one place
+// that performs a transition (log line, status file, STATUS=, deadline,
+// entering the state).
+//
+//   start -> wait_rank_table -> spawn -> running -> stopping -> reaping -> exit
+//
+// A plan keeps only the states its mode needs; next() skips to the plan's
+// next state on Done. Any failure, timeout or SIGTERM/SIGINT before the ranks
+// are gone leads to stopping; stopping ends in reaping (everything gone, or
+// the grace is over and SIGKILL follows); reaping ends in exit.
+#pragma once
+
+#include <string_view>
+
+#include "base/time.h"
+#include "plan/plan.h"
+
+namespace trainit {
+
+enum class Event {
+  kDone,        // the state's work is complete (table ready, ranks spawned, all ranks exited 0)
+  kFailed,      // it cannot go on: bad table, spawn failure, a rank failed
+  kTimedOut,    // the state's deadline passed
+  kTerm,        // SIGTERM or SIGINT reached trainit
+  kRankExited,  // a rank exited 0 while others still run
+  kAllGone,     // no process of ours is left
+};
+inline constexpr Event kAllEvents[] = {Event::kDone, Event::kFailed,     Event::kTimedOut,
+                                       Event::kTerm, Event::kRankExited, Event::kAllGone};
+
+[[nodiscard]] std::string_view event_name(Event event) noexcept;
+
+// One row of the table: what a state's deadline is and whether a stop request
+// may end it.
+struct StateRow {
+  State state;
+  const char* entering;  // what entering does, for the log and the docs
+  bool has_deadline;     // the runner arms one deadline (rank-table timeout, grace)
+};
+[[nodiscard]] const StateRow& state_row(State state) noexcept;
+
+// The whole transition relation. Returns `state` itself when the event does
+// not move the machine.
+[[nodiscard]] State next(State state, Event event, const Plan& plan) noexcept;
+
+}  // namespace trainit

@@ -1,0 +1,319 @@
+#include "log/relay.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <span>
+
+#include "base/log.h"
+
+namespace trainit {
+
+struct LogRelay::Rank {
+  size_t index = 0;
+  std::string prefix;
+  std::string path;
+  Fd pipe;  // read end, O_NONBLOCK
+  Fd file;  // closed after the first failure: console only from then on
+  SourceHandle io;
+  std::string partial;  // the unterminated line, at most kMaxLine bytes
+  size_t pipe_size = 0;
+  uint64_t bytes = 0;
+  bool closed = false;
+};
+
+namespace {
+
+// Moves `fd` above 2 when trainit was started with a standard descriptor
+// closed: the write end would otherwise be the child's own 1 or 2 already,
+// which spawn() leaves alone, and close-on-exec would close it at exec.
+bool above_stdio(Fd& fd) {
+  if (fd.get() > STDERR_FILENO) {
+    return true;
+  }
+  int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+  if (moved < 0) {
+    return false;
+  }
+  fd.reset(moved);
+  return true;
+}
+
+}  // namespace
+
+LogRelay::LogRelay(Loop& loop, int console_fd, size_t console_capacity) : loop_(loop) {
+  if (console_fd >= 0) {
+    console_ = std::make_unique<ConsoleWriter>(console_fd, console_capacity);
+  }
+}
+
+LogRelay::~LogRelay() {
+  for (auto& rank : ranks_) {
+    close_rank(*rank);  // shows the unterminated lines; reads nothing more
+  }
+  if (console_ != nullptr) {
+    console_->stop(ConsoleWriter::kStopTimeout);
+  }
+}
+
+void LogRelay::report(size_t rank, Error error) {
+  errors_.push_back(error);
+  try {
+    if (on_error_) {
+      on_error_(rank, error);
+    } else {
+      log_warning("{}", error.message);
+    }
+  } catch (...) {
+    // A throwing handler must not disable the pipe's source: the file would
+    // stop receiving bytes. The failure is in errors() all the same.
+    log_debug("log relay error handler threw");
+  }
+}
+
+void LogRelay::check_console() {
+  if (console_reported_ || console_ == nullptr) {
+    return;
+  }
+  int r = console_->error();
+  if (r < 0) {
+    console_reported_ = true;
+    report(kConsole,
+           Error{fmt::format("console: {}; rank output is no longer shown on the console", errno_string(-r)), -r});
+  }
+}
+
+Result<Fd> LogRelay::add_rank(const RankLog& log) {
+  auto owned = std::make_unique<Rank>();
+  Rank& rank = *owned;
+  rank.index = ranks_.size();
+  rank.prefix = log.prefix;
+  rank.path = log.file_path;
+  rank.closed = true;  // until the pipe is registered
+  ranks_.push_back(std::move(owned));
+
+  if (buffer_ == nullptr) {
+    buffer_.reset(new (std::nothrow) char[kReadSize]);
+    if (buffer_ == nullptr) {
+      return Error{"log relay: cannot allocate its read buffer", ENOMEM};
+    }
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) < 0) {
+    int e = errno;
+    return Error{fmt::format("log pipe for rank #{}: {}", rank.index, errno_string(e)), e};
+  }
+  rank.pipe.reset(fds[0]);
+  Fd write_end(fds[1]);
+  if (!above_stdio(rank.pipe) || !above_stdio(write_end)) {
+    int e = errno;
+    return Error{fmt::format("log pipe for rank #{}: {}", rank.index, errno_string(e)), e};
+  }
+  // Only our end is non-blocking: the rank's end stays as a terminal or a
+  // shell pipe would be, so a rank that outruns us waits instead of failing.
+  int flags = ::fcntl(rank.pipe.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(rank.pipe.get(), F_SETFL, flags | O_NONBLOCK) < 0) {
+    int e = errno;
+    return Error{fmt::format("log pipe for rank #{}: O_NONBLOCK: {}", rank.index, errno_string(e)), e};
+  }
+  // A larger pipe lets a rank write 1 MiB ahead of us. Unprivileged users are
+  // capped by pipe-max-size and pipe-user-pages-soft: keep the default then.
+  int size = ::fcntl(rank.pipe.get(), F_SETPIPE_SZ, static_cast<int>(kReadSize));
+  if (size < 0) {
+    size = ::fcntl(rank.pipe.get(), F_GETPIPE_SZ);
+  }
+  rank.pipe_size = size > 0 ? static_cast<size_t>(size) : 65536;
+
+  if (!rank.path.empty()) {
+    int fd = ::open(rank.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
+    if (fd < 0) {
+      int e = errno;
+      report(rank.index, Error{fmt::format("log file {}: {}; the rank's output goes to the console only", rank.path,
+                                           errno_string(e)),
+                               e});
+    } else {
+      rank.file.reset(fd);
+    }
+  }
+
+  Rank* r = &rank;
+  rank.io = loop_.add_io(
+      rank.pipe.get(), EPOLLIN, [this, r](uint32_t) { return on_readable(*r); },
+      fmt::format("log pipe of rank #{}", rank.index));
+  if (!rank.io.enabled()) {
+    rank.io.reset();
+    rank.pipe.reset();
+    rank.file.reset();
+    return Error{fmt::format("log pipe for rank #{}: the loop cannot watch it", rank.index), EINVAL};
+  }
+  rank.closed = false;
+  return write_end;
+}
+
+// One read from the rank's pipe, through to the file and the console. With a
+// console, the read goes straight into a console record (after the rank's
+// unfinished line) when the ring has room, and into buffer_ when it has not:
+// those lines are then not shown. Returns bytes read, 0 at EOF, -EAGAIN when
+// the pipe is empty, or -errno.
+ssize_t LogRelay::relay_once(Rank& rank) {
+  std::span<char> room;
+  if (console_ != nullptr) {
+    room = console_->begin(rank.prefix, rank.partial, kMinConsoleRead, kReadSize);
+  }
+  const bool queued = !room.empty();
+  char* const data = queued ? room.data() : buffer_.get();
+  const size_t size = queued ? room.size() : kReadSize;
+  ssize_t n;
+  do {
+    n = ::read(rank.pipe.get(), data, size);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) {
+    const ssize_t r = n < 0 ? -errno : 0;
+    if (queued) {
+      console_->cancel();
+    }
+    return r;
+  }
+  rank.bytes += static_cast<uint64_t>(n);
+  to_file(rank, data, static_cast<size_t>(n));
+  if (console_ != nullptr) {
+    to_console(rank, data, static_cast<size_t>(n), queued);
+  }
+  return n;
+}
+
+int LogRelay::on_readable(Rank& rank) {
+  ssize_t n = relay_once(rank);
+  if (n == 0 || (n < 0 && n != -EAGAIN)) {
+    if (n < 0) {
+      log_debug("log pipe of rank #{}: read: {}", rank.index, errno_string(static_cast<int>(-n)));
+    }
+    close_rank(rank);  // EOF: every writer is gone
+  }
+  if (console_ != nullptr) {
+    console_->publish();
+    check_console();
+  }
+  return 0;
+}
+
+void LogRelay::to_file(Rank& rank, const char* data, size_t n) {
+  while (n > 0 && rank.file) {
+    ssize_t w = ::write(rank.file.get(), data, n);
+    if (w < 0 && errno == EINTR) {
+      continue;
+    }
+    if (w <= 0) {
+      int e = w < 0 ? errno : EIO;
+      rank.file.reset();
+      report(rank.index, Error{fmt::format("log file {}: write: {}; the rank's output goes to the console only",
+                                           rank.path, errno_string(e)),
+                               e});
+      return;
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// `data` (n bytes, just read) follows rank.partial, the rank's unfinished
+// line. The whole lines of partial + data go to the console — in the record
+// begin() opened when `queued`, or dropped and counted when not — and the
+// unterminated rest becomes rank.partial. The rest is kept to at most kMaxLine
+// bytes: beyond that a line is shown in kMaxLine pieces as it comes (the
+// writer cuts them), each with a '\n' added.
+void LogRelay::to_console(Rank& rank, const char* data, size_t n, bool queued) {
+  const size_t lead = rank.partial.size();
+  const auto* nl = static_cast<const char*>(::memrchr(data, '\n', n));
+  // Bytes of partial + data shown now: up to the last '\n' ...
+  size_t shown = nl != nullptr ? lead + static_cast<size_t>(nl - data) + 1 : 0;
+  // ... and whole kMaxLine pieces of an unterminated rest longer than kMaxLine,
+  // leaving 1 to kMaxLine bytes in partial.
+  const size_t rest = lead + n - shown;
+  if (rest > kMaxLine) {
+    shown += (rest - 1) / kMaxLine * kMaxLine;
+  }
+  if (shown == 0) {
+    if (queued) {
+      console_->cancel();  // no line ended: nothing to show yet
+    }
+    rank.partial.append(data, n);
+    return;
+  }
+  // shown >= lead: a line ended in data, or the pieces cover all of partial.
+  const size_t taken = shown - lead;
+  if (queued) {
+    console_->commit(taken);
+  } else {
+    console_->drop(shown);
+  }
+  rank.partial.assign(data + taken, n - taken);
+}
+
+void LogRelay::close_rank(Rank& rank) {
+  if (rank.closed) {
+    return;
+  }
+  rank.closed = true;
+  rank.io.reset();  // out of the epoll set before the descriptor closes
+  rank.pipe.reset();
+  rank.file.reset();
+  if (console_ != nullptr && !rank.partial.empty()) {
+    console_->append(rank.prefix, rank.partial, {});
+    rank.partial.clear();
+    rank.partial.shrink_to_fit();
+  }
+}
+
+void LogRelay::finish() {
+  for (auto& owned : ranks_) {
+    Rank& rank = *owned;
+    if (rank.closed) {
+      continue;
+    }
+    // What the pipe holds now, and no more: a grandchild still writing must
+    // not keep us here.
+    size_t budget = 2 * std::max(rank.pipe_size, kReadSize);
+    while (budget > 0) {
+      ssize_t n = relay_once(rank);
+      if (n <= 0) {
+        break;  // EOF, empty (-EAGAIN) or failed
+      }
+      budget -= std::min(budget, static_cast<size_t>(n));
+    }
+    close_rank(rank);
+  }
+  if (console_ != nullptr) {
+    console_->publish();
+    check_console();
+  }
+}
+
+bool LogRelay::flush_console(std::chrono::milliseconds timeout) {
+  if (console_ == nullptr) {
+    return true;
+  }
+  bool flushed = console_->flush(timeout);
+  check_console();
+  return flushed;
+}
+
+bool LogRelay::all_closed() const {
+  return std::all_of(ranks_.begin(), ranks_.end(), [](const auto& rank) { return rank->closed; });
+}
+
+uint64_t LogRelay::console_dropped() const {
+  return console_ != nullptr ? console_->dropped() : 0;
+}
+
+uint64_t LogRelay::bytes(size_t rank) const {
+  return rank < ranks_.size() ? ranks_[rank]->bytes : 0;
+}
+
+}  // namespace trainit

@@ -1,0 +1,134 @@
+// Per-rank output: each rank's stdout and stderr go into one pipe that the
+// loop drains. Every byte read goes, raw, into the rank's log file; each whole
+// line goes, with the rank's prefix, to the console.
+//
+// Contract:
+//   - Files are lossless. Everything read from a pipe is written to the file
+//     before the next read, until EOF or finish(); a rank killed mid-line loses
+//     nothing that reached the pipe. File writes are blocking (regular files
+//     cannot be otherwise) and happen on the loop thread.
+//   - The console never stalls a rank or the loop. Lines go through a bounded
+//     ring drained by a writer thread (log/console.h); a read goes straight
+//     into the ring. When the ring lacks room for a read (kMinConsoleRead),
+//     the whole lines it completes are dropped, counted in console_dropped(),
+//     and announced on the console once there is room. The console
+//     descriptor's flags are never changed (it is shared with the container
+//     runtime: no O_NONBLOCK).
+//   - Console lines are whole: a line is shown when its '\n' arrives, or, with
+//     a '\n' added, at EOF or finish(); a line longer than kMaxLine is shown in
+//     kMaxLine pieces as it comes, each with a '\n' added. Bytes pass as they
+//     are (no UTF-8 check); lines of different ranks never interleave.
+//   - A log file that cannot be opened or written (ENOSPC, EROFS, EACCES, EIO,
+//     ...) is reported once for that rank through the error handler and kept in
+//     errors(); the rank goes on with the console only. The same holds once for
+//     the console itself (its writer failed or could not start).
+//
+// Threads: every member is called from the loop thread (the thread that runs
+// `loop`); io handlers run there. The only other thread is the console writer,
+// which touches nothing but its ring and the console descriptor.
+//
+// Lifetime: the Loop must outlive the LogRelay. The relay owns the pipes' read
+// ends and the files; the caller owns the write ends add_rank() returns.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/fd.h"
+#include "base/result.h"
+#include "log/console.h"
+#include "loop/loop.h"
+
+namespace trainit {
+
+struct RankLog {
+  std::string prefix;     // console prefix for each whole line, e.g. "[rank 3] "
+  std::string file_path;  // the rank's log file (created 0644, O_APPEND|O_CLOEXEC); empty: console only
+};
+
+class LogRelay {
+ public:
+  // The longest console line; longer ones are split.
+  static constexpr size_t kMaxLine = ConsoleWriter::kMaxLine;
+  // Bytes read from a pipe at a time, and the pipe size asked for.
+  static constexpr size_t kReadSize = 1 << 20;
+  // A read goes straight into the console's ring when it has this much room
+  // (else into a buffer of our own, and those lines are not shown).
+  static constexpr size_t kMinConsoleRead = 64 << 10;
+
+  // Called on the loop thread, once per failure, with the rank's index (or
+  // kConsole for the console) and an Error naming the path and the errno.
+  static constexpr size_t kConsole = static_cast<size_t>(-1);
+  using ErrorFn = std::function<void(size_t rank, const Error& error)>;
+
+  // console_fd: trainit's own stdout, shared with the container runtime. The
+  // relay writes to a close-on-exec duplicate and never changes its flags (no
+  // O_NONBLOCK); the caller keeps its own. < 0: no console (files only).
+  // console_capacity: the console buffer in bytes (a power of two, at least
+  // ConsoleWriter::kMinCapacity); it is allocated, and the writer thread
+  // started, at the first console line. Its pages stay resident once output
+  // has gone round it: the runner's memory budget pays for it.
+  LogRelay(Loop& loop, int console_fd, size_t console_capacity = 8 << 20);
+  LogRelay(const LogRelay&) = delete;
+  LogRelay& operator=(const LogRelay&) = delete;
+  // Unregisters the pipes and closes them and the files, then stops the console
+  // writer after it flushed what it holds: at most ConsoleWriter::kStopTimeout
+  // (1 s), after which a writer still blocked in write(2) is left to the exit.
+  ~LogRelay();
+
+  // Where failures go. The default handler logs each as a warning through the
+  // diagnostic logger; the runner may route them to its own reporting instead.
+  void set_error_handler(ErrorFn fn) { on_error_ = std::move(fn); }
+
+  // Opens the rank's file (reporting a failure once, then console only) and a
+  // pipe; returns the pipe's write end (O_CLOEXEC) for the child's stdout and
+  // stderr — the caller passes it to spawn() and closes its copy after
+  // spawning — or an Error when no pipe could be made (EMFILE, ENFILE) or the
+  // loop refused it. The rank's index is the number of earlier add_rank()
+  // calls, failed ones included.
+  Result<Fd> add_rank(const RankLog& log);
+
+  // Reads whatever the pipes hold right now (non-blocking, bounded) through to
+  // the files and the console, shows any unterminated last line with a '\n'
+  // added, and closes the pipes. Called when every process is gone, so that a
+  // grandchild holding a pipe open never keeps trainit alive. Afterwards
+  // all_closed() is true. Does not wait for the console: see flush_console().
+  void finish();
+
+  // Waits up to `timeout` for the console writer to have written every line
+  // given to it so far (announcing drops first). Returns whether it did.
+  bool flush_console(std::chrono::milliseconds timeout);
+
+  [[nodiscard]] bool all_closed() const;            // every pipe saw EOF (or finish() ran)
+  [[nodiscard]] uint64_t console_dropped() const;   // bytes not shown on the console
+  [[nodiscard]] uint64_t bytes(size_t rank) const;  // bytes relayed for rank (index in add order)
+  [[nodiscard]] size_t ranks() const { return ranks_.size(); }
+  [[nodiscard]] const std::vector<Error>& errors() const { return errors_; }  // every failure reported
+
+ private:
+  struct Rank;
+
+  int on_readable(Rank& rank);
+  ssize_t relay_once(Rank& rank);
+  void to_file(Rank& rank, const char* data, size_t n);
+  void to_console(Rank& rank, const char* data, size_t n, bool queued);
+  void close_rank(Rank& rank);
+  void report(size_t rank, Error error);
+  void check_console();
+
+  Loop& loop_;
+  std::unique_ptr<ConsoleWriter> console_;  // null: no console
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::unique_ptr<char[]> buffer_;  // kReadSize, allocated at the first add_rank()
+  std::vector<Error> errors_;
+  ErrorFn on_error_;
+  bool console_reported_ = false;
+};
+
+}  // namespace trainit

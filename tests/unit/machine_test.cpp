@@ -1,0 +1,82 @@
+// The whole transition relation, checked over every (state, event) pair
+// against a golden listing that a reviewer can read at a glance.
+#include "machine.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace trainit {
+namespace {
+
+Plan ascend_plan() {
+  Plan plan;
+  plan.mode = Mode::kAscend;
+  plan.states = {State::kWaitRankTable, State::kSpawn,   State::kRunning,
+                 State::kStopping,      State::kReaping, State::kExit};
+  return plan;
+}
+
+std::string listing(const Plan& plan) {
+  std::ostringstream out;
+  for (State s : plan.states) {
+    for (Event e : kAllEvents) {
+      out << state_name(s) << " + " << event_name(e) << " -> " << state_name(next(s, e, plan)) << "\n";
+    }
+  }
+  return out.str();
+}
+
+TEST(Machine, TransitionsMatchTheGoldenListing) {
+  const std::string path = std::string(TRAINIT_TEST_DATA) + "/unit/data/machine_transitions.txt";
+  std::string actual = listing(ascend_plan());
+  if (std::getenv("TRAINIT_GOLDEN_UPDATE") != nullptr) {
+    std::ofstream(path) << actual;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(actual, expected.str());
+}
+
+TEST(Machine, EveryFailureOrStopBeforeTheEndLeadsToStopping) {
+  Plan plan = ascend_plan();
+  for (State s : {State::kWaitRankTable, State::kSpawn, State::kRunning}) {
+    for (Event e : {Event::kFailed, Event::kTimedOut, Event::kTerm}) {
+      EXPECT_EQ(next(s, e, plan), State::kStopping) << state_name(s) << " " << event_name(e);
+    }
+  }
+}
+
+TEST(Machine, OnlyAllGoneLeavesReapingAndNothingLeavesExit) {
+  Plan plan = ascend_plan();
+  for (Event e : kAllEvents) {
+    EXPECT_EQ(next(State::kExit, e, plan), State::kExit);
+    EXPECT_EQ(next(State::kReaping, e, plan), e == Event::kAllGone ? State::kExit : State::kReaping);
+  }
+}
+
+TEST(Machine, DoneFollowsThePlansOwnOrder) {
+  Plan plan = ascend_plan();
+  EXPECT_EQ(next(State::kWaitRankTable, Event::kDone, plan), State::kSpawn);
+  plan.states = {State::kWaitRankTable, State::kResolvePeers, State::kSpawn, State::kRunning};
+  EXPECT_EQ(next(State::kWaitRankTable, Event::kDone, plan), State::kResolvePeers);
+  EXPECT_EQ(next(State::kResolvePeers, Event::kDone, plan), State::kSpawn);
+}
+
+TEST(Machine, EveryStateHasATableRow) {
+  for (State s : ascend_plan().states) {
+    EXPECT_EQ(state_row(s).state, s);
+    EXPECT_NE(std::string(state_row(s).entering), "");
+  }
+  EXPECT_TRUE(state_row(State::kWaitRankTable).has_deadline);
+  EXPECT_TRUE(state_row(State::kStopping).has_deadline);
+  EXPECT_FALSE(state_row(State::kRunning).has_deadline);
+}
+
+}  // namespace
+}  // namespace trainit
