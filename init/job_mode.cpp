@@ -36,6 +36,11 @@ constexpr int kExitCantCreate = 73;  // EX_CANTCREAT
 constexpr int kExitTempFail = 75;    // EX_TEMPFAIL
 constexpr int kExitConfig = 78;      // EX_CONFIG
 
+// The console's share of rank output in flight: what a slow console may hold
+// back before lines are dropped (and counted). Resident once used: keep it
+// within trainit's 2 MB budget.
+constexpr size_t kConsoleBuffer = 1 << 20;
+
 // inotify can stay silent (NFS, some FUSE and overlay set-ups): look anyway.
 constexpr Duration kRankTablePoll = 2s;
 
@@ -47,21 +52,26 @@ double seconds(Duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// mkdir -p, mode 0755. Returns 0 or -errno.
+// mkdir -p, mode 0755: one mkdir when the parent exists (the common case),
+// the parents first otherwise. Returns 0 or -errno.
 int make_dirs(const std::string& path) {
-  if (path.empty()) {
+  if (path.empty() || path == "/") {
     return 0;
   }
-  for (size_t pos = 1;; ++pos) {
-    pos = path.find('/', pos);
-    std::string prefix = path.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0755) < 0 && errno != EEXIST) {
-      return -errno;
-    }
-    if (pos == std::string::npos) {
-      return 0;
-    }
+  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) {
+    return 0;
   }
+  if (errno != ENOENT) {
+    return -errno;
+  }
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos || slash == 0) {
+    return -ENOENT;
+  }
+  if (int r = make_dirs(path.substr(0, slash)); r < 0) {
+    return r;
+  }
+  return ::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST ? 0 : -errno;
 }
 
 class JobRunner {
@@ -72,7 +82,7 @@ class JobRunner {
         loop_(loop),
         env_(std::move(env)),
         notifier_(Notifier::from_environment()),
-        relay_(loop, STDOUT_FILENO) {
+        relay_(loop, STDOUT_FILENO, kConsoleBuffer) {
     input_.options.mode = RequestedMode::kAscend;
     input_.options.max_local_devices = options.max_local_devices;
     input_.argv = options.command;
@@ -359,8 +369,7 @@ class JobRunner {
     rank.child = loop_.add_child(
         rank.pid, [this, index](const siginfo_t& info) { return on_rank_exit(index, info); }, spec.name);
     log_info("started {} (pid {})", spec.name, rank.pid);
-    write_status();
-    return true;
+    return true;  // the status file follows once all are started (spawn -> running)
   }
 
   void enter_running() { notifier_.send("READY=1"); }
