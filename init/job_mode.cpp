@@ -311,10 +311,21 @@ class JobRunner {
   // --- spawn, running ------------------------------------------------------
 
   void enter_spawn() {
+    // A rank cannot start without its working directory; without a log
+    // directory it can, on the console (the log relay reports the files).
+    bool log_dir_reported = false;
     for (const auto& dir : plan_.dirs) {
-      if (int r = make_dirs(dir); r < 0) {
+      int r = make_dirs(dir);
+      if (r >= 0) {
+        continue;
+      }
+      if (is_working_dir(dir)) {
         fail(kExitCantCreate, fmt::format("cannot create directory {}: {}", dir, errno_string(-r)));
         return;
+      }
+      if (!log_dir_reported) {
+        log_dir_reported = true;
+        log_warning("cannot create log directory {}: {}; the job goes on", dir, errno_string(-r));
       }
     }
     for (const auto& file : plan_.files) {
@@ -330,6 +341,14 @@ class JobRunner {
       }
     }
     fire(Event::kDone, fmt::format("{} ranks started", ranks_.size()));
+  }
+
+  // Whether `dir` is, or holds, some rank's working directory.
+  bool is_working_dir(const std::string& dir) const {
+    return std::any_of(plan_.processes.begin(), plan_.processes.end(), [&](const ProcessSpec& p) {
+      return p.cwd == dir ||
+             (p.cwd.size() > dir.size() && p.cwd.compare(0, dir.size(), dir) == 0 && p.cwd[dir.size()] == '/');
+    });
   }
 
   bool spawn_rank(const ProcessSpec& spec) {
