@@ -215,10 +215,7 @@ class JobRunner {
       inotify_source_ = loop_.add_io(
           inotify_.get(), EPOLLIN,
           [this](uint32_t) {
-            char buf[4096];
-            while (::read(inotify_.get(), buf, sizeof(buf)) > 0) {
-            }
-            try_plan();
+            on_directory_events();
             return 0;
           },
           "rank table directory");
@@ -242,13 +239,32 @@ class JobRunner {
   }
 
   void watch_directory() {
-    if (watching_) {
+    if (watch_ >= 0) {
       return;
     }
     std::string dir = table_path_.substr(0, table_path_.rfind('/'));
-    watching_ = ::inotify_add_watch(inotify_.get(), dir.empty() ? "/" : dir.c_str(),
-                                    IN_CREATE | IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
-                                        IN_ATTRIB | IN_ONLYDIR) >= 0;
+    watch_ = ::inotify_add_watch(inotify_.get(), dir.empty() ? "/" : dir.c_str(),
+                                 IN_CREATE | IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
+                                     IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
+  }
+
+  // Any change in the directory: look again. A directory that was itself
+  // moved or deleted loses its watch; the next look (or poll) sets a new one.
+  void on_directory_events() {
+    alignas(struct inotify_event) char buf[4096];
+    ssize_t n;
+    while ((n = ::read(inotify_.get(), buf, sizeof(buf))) > 0) {
+      for (ssize_t at = 0; at < n;) {
+        const auto* event = reinterpret_cast<const struct inotify_event*>(buf + at);
+        if ((event->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) != 0 && event->wd == watch_) {
+          ::inotify_rm_watch(inotify_.get(), watch_);
+          watch_ = -1;
+        }
+        at += static_cast<ssize_t>(sizeof(struct inotify_event) + event->len);
+      }
+    }
+    watch_directory();
+    try_plan();
   }
 
   int on_poll() {
@@ -302,9 +318,15 @@ class JobRunner {
     }
   }
 
+  // Closing an inotify descriptor that held a watch waits for an RCU grace
+  // period (5-30 ms measured here): the descriptor is kept, watch-less, until
+  // trainit exits, so that the ranks start without that wait.
   void stop_waiting() {
     inotify_source_.reset();
-    inotify_.reset();
+    if (watch_ >= 0) {
+      ::inotify_rm_watch(inotify_.get(), watch_);
+      watch_ = -1;
+    }
     poll_.reset();
   }
 
@@ -530,7 +552,7 @@ class JobRunner {
   SourceHandle signals_, deadline_, inotify_source_, poll_;
   Fd inotify_;
   std::string table_path_;
-  bool watching_ = false;
+  int watch_ = -1;  // the directory's inotify watch
   std::string pending_ = "not looked at yet";
   std::vector<Rank> ranks_;
   State state_ = State::kWaitRankTable;

@@ -44,8 +44,13 @@ std::string default_status_path(const Environment& env) {
 }
 
 Result<void> write_file_atomically(const std::string& path, const std::string& content, unsigned mode) {
+  // O_EXCL: a name someone else created (a link planted in /tmp, say) is
+  // never written through; a stale one of ours is removed and made anew.
   std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd && errno == EEXIST && ::unlink(tmp.c_str()) == 0) {
+    fd.reset(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+  }
   if (!fd) {
     int e = errno;
     return Error{fmt::format("cannot write {}: {}", path, errno_string(e)), e};
