@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "base/fd.h"
 
@@ -62,8 +63,25 @@ void children_of(pid_t pid, std::vector<pid_t>& out) {
 
 }  // namespace
 
+// Whether the /proc we see is our PID namespace's: a PID 1 started without
+// its own /proc mount (unshare --pid without --mount-proc) sees the host's,
+// whose pids mean other processes here.
+bool proc_is_ours() {
+  char link[32] = {};
+  ssize_t n = ::readlink("/proc/self", link, sizeof(link) - 1);
+  if (n <= 0) {
+    return false;
+  }
+  char self[32];
+  int len = std::snprintf(self, sizeof(self), "%d", static_cast<int>(::getpid()));
+  return len == n && std::memcmp(link, self, static_cast<size_t>(n)) == 0;
+}
+
 std::vector<pid_t> list_descendants(pid_t root) {
   std::vector<pid_t> out;
+  if (!proc_is_ours()) {
+    return out;
+  }
   children_of(root, out);
   for (size_t i = 0; i < out.size(); ++i) {  // grows as we go: breadth first
     children_of(out[i], out);

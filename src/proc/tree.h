@@ -14,7 +14,9 @@
 namespace trainit {
 
 // Every living descendant of `root`, parents before children. Empty when
-// /proc is not mounted (the caller then falls back to the groups it knows).
+// /proc is not mounted or is another PID namespace's (a PID 1 without its own
+// /proc sees the host's): the caller then falls back to kill(-1) as PID 1, or
+// to the groups it knows.
 [[nodiscard]] std::vector<pid_t> list_descendants(pid_t root);
 
 // Sends `signo` to every process trainit is responsible for but `skip` (a
