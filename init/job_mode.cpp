@@ -39,7 +39,7 @@ constexpr int kExitConfig = 78;      // EX_CONFIG
 // The console's share of rank output in flight: what a slow console may hold
 // back before lines are dropped (and counted). Resident once used: keep it
 // within trainit's 2 MB budget.
-constexpr size_t kConsoleBuffer = 1 << 20;
+constexpr size_t kConsoleBuffer = 512 << 10;
 
 // inotify can stay silent (NFS, some FUSE and overlay set-ups): look anyway.
 constexpr Duration kRankTablePoll = 2s;

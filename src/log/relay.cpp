@@ -99,7 +99,7 @@ Result<Fd> LogRelay::add_rank(const RankLog& log) {
   ranks_.push_back(std::move(owned));
 
   if (buffer_ == nullptr) {
-    buffer_.reset(new (std::nothrow) char[kReadSize]);
+    buffer_.reset(new (std::nothrow) char[kDirectReadSize]);
     if (buffer_ == nullptr) {
       return Error{"log relay: cannot allocate its read buffer", ENOMEM};
     }
@@ -168,7 +168,7 @@ ssize_t LogRelay::relay_once(Rank& rank) {
   }
   const bool queued = !room.empty();
   char* const data = queued ? room.data() : buffer_.get();
-  const size_t size = queued ? room.size() : kReadSize;
+  const size_t size = queued ? room.size() : kDirectReadSize;
   ssize_t n;
   do {
     n = ::read(rank.pipe.get(), data, size);

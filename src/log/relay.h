@@ -58,6 +58,10 @@ class LogRelay {
   static constexpr size_t kMaxLine = ConsoleWriter::kMaxLine;
   // Bytes read from a pipe at a time, and the pipe size asked for.
   static constexpr size_t kReadSize = 1 << 20;
+  // Bytes read at a time when the console has no room (or there is no
+  // console): the file gets them, the console drops them. Small, so that a
+  // console that falls behind costs no more resident memory than its ring.
+  static constexpr size_t kDirectReadSize = 64 << 10;
   // A read goes straight into the console's ring when it has this much room
   // (else into a buffer of our own, and those lines are not shown).
   static constexpr size_t kMinConsoleRead = 64 << 10;
@@ -125,7 +129,7 @@ class LogRelay {
   Loop& loop_;
   std::unique_ptr<ConsoleWriter> console_;  // null: no console
   std::vector<std::unique_ptr<Rank>> ranks_;
-  std::unique_ptr<char[]> buffer_;  // kReadSize, allocated at the first add_rank()
+  std::unique_ptr<char[]> buffer_;  // kDirectReadSize, allocated at the first add_rank()
   std::vector<Error> errors_;
   ErrorFn on_error_;
   bool console_reported_ = false;
