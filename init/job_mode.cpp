@@ -463,20 +463,10 @@ class JobRunner {
     for (auto it = ranks_.rbegin(); it != ranks_.rend(); ++it) {
       ::kill(-it->pid, signo);  // the group outlives its leader while members live
     }
-    std::vector<pid_t> others = list_descendants(::getpid());
-    if (others.empty()) {
-      if (pid1_.is_pid1) {
-        ::kill(-1, signo);  // no /proc: one sweep of our namespace
-      }
-      return;
-    }
-    for (pid_t pid : others) {
+    signal_all_except(pid1_.is_pid1, signo, 0, [this](pid_t pid) {
       pid_t group = ::getpgid(pid);
-      bool in_rank_group = std::any_of(ranks_.begin(), ranks_.end(), [group](const Rank& r) { return r.pid == group; });
-      if (!in_rank_group) {
-        ::kill(pid, signo);
-      }
-    }
+      return std::any_of(ranks_.begin(), ranks_.end(), [group](const Rank& r) { return r.pid == group; });
+    });
   }
 
   void check_all_gone() {

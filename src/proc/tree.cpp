@@ -89,7 +89,7 @@ std::vector<pid_t> list_descendants(pid_t root) {
   return out;
 }
 
-int signal_all(bool pid1, int signo, pid_t known_group, pid_t skip) {
+int signal_all_except(bool pid1, int signo, pid_t known_group, const std::function<bool(pid_t)>& skip) {
   std::vector<pid_t> descendants = list_descendants(::getpid());
   if (descendants.empty()) {
     if (pid1) {
@@ -99,11 +99,15 @@ int signal_all(bool pid1, int signo, pid_t known_group, pid_t skip) {
   }
   int signalled = 0;
   for (pid_t pid : descendants) {
-    if (pid != skip) {
+    if (!skip(pid)) {
       signalled += ::kill(pid, signo) == 0 ? 1 : 0;
     }
   }
   return signalled;
+}
+
+int signal_all(bool pid1, int signo, pid_t known_group, pid_t skip) {
+  return signal_all_except(pid1, signo, known_group, [skip](pid_t pid) { return pid == skip; });
 }
 
 }  // namespace trainit

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <vector>
 
 namespace trainit {
@@ -26,5 +27,8 @@ namespace trainit {
 // namespace only; it reaches `skip` too), else `known_group`'s process group
 // (when > 0). Returns how many processes or groups were signalled.
 int signal_all(bool pid1, int signo, pid_t known_group, pid_t skip = 0);
+// The same, skipping every process for which `skip` returns true (e.g. the
+// members of groups the caller has signalled already).
+int signal_all_except(bool pid1, int signo, pid_t known_group, const std::function<bool(pid_t)>& skip);
 
 }  // namespace trainit
