@@ -31,6 +31,10 @@ constexpr Duration kFirstBackoff = 100ms;
 constexpr Duration kMaxBackoff = 10s;
 constexpr Duration kHealthyRun = 10s;
 
+// How long the rest of the processes wait for their stop signal after PROGRAM
+// got its own (see stop_everyone).
+constexpr Duration kSweepDelay = 1ms;
+
 int status_code(const siginfo_t& info) {
   return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
 }
@@ -46,7 +50,14 @@ class ExecSupervisor {
         pid1_(pid1),
         loop_(loop),
         notifier_(Notifier::from_environment()),
-        escalation_(loop, options.grace, [this](int signo) { stop_everyone(signo); }) {
+        escalation_(loop, options.grace, [this](int signo) { stop_everyone(signo); }),
+        sweep_(loop.add_timer(
+            Clock::time_point::max(),
+            [this] {
+              sweep();
+              return 0;
+            },
+            "stop sweep")) {
     bool changed = false;
     child_env_ = environment_for_children(environ, &changed);
     spawn_options_.argv = options.command;
@@ -104,6 +115,7 @@ class ExecSupervisor {
     // Point of no return (the first time): a child runs. From here the only
     // way out is through the loop; errors are logged and lived with.
     child_pid_ = spawned->pid;
+    child_exited_ = false;
     started_at_ = Clock::now();
     child_ = loop_.add_child(
         child_pid_, [this](const siginfo_t& info) { return on_child_exit(info); }, "main child");
@@ -114,6 +126,7 @@ class ExecSupervisor {
   }
 
   int on_child_exit(const siginfo_t& info) {
+    child_exited_ = true;
     code_ = status_code(info);
     log_info("main child {} {} {}", child_pid_, info.si_code == CLD_EXITED ? "exited with" : "was killed by signal",
              info.si_status);
@@ -164,6 +177,7 @@ class ExecSupervisor {
 
   void drained() {
     escalation_.finish();
+    sweep_.set_deadline(Clock::time_point::max());  // nobody left to sweep
     if (restart_pending_ && !stopping_) {
       schedule_restart();
       return;
@@ -221,30 +235,30 @@ class ExecSupervisor {
     return 0;
   }
 
-  // tini's routing: PROGRAM, or its process group with -g.
+  // tini's routing: PROGRAM, or its process group with -g. The signal goes
+  // before any word about it: on this path every microsecond is the child's.
   void forward(int signo) {
     if (phase_ != Phase::kRunning && phase_ != Phase::kStopDelay) {
       return;  // no PROGRAM to forward to
     }
-    log_info("forwarding {} to {} {}", signal_name(signo), options_.kill_process_group ? "process group" : "pid",
-             child_pid_);
     int r = options_.kill_process_group ? (::kill(-child_pid_, signo) < 0 ? -errno : 0) : child_.send_signal(signo);
+    log_info("forwarded {} to {} {}", signal_name(signo), options_.kill_process_group ? "process group" : "pid",
+             child_pid_);
     if (r < 0 && r != -ESRCH) {
       log_warning("cannot send {} to {}: {}", signal_name(signo), child_pid_, errno_string(-r));
     }
   }
 
   void request_stop(int signo) {
-    if (!stopping_) {
-      notifier_.send("STOPPING=1");
-    }
     if (phase_ == Phase::kRestartWait) {  // a stop ends the restarting
+      announce_stopping();
       stopping_ = true;
       restart_timer_.reset();
       finish();
       return;
     }
     if (phase_ == Phase::kRunning && !stopping_ && options_.stop_delay > Duration::zero()) {
+      announce_stopping();
       stopping_ = true;
       phase_ = Phase::kStopDelay;
       log_info("got {}; passing it on in {:.3f} s", signal_name(signo), seconds(options_.stop_delay));
@@ -258,7 +272,17 @@ class ExecSupervisor {
           "stop delay");
       return;
     }
+    const bool first = !stopping_;
     stop_now(signo);  // also a second stop request during the delay
+    if (first) {
+      notifier_.send("STOPPING=1");  // after the signal: the child need not wait for our supervisor
+    }
+  }
+
+  void announce_stopping() {
+    if (!stopping_) {
+      notifier_.send("STOPPING=1");
+    }
   }
 
   void stop_now(int signo) {
@@ -267,25 +291,36 @@ class ExecSupervisor {
     if (phase_ == Phase::kStopDelay) {
       phase_ = Phase::kRunning;
     }
-    log_info("stopping: {} to every process, SIGKILL after {:.3f} s", signal_name(signo), seconds(options_.grace));
+    escalation_.start(signo);  // PROGRAM's signal first, the words after
+    log_info("stopping: {} sent to every process, SIGKILL after {:.3f} s", signal_name(signo), seconds(options_.grace));
     notifier_.status("stopping: {} sent, SIGKILL in {:.1f} s", signal_name(signo), seconds(options_.grace));
-    escalation_.start(signo);
   }
 
   // Every process trainit answers for: as PID 1 the namespace, otherwise our
   // descendants (and PROGRAM's group, should /proc be missing). PROGRAM
-  // first, and a chance to run: the job waits on its stop, and the sweep of
-  // the rest reads /proc.
+  // first, and the CPU to itself: the sweep of the rest (which reads /proc)
+  // waits kSweepDelay while trainit sleeps, so that PROGRAM, woken on a
+  // busy CPU, is not kept waiting for it. A PROGRAM that exits meanwhile
+  // and leaves nobody behind ends the stop before any sweep.
   void stop_everyone(int signo) {
     if (signo == SIGKILL) {
       log_warning("processes still run {:.3f} s after the stop signal; sending SIGKILL", seconds(options_.grace));
     }
-    pid_t first = 0;
-    if (child_.send_signal(signo) == 0) {
-      first = child_pid_;
+    sweep_signal_ = signo;
+    child_signalled_ = child_.send_signal(signo) == 0;
+    if (child_signalled_ && signo != SIGKILL) {
       ::sched_yield();
+      sweep_.set_deadline(Clock::now() + kSweepDelay);
+      return;
     }
-    signal_all(pid1_.is_pid1, signo, child_pid_, first);
+    sweep();
+  }
+
+  void sweep() {
+    sweep_.set_deadline(Clock::time_point::max());
+    // PROGRAM has had its signal; until it is reaped, its pid is still its own.
+    const pid_t skip = child_signalled_ && !child_exited_ ? child_pid_ : 0;
+    signal_all(pid1_.is_pid1, sweep_signal_, child_pid_, skip);
   }
 
   // The child speaks sd_notify to us: its READY=1 is ours, its STATUS ours too.
@@ -319,11 +354,15 @@ class ExecSupervisor {
   std::vector<std::string> child_env_;
   SpawnOptions spawn_options_;
   SourceHandle signals_, child_, watchdog_, restart_timer_, stop_delay_, child_notify_;
+  SourceHandle sweep_;
+  int sweep_signal_ = SIGTERM;
   Phase phase_ = Phase::kRunning;
   pid_t child_pid_ = 0;
   Clock::time_point started_at_;
   int code_ = 0;
   int restarts_ = 0;
+  bool child_exited_ = false;
+  bool child_signalled_ = false;
   bool stopping_ = false;
   bool restart_pending_ = false;
   bool child_ready_ = false;

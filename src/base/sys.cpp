@@ -34,7 +34,12 @@ int real_epoll_wait(int epfd, struct epoll_event* events, int max, int timeout_m
   return r < 0 ? -errno : r;
 }
 
-constexpr Table kReal = {real_pidfd_open, real_pidfd_send_signal, real_waitid, real_epoll_wait};
+int real_sigtimedwait(const sigset_t* set, siginfo_t* info, const struct timespec* timeout) {
+  int r = ::sigtimedwait(set, info, timeout);
+  return r < 0 ? -errno : r;
+}
+
+constexpr Table kReal = {real_pidfd_open, real_pidfd_send_signal, real_waitid, real_epoll_wait, real_sigtimedwait};
 Table g_table = kReal;
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 
 namespace trainit::sys {
 
@@ -19,6 +20,8 @@ struct Table {
   int (*pidfd_send_signal)(int pidfd, int sig, siginfo_t* info, unsigned flags);
   int (*waitid)(idtype_t type, id_t id, siginfo_t* info, int options);
   int (*epoll_wait)(int epfd, struct epoll_event* events, int max, int timeout_ms);
+  // Returns the signal number taken, or -errno (-EAGAIN: the timeout passed).
+  int (*sigtimedwait)(const sigset_t* set, siginfo_t* info, const struct timespec* timeout);
 };
 
 // The live table. Not thread-safe: tests change it between steps.
@@ -36,6 +39,10 @@ inline int waitid(idtype_t type, id_t id, siginfo_t* info, int options) noexcept
 }
 inline int epoll_wait(int epfd, struct epoll_event* events, int max, int timeout_ms) noexcept {
   return table().epoll_wait(epfd, events, max, timeout_ms);
+}
+
+inline int sigtimedwait(const sigset_t* set, siginfo_t* info, const struct timespec* timeout) noexcept {
+  return table().sigtimedwait(set, info, timeout);
 }
 
 }  // namespace trainit::sys

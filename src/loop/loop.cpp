@@ -4,7 +4,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <exception>
 
 #include "base/log.h"
@@ -258,6 +260,7 @@ void Loop::set_enabled(Source* source, bool enabled) noexcept {
       return;
     }
     source->in_epoll = enabled;
+    watched_ += enabled ? 1 : -1;
   }
   if (source->kind == Kind::kSignal) {
     update_signal_mask();
@@ -296,13 +299,18 @@ void Loop::update_signal_mask() {
   }
 }
 
-void Loop::arm_timer() {
+Clock::time_point Loop::next_deadline() const {
   Clock::time_point next = Clock::time_point::max();
   for (const auto& s : sources_) {
     if (s->kind == Kind::kTimer && s->enabled && !s->dead && s->deadline < next) {
       next = s->deadline;
     }
   }
+  return next;
+}
+
+void Loop::arm_timer() {
+  const Clock::time_point next = next_deadline();
   if (next == armed_) {
     return;
   }
@@ -382,6 +390,74 @@ bool Loop::has_children() const noexcept {
   return r != -ECHILD;
 }
 
+namespace {
+
+// What the signalfd would have said about the signal sigtimedwait() took.
+signalfd_siginfo to_signalfd_siginfo(const siginfo_t& info) {
+  signalfd_siginfo out{};
+  out.ssi_signo = static_cast<uint32_t>(info.si_signo);
+  out.ssi_errno = info.si_errno;
+  out.ssi_code = info.si_code;
+  out.ssi_pid = static_cast<uint32_t>(info.si_pid);
+  out.ssi_uid = info.si_uid;
+  out.ssi_status = info.si_status;
+  out.ssi_int = info.si_value.sival_int;
+  out.ssi_ptr = reinterpret_cast<uint64_t>(info.si_value.sival_ptr);
+  return out;
+}
+
+timespec to_timespec(Duration d) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+}
+
+}  // namespace
+
+// No descriptor to watch: sleep in sigtimedwait() until a signal comes or the
+// next timer is due, then take every signal already pending, as a read of the
+// signalfd would. Returns the number of wake-up causes handled, or -errno.
+int Loop::wait_signals(int timeout_ms) {
+  const Clock::time_point next = next_deadline();
+  timespec until{};
+  const timespec* timeout = nullptr;
+  if (timeout_ms >= 0 || next != Clock::time_point::max()) {
+    Duration wait = next == Clock::time_point::max() ? Duration::max() : std::max(next - Clock::now(), Duration{});
+    if (timeout_ms >= 0) {
+      wait = std::min<Duration>(wait, std::chrono::milliseconds(timeout_ms));
+    }
+    until = to_timespec(wait);
+    timeout = &until;
+  }
+  siginfo_t info{};
+  int signo = sys::sigtimedwait(&signal_mask_, &info, timeout);
+  if (signo < 0 && signo != -EAGAIN) {
+    return signo == -EINTR ? 0 : signo;
+  }
+  int dispatched = 0;
+  if (signo > 0) {
+    ++dispatched;
+    bool child = false;
+    static constexpr timespec kNow{};
+    while (signo > 0) {
+      if (signo == SIGCHLD) {
+        child = true;
+      } else {
+        route_signal(to_signalfd_siginfo(info));
+      }
+      do {
+        signo = sys::sigtimedwait(&signal_mask_, &info, &kNow);
+      } while (signo == -EINTR);
+    }
+    if (child) {
+      reap();
+    }
+  }
+  if (run_due_timers() > 0) {
+    ++dispatched;
+  }
+  return dispatched;
+}
+
 void Loop::dispatch_signals() {
   signalfd_siginfo infos[16];
   for (;;) {
@@ -394,23 +470,26 @@ void Loop::dispatch_signals() {
     }
     bool child = false;
     for (size_t i = 0; i < static_cast<size_t>(n) / sizeof(infos[0]); ++i) {
-      const signalfd_siginfo& info = infos[i];
-      if (static_cast<int>(info.ssi_signo) == SIGCHLD) {
+      if (static_cast<int>(infos[i].ssi_signo) == SIGCHLD) {
         child = true;
-        continue;
-      }
-      const size_t count = sources_.size();  // handlers may add sources
-      for (size_t j = 0; j < count; ++j) {
-        Source* s = sources_[j].get();
-        if (s->kind == Kind::kSignal && s->enabled && !s->dead &&
-            sigismember(&s->signals, static_cast<int>(info.ssi_signo)) == 1) {
-          call(s, [&] { return s->signal_fn(info); });
-          break;
-        }
+      } else {
+        route_signal(infos[i]);
       }
     }
     if (child) {
       reap();
+    }
+  }
+}
+
+void Loop::route_signal(const signalfd_siginfo& info) {
+  const size_t count = sources_.size();  // handlers may add sources
+  for (size_t j = 0; j < count; ++j) {
+    Source* s = sources_[j].get();
+    if (s->kind == Kind::kSignal && s->enabled && !s->dead &&
+        sigismember(&s->signals, static_cast<int>(info.ssi_signo)) == 1) {
+      call(s, [&] { return s->signal_fn(info); });
+      return;
     }
   }
 }
@@ -420,6 +499,11 @@ void Loop::dispatch_timers() {
   while (::read(timer_fd_.get(), &expirations, sizeof(expirations)) < 0 && errno == EINTR) {
   }
   armed_ = Clock::time_point::max();  // fired: one-shot
+  run_due_timers();
+}
+
+int Loop::run_due_timers() {
+  int ran = 0;
   const Clock::time_point now = Clock::now();
   const size_t count = sources_.size();
   for (size_t i = 0; i < count; ++i) {
@@ -427,8 +511,10 @@ void Loop::dispatch_timers() {
     if (s->kind == Kind::kTimer && s->enabled && !s->dead && s->deadline <= now) {
       s->deadline = Clock::time_point::max();
       call(s, s->plain_fn);
+      ++ran;
     }
   }
+  return ran;
 }
 
 int Loop::run_once(int timeout_ms) {
@@ -446,6 +532,11 @@ int Loop::run_once(int timeout_ms) {
   }
   if (exiting_) {
     return dispatched;
+  }
+  if (watched_ == 0) {
+    int r = wait_signals(busy ? 0 : timeout_ms);
+    collect_garbage();
+    return r < 0 ? r : dispatched + r;
   }
   arm_timer();
   struct epoll_event events[32];

@@ -15,6 +15,13 @@
 // and hands each status to the child source registered for that pid; any
 // other pid is an orphan, counted and passed to the orphan handler. The loop
 // is the only code that waits for children.
+//
+// Waiting: with descriptors to watch, the loop sleeps in epoll_wait() on the
+// epoll set (io sources, the signalfd, the timerfd). With none (exec mode's
+// usual case: a child, signals, timers) it sleeps in sigtimedwait() on the
+// same signals, with the next timer's deadline as its timeout: one call that
+// both sleeps and takes the signal, where epoll needs a second one to read
+// the signalfd. That is the path a stop takes on its way to the child.
 #pragma once
 
 #include <signal.h>
@@ -128,9 +135,13 @@ class Loop {
   void release(Source* source) noexcept;
   void set_enabled(Source* source, bool enabled) noexcept;
   void update_signal_mask();
+  [[nodiscard]] Clock::time_point next_deadline() const;
   void arm_timer();
+  int wait_signals(int timeout_ms);
   void dispatch_signals();
+  void route_signal(const signalfd_siginfo& info);
   void dispatch_timers();
+  int run_due_timers();
   bool call(Source* source, const std::function<int()>& invoke);
   Source* track(std::unique_ptr<Source> source);
   void collect_garbage();
@@ -144,6 +155,7 @@ class Loop {
   OrphanFn orphan_fn_;
   Clock::time_point armed_{Clock::time_point::max()};
   uint64_t orphans_reaped_ = 0;
+  int watched_ = 0;  // io sources in the epoll set
   bool has_pidfd_ = true;
   bool garbage_ = false;
   bool exiting_ = false;

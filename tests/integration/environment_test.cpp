@@ -199,7 +199,7 @@ TEST(Verbosity, DashVLogsTheSpawnForwardingAndExit) {
   EXPECT_NE(err.find("trainit: info: spawned '" + helper_path("sigreport") + "' with pid " + child + "\n"),
             std::string::npos)
       << err;
-  EXPECT_NE(err.find("trainit: info: forwarding SIGUSR1 to pid " + child + "\n"), std::string::npos) << err;
+  EXPECT_NE(err.find("trainit: info: forwarded SIGUSR1 to pid " + child + "\n"), std::string::npos) << err;
   EXPECT_NE(err.find("trainit: info: stopping: SIGTERM"), std::string::npos) << err;
   EXPECT_NE(err.find("trainit: info: main child " + child + " exited with 0\n"), std::string::npos) << err;
   for (const auto& l : lines_of(err)) {

@@ -1,6 +1,8 @@
 // The loop, stepped one run_once() at a time with real pipes, signals and
 // children; the kernel features a test cannot switch off (pidfd on 4.19,
-// EINTR) go through the syscall seam.
+// EINTR) go through the syscall seam. Every test runs twice: with a watched
+// (idle) pipe, where the loop sleeps in epoll_wait(), and without, where it
+// sleeps in sigtimedwait().
 #include "loop/loop.h"
 
 #include <fcntl.h>
@@ -19,13 +21,36 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class LoopTest : public ::testing::Test {
+enum class Wait { kEpoll, kSigtimedwait };
+
+class LoopTest : public ::testing::TestWithParam<Wait> {
  protected:
-  void SetUp() override { ASSERT_EQ(loop_.init(), 0); }
+  void SetUp() override {
+    ASSERT_EQ(loop_.init(), 0);
+    if (GetParam() == Wait::kEpoll) {
+      int fds[2];
+      ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+      idle_read_.reset(fds[0]);
+      idle_write_.reset(fds[1]);
+      idle_ = loop_.add_io(
+          idle_read_.get(), EPOLLIN, [](uint32_t) { return -EIO; }, "idle pipe");
+    }
+  }
   void TearDown() override {
     sys::reset_table();
     while (::waitpid(-1, nullptr, WNOHANG) > 0) {
     }
+  }
+
+  // A source for `signo` that stores each signal number it takes in `got`.
+  SourceHandle record_signal(int signo, int& got) {
+    return loop_.add_signal(
+        signo,
+        [&got](const signalfd_siginfo& i) {
+          got = static_cast<int>(i.ssi_signo);
+          return 0;
+        },
+        "record");
   }
 
   // Steps until `done` or a 5 s limit; returns whether `done` came true.
@@ -48,9 +73,11 @@ class LoopTest : public ::testing::Test {
   }
 
   Loop loop_;
+  Fd idle_read_, idle_write_;  // nothing is ever written: it only keeps epoll in use
+  SourceHandle idle_;
 };
 
-TEST_F(LoopTest, IoSourceSeesDataWrittenToAPipe) {
+TEST_P(LoopTest, IoSourceSeesDataWrittenToAPipe) {
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
   Fd r(fds[0]), w(fds[1]);
@@ -70,7 +97,7 @@ TEST_F(LoopTest, IoSourceSeesDataWrittenToAPipe) {
   EXPECT_EQ(got, "abc");
 }
 
-TEST_F(LoopTest, DroppingTheHandleUnregistersTheSource) {
+TEST_P(LoopTest, DroppingTheHandleUnregistersTheSource) {
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
   Fd r(fds[0]), w(fds[1]);
@@ -83,7 +110,7 @@ TEST_F(LoopTest, DroppingTheHandleUnregistersTheSource) {
   EXPECT_EQ(calls, 0);
 }
 
-TEST_F(LoopTest, AHandlerMayDropAnotherSourceReadyInTheSameIteration) {
+TEST_P(LoopTest, AHandlerMayDropAnotherSourceReadyInTheSameIteration) {
   int a[2], b[2];
   ASSERT_EQ(::pipe2(a, O_CLOEXEC), 0);
   ASSERT_EQ(::pipe2(b, O_CLOEXEC), 0);
@@ -114,7 +141,7 @@ TEST_F(LoopTest, AHandlerMayDropAnotherSourceReadyInTheSameIteration) {
   EXPECT_EQ(calls, 1);  // whichever ran first dropped the other
 }
 
-TEST_F(LoopTest, AFailingHandlerDisablesItsSourceNotTheLoop) {
+TEST_P(LoopTest, AFailingHandlerDisablesItsSourceNotTheLoop) {
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
   Fd r(fds[0]), w(fds[1]);
@@ -138,7 +165,7 @@ TEST_F(LoopTest, AFailingHandlerDisablesItsSourceNotTheLoop) {
   EXPECT_EQ(failing_calls, 1);  // still readable, but disabled
 }
 
-TEST_F(LoopTest, TimersFireInDeadlineOrderAndCanBeRearmed) {
+TEST_P(LoopTest, TimersFireInDeadlineOrderAndCanBeRearmed) {
   std::vector<int> order;
   auto now = Clock::now();
   auto late = loop_.add_timer(
@@ -163,7 +190,7 @@ TEST_F(LoopTest, TimersFireInDeadlineOrderAndCanBeRearmed) {
   EXPECT_EQ(order.back(), 1);
 }
 
-TEST_F(LoopTest, TimerWaitsInTheKernelNotInAPoll) {
+TEST_P(LoopTest, TimerWaitsInTheKernelNotInAPoll) {
   bool fired = false;
   auto start = Clock::now();
   auto t = loop_.add_timer(
@@ -179,21 +206,15 @@ TEST_F(LoopTest, TimerWaitsInTheKernelNotInAPoll) {
   EXPECT_GE(Clock::now() - start, 50ms);
 }
 
-TEST_F(LoopTest, SignalSourceReceivesASignalSentToTheProcess) {
+TEST_P(LoopTest, SignalSourceReceivesASignalSentToTheProcess) {
   int got = 0;
-  auto s = loop_.add_signal(
-      SIGUSR1,
-      [&](const signalfd_siginfo& i) {
-        got = static_cast<int>(i.ssi_signo);
-        return 0;
-      },
-      "usr1");
+  auto s = record_signal(SIGUSR1, got);
   ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
   ASSERT_TRUE(step_until([&] { return got != 0; }));
   EXPECT_EQ(got, SIGUSR1);
 }
 
-TEST_F(LoopTest, ChildSourceGetsItsExitStatusAndOthersCountAsOrphans) {
+TEST_P(LoopTest, ChildSourceGetsItsExitStatusAndOthersCountAsOrphans) {
   pid_t mine = fork_exit(7);
   pid_t other = fork_exit(3);
   siginfo_t status{};
@@ -215,7 +236,7 @@ TEST_F(LoopTest, ChildSourceGetsItsExitStatusAndOthersCountAsOrphans) {
   EXPECT_EQ(child.send_signal(SIGTERM), -ESRCH);  // reaped: never signal a recycled pid
 }
 
-TEST_F(LoopTest, ReaperDrainsEveryZombieOnOneSigchld) {
+TEST_P(LoopTest, ReaperDrainsEveryZombieOnOneSigchld) {
   constexpr int kChildren = 200;
   for (int i = 0; i < kChildren; ++i) {
     ASSERT_GT(fork_exit(0), 0);
@@ -226,7 +247,7 @@ TEST_F(LoopTest, ReaperDrainsEveryZombieOnOneSigchld) {
   EXPECT_EQ(errno, ECHILD);
 }
 
-TEST_F(LoopTest, HasChildrenSeesRunningChildrenAndZombiesWithoutReapingThem) {
+TEST_P(LoopTest, HasChildrenSeesRunningChildrenAndZombiesWithoutReapingThem) {
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
   EXPECT_FALSE(loop_.has_children());
@@ -239,7 +260,7 @@ TEST_F(LoopTest, HasChildrenSeesRunningChildrenAndZombiesWithoutReapingThem) {
   EXPECT_FALSE(loop_.has_children());
 }
 
-TEST_F(LoopTest, ChildIsSignalledThroughItsPidfd) {
+TEST_P(LoopTest, ChildIsSignalledThroughItsPidfd) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::pause();
@@ -260,7 +281,7 @@ TEST_F(LoopTest, ChildIsSignalledThroughItsPidfd) {
   EXPECT_EQ(status.si_status, SIGKILL);
 }
 
-TEST_F(LoopTest, WithoutPidfdsChildrenAreSignalledByPid) {
+TEST_P(LoopTest, WithoutPidfdsChildrenAreSignalledByPid) {
   sys::table().pidfd_open = [](pid_t, unsigned) { return -ENOSYS; };  // a 4.19 kernel
   static int pidfd_signals = 0;
   sys::table().pidfd_send_signal = [](int, int, siginfo_t*, unsigned) { return ++pidfd_signals, -ENOSYS; };
@@ -285,10 +306,11 @@ TEST_F(LoopTest, WithoutPidfdsChildrenAreSignalledByPid) {
   EXPECT_EQ(pidfd_signals, 0);
 }
 
-TEST_F(LoopTest, InterruptedWaitsAreRetriedNotFatal) {
+TEST_P(LoopTest, InterruptedWaitsAreRetriedNotFatal) {
   static int epoll_eintr = 0;
+  static int sigwait_eintr = 0;
   static int waitid_eintr = 0;
-  epoll_eintr = 1;
+  (GetParam() == Wait::kEpoll ? epoll_eintr : sigwait_eintr) = 1;
   waitid_eintr = 3;
   sys::table().waitid = [](idtype_t t, id_t id, siginfo_t* info, int options) {
     if (waitid_eintr > 0) {
@@ -305,6 +327,14 @@ TEST_F(LoopTest, InterruptedWaitsAreRetriedNotFatal) {
     int r = ::epoll_wait(fd, ev, max, timeout);
     return r < 0 ? -errno : r;
   };
+  sys::table().sigtimedwait = [](const sigset_t* set, siginfo_t* info, const struct timespec* timeout) {
+    if (sigwait_eintr > 0) {
+      --sigwait_eintr;
+      return -EINTR;
+    }
+    int r = ::sigtimedwait(set, info, timeout);
+    return r < 0 ? -errno : r;
+  };
   pid_t pid = fork_exit(5);
   int code = -1;
   auto child = loop_.add_child(
@@ -314,19 +344,124 @@ TEST_F(LoopTest, InterruptedWaitsAreRetriedNotFatal) {
         return 0;
       },
       "child");
-  EXPECT_EQ(loop_.run_once(0), 0);  // EINTR from epoll: an empty step, not an error
-  EXPECT_EQ(epoll_eintr, 0);
+  EXPECT_EQ(loop_.run_once(0), 0);  // EINTR from the wait: an empty step, not an error
+  EXPECT_EQ(epoll_eintr + sigwait_eintr, 0);
   ASSERT_TRUE(step_until([&] { return code == 5; }));
   EXPECT_EQ(waitid_eintr, 0);
 }
 
-TEST_F(LoopTest, BrokenWaitIsReportedByRun) {
+TEST_P(LoopTest, BrokenWaitIsReportedByRun) {
   sys::table().epoll_wait = [](int, struct epoll_event*, int, int) { return -EBADF; };
-  EXPECT_EQ(loop_.run_once(0), -EBADF);
-  EXPECT_EQ(loop_.run(), -EBADF);
+  sys::table().sigtimedwait = [](const sigset_t*, siginfo_t*, const struct timespec*) { return -EINVAL; };
+  const int broken = GetParam() == Wait::kEpoll ? -EBADF : -EINVAL;
+  EXPECT_EQ(loop_.run_once(0), broken);
+  EXPECT_EQ(loop_.run(), broken);
 }
 
-TEST_F(LoopTest, DeferRunsEachIterationWithoutBlockingUntilDisabled) {
+// Counts the waits each kind of step makes.
+int g_epoll_waits = 0;
+int g_signal_waits = 0;
+
+TEST_P(LoopTest, SleepsInSigtimedwaitOnlyWhileNoDescriptorIsWatched) {
+  g_epoll_waits = g_signal_waits = 0;
+  sys::table().epoll_wait = [](int fd, struct epoll_event* ev, int max, int timeout) {
+    ++g_epoll_waits;
+    int r = ::epoll_wait(fd, ev, max, timeout);
+    return r < 0 ? -errno : r;
+  };
+  sys::table().sigtimedwait = [](const sigset_t* set, siginfo_t* info, const struct timespec* timeout) {
+    ++g_signal_waits;
+    int r = ::sigtimedwait(set, info, timeout);
+    return r < 0 ? -errno : r;
+  };
+  int got = 0;
+  auto s = record_signal(SIGUSR1, got);
+  ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
+  EXPECT_EQ(loop_.run_once(1000), 1);
+  EXPECT_EQ(got, SIGUSR1);
+  const bool epoll = GetParam() == Wait::kEpoll;
+  EXPECT_EQ(g_epoll_waits, epoll ? 1 : 0);
+  EXPECT_EQ(g_signal_waits, epoll ? 0 : 2);  // the wait, then a look for more already pending
+
+  idle_.reset();  // nothing watched any more: both kinds of loop now sleep in sigtimedwait
+  g_epoll_waits = g_signal_waits = 0;
+  got = 0;
+  ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
+  EXPECT_EQ(loop_.run_once(1000), 1);
+  EXPECT_EQ(got, SIGUSR1);
+  EXPECT_EQ(g_epoll_waits, 0);
+  EXPECT_EQ(g_signal_waits, 2);
+
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Fd r(fds[0]), w(fds[1]);
+  int reads = 0;
+  auto io = loop_.add_io(
+      r.get(), EPOLLIN, [&](uint32_t) { return ++reads; }, "pipe");  // and back to epoll
+  g_epoll_waits = g_signal_waits = 0;
+  ASSERT_EQ(::write(w.get(), "x", 1), 1);
+  EXPECT_EQ(loop_.run_once(1000), 1);
+  EXPECT_EQ(reads, 1);
+  EXPECT_EQ(g_epoll_waits, 1);
+  EXPECT_EQ(g_signal_waits, 0);
+}
+
+TEST_P(LoopTest, SignalsAndExitsPendingTogetherAreAllHandledInOneStep) {
+  std::vector<int> got;
+  auto s = loop_.add_signal(
+      SIGUSR1,
+      [&](const signalfd_siginfo& i) {
+        got.push_back(static_cast<int>(i.ssi_signo));
+        return 0;
+      },
+      "usr1");
+  auto s2 = loop_.add_signal(
+      SIGUSR2,
+      [&](const signalfd_siginfo& i) {
+        got.push_back(static_cast<int>(i.ssi_signo));
+        EXPECT_EQ(static_cast<pid_t>(i.ssi_pid), ::getpid());
+        return 0;
+      },
+      "usr2");
+  pid_t pid = fork_exit(9);
+  int code = -1;
+  auto child = loop_.add_child(
+      pid,
+      [&](const siginfo_t& st) {
+        code = st.si_status;
+        return 0;
+      },
+      "child");
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);  // a zombie now
+  ASSERT_EQ(::kill(::getpid(), SIGUSR2), 0);
+  ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
+  EXPECT_GE(loop_.run_once(1000), 1);
+  EXPECT_EQ(got, (std::vector<int>{SIGUSR1, SIGUSR2}));  // lowest number first, as the kernel hands them out
+  EXPECT_EQ(code, 9);
+}
+
+TEST_P(LoopTest, ADueTimerEndsASignalWaitWithoutASignal) {
+  bool fired = false;
+  auto start = Clock::now();
+  auto later = loop_.add_timer(
+      start + 1h, [] { return 0; }, "later");
+  auto soon = loop_.add_timer(
+      start + 30ms,
+      [&] {
+        fired = true;
+        return 0;
+      },
+      "soon");
+  EXPECT_EQ(loop_.run_once(-1), 1);
+  EXPECT_TRUE(fired);
+  auto waited = Clock::now() - start;
+  EXPECT_GE(waited, 30ms);
+  EXPECT_LT(waited, 1s);
+  EXPECT_EQ(loop_.run_once(20), 0);  // the other is an hour away: a bounded step simply ends
+}
+
+TEST_P(LoopTest, DeferRunsEachIterationWithoutBlockingUntilDisabled) {
   int runs = 0;
   SourceHandle defer;
   defer = loop_.add_defer(
@@ -348,7 +483,7 @@ TEST_F(LoopTest, DeferRunsEachIterationWithoutBlockingUntilDisabled) {
   EXPECT_EQ(runs, 3);
 }
 
-TEST_F(LoopTest, RunReturnsTheExitCodeAfterRunningExitSources) {
+TEST_P(LoopTest, RunReturnsTheExitCodeAfterRunningExitSources) {
   std::vector<std::string> events;
   auto t = loop_.add_timer(
       Clock::now(),
@@ -373,6 +508,11 @@ TEST_F(LoopTest, RunReturnsTheExitCodeAfterRunningExitSources) {
   EXPECT_EQ(loop_.run(), 42);
   EXPECT_EQ(events, (std::vector<std::string>{"timer", "exit1", "exit2"}));
 }
+
+INSTANTIATE_TEST_SUITE_P(Waits, LoopTest, ::testing::Values(Wait::kEpoll, Wait::kSigtimedwait),
+                         [](const ::testing::TestParamInfo<Wait>& info) {
+                           return info.param == Wait::kEpoll ? "epoll" : "sigtimedwait";
+                         });
 
 }  // namespace
 }  // namespace trainit
