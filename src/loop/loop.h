@@ -92,8 +92,8 @@ class Loop {
   Loop& operator=(const Loop&) = delete;
   ~Loop();
 
-  // Creates the epoll set, signalfd and timerfd and blocks SIGCHLD.
-  // Returns 0 or -errno. Must succeed before anything else is called.
+  // Blocks SIGCHLD (the epoll set, signalfd and timerfd come with the first
+  // io source). Returns 0 or -errno. Must succeed before anything else.
   int init() noexcept;
 
   // `fd` stays owned by the caller and must outlive the source.
@@ -134,6 +134,7 @@ class Loop {
 
   void release(Source* source) noexcept;
   void set_enabled(Source* source, bool enabled) noexcept;
+  int open_epoll() noexcept;
   void update_signal_mask();
   [[nodiscard]] Clock::time_point next_deadline() const;
   void arm_timer();

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <vector>
 
 #include "base/fd.h"
@@ -507,6 +508,37 @@ TEST_P(LoopTest, RunReturnsTheExitCodeAfterRunningExitSources) {
       "e2");
   EXPECT_EQ(loop_.run(), 42);
   EXPECT_EQ(events, (std::vector<std::string>{"timer", "exit1", "exit2"}));
+}
+
+int open_fds() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+TEST(LoopDescriptors, OpenOnlyWithTheFirstWatchedDescriptor) {
+  const int before = open_fds();
+  Loop loop;
+  ASSERT_EQ(loop.init(), 0);
+  auto signal = loop.add_signal(
+      SIGUSR1, [](const signalfd_siginfo&) { return 0; }, "usr1");
+  auto timer = loop.add_timer(
+      Clock::now() + 1h, [] { return 0; }, "timer");
+  EXPECT_EQ(loop.run_once(0), 0);
+  EXPECT_EQ(open_fds(), before);  // signals and timers need no descriptor of the loop's own
+
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Fd r(fds[0]), w(fds[1]);
+  int reads = 0;
+  auto io = loop.add_io(
+      r.get(), EPOLLIN, [&](uint32_t) { return ++reads; }, "pipe");
+  EXPECT_EQ(open_fds(), before + 2 + 3);  // the pipe, then the epoll set, signalfd and timerfd
+  ASSERT_EQ(::write(w.get(), "x", 1), 1);
+  EXPECT_EQ(loop.run_once(1000), 1);
+  EXPECT_EQ(reads, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Waits, LoopTest, ::testing::Values(Wait::kEpoll, Wait::kSigtimedwait),
