@@ -177,7 +177,7 @@ class ExecSupervisor {
 
   void drained() {
     escalation_.finish();
-    sweep_.set_deadline(Clock::time_point::max());  // nobody left to sweep
+    cancel_sweep();  // nobody left to sweep
     if (restart_pending_ && !stopping_) {
       schedule_restart();
       return;
@@ -205,6 +205,9 @@ class ExecSupervisor {
   }
 
   void finish() {
+    if (sweep_pending_) {
+      sweep();  // leaving at once (--no-drain): the rest still get their signal
+    }
     phase_ = Phase::kDone;
     notifier_.status("exited with {}", exit_code());
     loop_.exit(exit_code());
@@ -311,13 +314,19 @@ class ExecSupervisor {
     if (child_signalled_ && signo != SIGKILL) {
       ::sched_yield();
       sweep_.set_deadline(Clock::now() + kSweepDelay);
+      sweep_pending_ = true;
       return;
     }
     sweep();
   }
 
-  void sweep() {
+  void cancel_sweep() {
     sweep_.set_deadline(Clock::time_point::max());
+    sweep_pending_ = false;
+  }
+
+  void sweep() {
+    cancel_sweep();
     // PROGRAM has had its signal; until it is reaped, its pid is still its own.
     const pid_t skip = child_signalled_ && !child_exited_ ? child_pid_ : 0;
     signal_all(pid1_.is_pid1, sweep_signal_, child_pid_, skip);
@@ -356,6 +365,7 @@ class ExecSupervisor {
   SourceHandle signals_, child_, watchdog_, restart_timer_, stop_delay_, child_notify_;
   SourceHandle sweep_;
   int sweep_signal_ = SIGTERM;
+  bool sweep_pending_ = false;
   Phase phase_ = Phase::kRunning;
   pid_t child_pid_ = 0;
   Clock::time_point started_at_;

@@ -361,5 +361,28 @@ TEST(Subreaper, DrainsItsSetsidDescendantsWithoutANamespace) {
   EXPECT_TRUE(stamp(dir, "d.done")) << "the adopted daemon was not drained" << r.transcript;
 }
 
+TEST(Subreaper, StopWithNoDrainStillSignalsTheRestWhenTheChildExitsAtOnce) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  // PROGRAM exits the moment it takes SIGTERM, before the sweep of the rest
+  // is due; with --no-drain trainit leaves then, and must sweep on its way.
+  Spec spec = it3(dir, {"--no-drain", "--grace", "5"}, {"daemon", "d", "exit", "0", "serve", "main", "exit", "0"});
+  spec.layout = Layout::kNoNamespace;
+  Trainit t(spec);
+  TRAINIT_ASSERT_STARTED(t);
+  const pid_t d = it3::ready_host_pid(t, "d");
+  Pidfd daemon(d);
+  ASSERT_TRUE(daemon.valid()) << t.transcript();
+  ASSERT_TRUE(t.wait_line_starting("main ready")) << t.transcript();
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  // No namespace ends with trainit here: the daemon lives on unless signalled.
+  EXPECT_TRUE(daemon.wait_dead(2s)) << "the daemon never got its SIGTERM" << t.transcript();
+  EXPECT_TRUE(stamp(dir, "d.term")) << t.transcript();
+  if (daemon.alive()) {
+    ::kill(d, SIGKILL);
+  }
+}
+
 }  // namespace
 }  // namespace trainit::test
