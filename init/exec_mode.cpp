@@ -103,6 +103,9 @@ class ExecSupervisor {
  private:
   enum class Phase { kRunning, kStopDelay, kDraining, kRestartWait, kDone };
 
+  // PROGRAM is alive (or a zombie not yet reaped: its pid is still its own).
+  [[nodiscard]] bool program_runs() const { return phase_ == Phase::kRunning || phase_ == Phase::kStopDelay; }
+
   // Returns -1 when PROGRAM runs, else the exit code for the failure.
   int spawn_child() {
     auto spawned = spawn(spawn_options_);
@@ -115,7 +118,6 @@ class ExecSupervisor {
     // Point of no return (the first time): a child runs. From here the only
     // way out is through the loop; errors are logged and lived with.
     child_pid_ = spawned->pid;
-    child_exited_ = false;
     started_at_ = Clock::now();
     child_ = loop_.add_child(
         child_pid_, [this](const siginfo_t& info) { return on_child_exit(info); }, "main child");
@@ -126,7 +128,6 @@ class ExecSupervisor {
   }
 
   int on_child_exit(const siginfo_t& info) {
-    child_exited_ = true;
     code_ = status_code(info);
     log_info("main child {} {} {}", child_pid_, info.si_code == CLD_EXITED ? "exited with" : "was killed by signal",
              info.si_status);
@@ -241,7 +242,7 @@ class ExecSupervisor {
   // tini's routing: PROGRAM, or its process group with -g. The signal goes
   // before any word about it: on this path every microsecond is the child's.
   void forward(int signo) {
-    if (phase_ != Phase::kRunning && phase_ != Phase::kStopDelay) {
+    if (!program_runs()) {
       return;  // no PROGRAM to forward to
     }
     int r = options_.kill_process_group ? (::kill(-child_pid_, signo) < 0 ? -errno : 0) : child_.send_signal(signo);
@@ -328,7 +329,7 @@ class ExecSupervisor {
   void sweep() {
     cancel_sweep();
     // PROGRAM has had its signal; until it is reaped, its pid is still its own.
-    const pid_t skip = child_signalled_ && !child_exited_ ? child_pid_ : 0;
+    const pid_t skip = child_signalled_ && program_runs() ? child_pid_ : 0;
     signal_all(pid1_.is_pid1, sweep_signal_, child_pid_, skip);
   }
 
@@ -371,7 +372,6 @@ class ExecSupervisor {
   Clock::time_point started_at_;
   int code_ = 0;
   int restarts_ = 0;
-  bool child_exited_ = false;
   bool child_signalled_ = false;
   bool stopping_ = false;
   bool restart_pending_ = false;

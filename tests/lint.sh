@@ -6,7 +6,8 @@ set -eu
 what=$1
 cd "$2"
 files=$(git ls-files 'src/*.cpp' 'src/*.h' 'init/*.cpp' 'init/*.h' 'include/*.h' 'tests/*.cpp' 'tests/*.h' \
-        'bench/*.cpp' 'bench/*.h' 2>/dev/null || find src init include tests bench -name '*.cpp' -o -name '*.h')
+        'bench/*.cpp' 'bench/*.h' 2>/dev/null ||
+        find $(ls -d src init include tests bench 2>/dev/null) \( -name '*.cpp' -o -name '*.h' \) | sort)
 case $what in
   format)
     # shellcheck disable=SC2086
