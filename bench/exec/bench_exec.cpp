@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_util.h"
 #ifndef BENCH_EXEC_TRAINIT
 #define BENCH_EXEC_TRAINIT "trainit"
 #endif
@@ -45,27 +46,13 @@
 
 namespace {
 
-using Ns = int64_t;
+using bench::die;
+using bench::now_ns;
+using bench::Ns;
 
 constexpr int kReadyTimeoutMs = 10'000;
 constexpr int kStormTimeoutMs = 300'000;
 constexpr int kDrainTimeoutMs = 30'000;
-
-Ns now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<Ns>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-[[noreturn]] void die(const char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  (void)std::fputs("bench_exec: ", stderr);
-  (void)std::vfprintf(stderr, format, args);
-  (void)std::fputc('\n', stderr);
-  va_end(args);
-  std::exit(1);
-}
 
 std::string strprintf(const char* format, ...) {
   char buf[512];

@@ -52,6 +52,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #ifndef BENCH_JOB_TRAINIT
 #define BENCH_JOB_TRAINIT "trainit"
 #endif
@@ -64,29 +65,15 @@
 
 namespace {
 
-using Ns = int64_t;
+using bench::die;
+using bench::now_ns;
+using bench::Ns;
 
 constexpr int kRanks = 8;
 constexpr int kFailRank = 3;
 constexpr int kFailCode = 7;
 constexpr Ns kRunTimeout = 120'000'000'000;  // torchrun's stop can take its time
 constexpr const char* kPython = "/usr/bin/python3";
-
-Ns now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<Ns>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-[[noreturn]] void die(const char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  std::fputs("bench_job: ", stderr);
-  std::vfprintf(stderr, format, args);
-  std::fputc('\n', stderr);
-  va_end(args);
-  std::exit(1);
-}
 
 struct Config {
   int runs = 5;

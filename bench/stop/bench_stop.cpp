@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
+
 #ifndef BENCH_STOP_TRAINIT
 #define BENCH_STOP_TRAINIT "trainit"
 #endif
@@ -45,26 +47,12 @@
 
 namespace {
 
-using Ns = int64_t;
+using bench::die;
+using bench::now_ns;
+using bench::Ns;
 
 constexpr int kReadyTimeoutMs = 10'000;
 constexpr int kReadyFd = 3;  // the helper's READY_FD
-
-Ns now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<Ns>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-[[noreturn]] void die(const char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  std::fputs("bench_stop: ", stderr);
-  std::vfprintf(stderr, format, args);
-  std::fputc('\n', stderr);
-  va_end(args);
-  std::exit(1);
-}
 
 struct Config {
   int runs = 50;
