@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "bench_util.h"
+
 #ifndef BENCH_EXEC_TRAINIT
 #define BENCH_EXEC_TRAINIT "trainit"
 #endif
