@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "bench_util.h"
+
 #ifndef BENCH_JOB_TRAINIT
 #define BENCH_JOB_TRAINIT "trainit"
 #endif
