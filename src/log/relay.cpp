@@ -12,6 +12,7 @@
 #include <span>
 
 #include "base/log.h"
+#include "base/time.h"
 
 namespace trainit {
 
@@ -22,6 +23,7 @@ struct LogRelay::Rank {
   Fd pipe;  // read end, O_NONBLOCK
   Fd file;  // closed after the first failure: console only from then on
   SourceHandle io;
+  std::string held;     // whole lines the console had no room for, at most kHeldTail bytes
   std::string partial;  // the unterminated line, at most kMaxLine bytes
   size_t pipe_size = 0;
   uint64_t bytes = 0;
@@ -58,7 +60,10 @@ LogRelay::~LogRelay() {
     close_rank(*rank);  // shows the unterminated lines; reads nothing more
   }
   if (console_ != nullptr) {
-    console_->stop(ConsoleWriter::kStopTimeout);
+    const auto deadline = Clock::now() + ConsoleWriter::kStopTimeout;
+    flush_console(ConsoleWriter::kStopTimeout);  // the held lines too
+    const auto left = std::max(Clock::duration::zero(), deadline - Clock::now());
+    console_->stop(std::chrono::duration_cast<std::chrono::milliseconds>(left));
   }
 }
 
@@ -158,12 +163,12 @@ Result<Fd> LogRelay::add_rank(const RankLog& log) {
 
 // One read from the rank's pipe, through to the file and the console. With a
 // console, the read goes straight into a console record (after the rank's
-// unfinished line) when the ring has room, and into buffer_ when it has not:
-// those lines are then not shown. Returns bytes read, 0 at EOF, -EAGAIN when
-// the pipe is empty, or -errno.
+// held lines, then its unfinished line) when the ring has room for them all,
+// and into buffer_ when it has not: those lines are then held. Returns bytes
+// read, 0 at EOF, -EAGAIN when the pipe is empty, or -errno.
 ssize_t LogRelay::relay_once(Rank& rank) {
   std::span<char> room;
-  if (console_ != nullptr) {
+  if (console_ != nullptr && show_held(rank, kMinConsoleRead)) {
     room = console_->begin(rank.prefix, rank.partial, kMinConsoleRead, kReadSize);
   }
   const bool queued = !room.empty();
@@ -224,7 +229,7 @@ void LogRelay::to_file(Rank& rank, const char* data, size_t n) {
 
 // `data` (n bytes, just read) follows rank.partial, the rank's unfinished
 // line. The whole lines of partial + data go to the console — in the record
-// begin() opened when `queued`, or dropped and counted when not — and the
+// begin() opened when `queued`, or held when not — and the
 // unterminated rest becomes rank.partial. The rest is kept to at most kMaxLine
 // bytes: beyond that a line is shown in kMaxLine pieces as it comes (the
 // writer cuts them), each with a '\n' added.
@@ -251,9 +256,106 @@ void LogRelay::to_console(Rank& rank, const char* data, size_t n, bool queued) {
   if (queued) {
     console_->commit(taken);
   } else {
-    console_->drop(shown);
+    hold(rank, rank.partial, {data, taken});
   }
   rank.partial.assign(data + taken, n - taken);
+}
+
+// Keeps a + b (lines: those a read completed, or the last one at close) after
+// the rank's held lines; beyond kHeldTail the oldest are dropped, whole, and
+// counted. The retry timer offers them to the console until it takes them.
+void LogRelay::hold(Rank& rank, std::string_view a, std::string_view b) {
+  const std::string_view parts[] = {rank.held, a, b};
+  const size_t total = rank.held.size() + a.size() + b.size();
+  if (rank.held.capacity() < kHeldTail) {
+    rank.held.reserve(kHeldTail);  // once: held never grows past it
+  }
+  if (total <= kHeldTail) {
+    rank.held.append(a).append(b);
+  } else {
+    // Keep from the first line start within the last kHeldTail bytes: after
+    // the first '\n' at `from` or later; nothing if there is none.
+    const size_t from = total - kHeldTail - 1;
+    size_t start = total;
+    size_t base = 0;
+    for (std::string_view part : parts) {
+      if (from < base + part.size()) {
+        size_t at = part.find('\n', from > base ? from - base : 0);
+        if (at != std::string_view::npos) {
+          start = base + at + 1;
+          break;
+        }
+      }
+      base += part.size();
+    }
+    std::string kept;
+    kept.reserve(kHeldTail);
+    base = 0;
+    for (std::string_view part : parts) {
+      if (start < base + part.size()) {
+        kept.append(part.substr(start > base ? start - base : 0));
+      }
+      base += part.size();
+    }
+    console_->drop(start);
+    rank.held.swap(kept);
+  }
+  if (rank.held.empty() || retry_armed_) {
+    return;
+  }
+  const auto deadline = Clock::now() + kHeldRetry;
+  if (!retry_) {
+    retry_ = loop_.add_timer(
+        deadline,
+        [this] {
+          retry_held();
+          return 0;
+        },
+        "held console lines");
+  } else {
+    retry_.set_deadline(deadline);
+  }
+  retry_armed_ = true;
+}
+
+// Shows the rank's held lines, after the drop notice, when the ring has room
+// for them and `spare` bytes more. Returns whether none are held now.
+bool LogRelay::show_held(Rank& rank, size_t spare) {
+  if (rank.held.empty()) {
+    return true;
+  }
+  console_->begin(rank.prefix, rank.held, spare, spare);
+  if (console_->opened()) {
+    console_->commit(0);  // the record is the held lines alone
+    rank.held.clear();
+  } else if (!console_->started()) {
+    drop_held(rank);  // the writer could not start: nothing will be shown
+  }
+  return rank.held.empty();
+}
+
+bool LogRelay::show_all_held() {
+  bool all = true;
+  for (auto& rank : ranks_) {
+    all = show_held(*rank, 0) && all;
+  }
+  return all;
+}
+
+void LogRelay::drop_held(Rank& rank) {
+  console_->drop(rank.held.size());
+  rank.held.clear();
+}
+
+void LogRelay::retry_held() {
+  retry_armed_ = false;
+  const bool all = show_all_held();
+  console_->publish();
+  check_console();
+  if (!all && retry_) {
+    retry_.set_deadline(Clock::now() + kHeldRetry);
+    retry_armed_ = true;
+  }
 }
 
 void LogRelay::close_rank(Rank& rank) {
@@ -264,11 +366,19 @@ void LogRelay::close_rank(Rank& rank) {
   rank.io.reset();  // out of the epoll set before the descriptor closes
   rank.pipe.reset();
   rank.file.reset();
-  if (console_ != nullptr && !rank.partial.empty()) {
-    console_->append(rank.prefix, rank.partial, {});
+  if (console_ == nullptr) {
+    return;
+  }
+  if (!rank.partial.empty()) {
+    if (rank.held.empty() && rank.partial.size() > kHeldTail) {
+      console_->append(rank.prefix, rank.partial, {});  // too long to hold: now or never
+    } else {
+      hold(rank, rank.partial, {});
+    }
     rank.partial.clear();
     rank.partial.shrink_to_fit();
   }
+  show_held(rank, 0);
 }
 
 void LogRelay::finish() {
@@ -299,9 +409,30 @@ bool LogRelay::flush_console(std::chrono::milliseconds timeout) {
   if (console_ == nullptr) {
     return true;
   }
-  bool flushed = console_->flush(timeout);
+  // Held lines wait for room: the ring empties, and then they fit (each rank
+  // holds at most kHeldTail), unless the writer is stuck until the deadline.
+  const auto deadline = Clock::now() + timeout;
+  const auto held = [this] {
+    return std::count_if(ranks_.begin(), ranks_.end(), [](const auto& rank) { return !rank->held.empty(); });
+  };
+  bool flushed = false;
+  bool shown = false;
+  for (int round = 0;; ++round) {
+    const auto before = held();
+    shown = show_all_held();
+    const auto left = std::max(Clock::duration::zero(), deadline - Clock::now());
+    flushed = console_->flush(std::chrono::duration_cast<std::chrono::milliseconds>(left));
+    if (shown || !flushed || (round > 0 && held() == before)) {
+      break;  // all shown; out of time; or an empty ring took none
+    }
+  }
+  if (!shown) {
+    for (auto& rank : ranks_) {
+      drop_held(*rank);
+    }
+  }
   check_console();
-  return flushed;
+  return flushed && shown;
 }
 
 bool LogRelay::all_closed() const {

@@ -10,8 +10,14 @@
 //   - The console never stalls a rank or the loop. Lines go through a bounded
 //     ring drained by a writer thread (log/console.h); a read goes straight
 //     into the ring. When the ring lacks room for a read (kMinConsoleRead),
-//     the whole lines it completes are dropped, counted in console_dropped(),
-//     and announced on the console once there is room. The console
+//     the whole lines it completes are held back: each rank keeps its latest
+//     lines, up to kHeldTail bytes, and drops the older ones, counted in
+//     console_dropped() and announced on the console once there is room.
+//     Held lines are shown, after the notice, when the ring has room for
+//     them and a read after them, or within kHeldRetry when it has room for
+//     them alone, and at the latest by finish() and flush_console(): a rank's
+//     last lines (its traceback) reach the console although a flood before
+//     them did not. A line longer than kHeldTail is not held. The console
 //     descriptor's flags are never changed (it is shared with the container
 //     runtime: no O_NONBLOCK).
 //   - Console lines are whole: a line is shown when its '\n' arrives, or, with
@@ -65,6 +71,10 @@ class LogRelay {
   // A read goes straight into the console's ring when it has this much room
   // (else into a buffer of our own, and those lines are not shown).
   static constexpr size_t kMinConsoleRead = 64 << 10;
+  // The most of a rank's latest lines kept back while the console has no
+  // room for them, and how often they are offered to it again.
+  static constexpr size_t kHeldTail = 16 << 10;
+  static constexpr std::chrono::milliseconds kHeldRetry{50};
 
   // Called on the loop thread, once per failure, with the rank's index (or
   // kConsole for the console) and an Error naming the path and the errno.
@@ -106,7 +116,8 @@ class LogRelay {
   void finish();
 
   // Waits up to `timeout` for the console writer to have written every line
-  // given to it so far (announcing drops first). Returns whether it did.
+  // given to it so far (announcing drops first), held lines included: those
+  // still held at the deadline are dropped. Returns whether it did.
   bool flush_console(std::chrono::milliseconds timeout);
 
   [[nodiscard]] bool all_closed() const;            // every pipe saw EOF (or finish() ran)
@@ -122,6 +133,11 @@ class LogRelay {
   ssize_t relay_once(Rank& rank);
   void to_file(Rank& rank, const char* data, size_t n);
   void to_console(Rank& rank, const char* data, size_t n, bool queued);
+  void hold(Rank& rank, std::string_view a, std::string_view b);
+  bool show_held(Rank& rank, size_t spare);
+  bool show_all_held();
+  void drop_held(Rank& rank);
+  void retry_held();
   void close_rank(Rank& rank);
   void report(size_t rank, Error error);
   void check_console();
@@ -130,6 +146,8 @@ class LogRelay {
   std::unique_ptr<ConsoleWriter> console_;  // null: no console
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::unique_ptr<char[]> buffer_;  // kDirectReadSize, allocated at the first add_rank()
+  SourceHandle retry_;              // timer: offers held lines again; made at the first hold
+  bool retry_armed_ = false;
   std::vector<Error> errors_;
   ErrorFn on_error_;
   bool console_reported_ = false;

@@ -9,9 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -367,6 +369,10 @@ TEST_F(LogRelayTest, ASpawnedRanksStdoutAndStderrShareItsPipe) {
 
 TEST_F(LogRelayTest, TheWriteEndIsNeverAStandardDescriptor) {
   auto& relay = make_relay(-1);
+  // A first rank opens the loop's own descriptors (epoll, signalfd, timerfd):
+  // they must not take 0, 1 and 2 while those are closed below, or restoring
+  // them would close the loop's.
+  ASSERT_TRUE(relay.add_rank(RankLog{"", ""}).ok());
   // Started with 0, 1 and 2 closed, pipe2() would hand them out.
   int saved[3];
   for (int fd = 0; fd < 3; ++fd) {
@@ -616,7 +622,19 @@ TEST_F(LogRelayTest, AConsoleNobodyReadsDoesNotStopFourRanks) {
   EXPECT_EQ(writer_task(), "") << "the writer left behind did not end";
 }
 
-TEST_F(LogRelayTest, DroppedLinesAreAnnouncedOnceThereIsRoomAgain) {
+// The count each "[trainit] N bytes of rank output not shown" line announces,
+// or -1 for any other line.
+int64_t announced(const std::string& line) {
+  long long n = -1;
+  int end = 0;
+  if (std::sscanf(line.c_str(), "[trainit] %lld bytes of rank output not shown on the console%n", &n, &end) != 1 ||
+      static_cast<size_t>(end) != line.size()) {
+    return -1;
+  }
+  return n;
+}
+
+TEST_F(LogRelayTest, DroppedLinesAreAnnouncedAndTheLatestShownOnceThereIsRoomAgain) {
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
   Fd console_read(fds[0]), console_write(fds[1]);
@@ -647,17 +665,20 @@ TEST_F(LogRelayTest, DroppedLinesAreAnnouncedOnceThereIsRoomAgain) {
   console_write.reset();
   reader.join();
 
-  const std::string notice = "[trainit] " + std::to_string(dropped) + " bytes of rank output not shown on the console";
   std::vector<std::string> lines = split_lines(shown);
-  ASSERT_GE(lines.size(), 2u);
+  const std::vector<std::string> sent = split_lines(data + "after\n");
+  ASSERT_GE(lines.size(), 3u);
   EXPECT_EQ(lines.back(), "[r] after");
-  size_t notices = 0;
+  // The flood's last line was held, not dropped: it comes just before.
+  EXPECT_EQ(lines[lines.size() - 2], "[r] " + sent[sent.size() - 2]);
+  uint64_t notices = 0;
+  uint64_t announced_bytes = 0;
   uint64_t shown_bytes = 0;
   size_t next = 0;  // shown lines are the rank's lines, whole and in order, some left out
-  const std::vector<std::string> sent = split_lines(data + "after\n");
   for (const auto& line : lines) {
     if (line.rfind("[trainit] ", 0) == 0) {
-      EXPECT_EQ(line, notice);
+      ASSERT_GT(announced(line), 0) << line;
+      announced_bytes += static_cast<uint64_t>(announced(line));
       ++notices;
       continue;
     }
@@ -669,8 +690,65 @@ TEST_F(LogRelayTest, DroppedLinesAreAnnouncedOnceThereIsRoomAgain) {
     ASSERT_LT(next, sent.size()) << "not a line the rank wrote, or out of order: " << text;
     shown_bytes += text.size() + 1;
   }
-  EXPECT_EQ(notices, 1u);
+  EXPECT_GE(notices, 1u);
+  EXPECT_EQ(announced_bytes, dropped) << "every dropped byte is announced, once";
   EXPECT_EQ(shown_bytes + dropped, data.size() + 6);
+}
+
+TEST_F(LogRelayTest, HeldLinesReachTheConsoleWhileTheRankIsQuietAndAlive) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Fd console_read(fds[0]), console_write(fds[1]);
+  ::fcntl(console_write.get(), F_SETPIPE_SZ, 4096);
+  auto& relay = make_relay(console_write.get(), ConsoleWriter::kMinCapacity);
+  Fd out = add("[q] ", "");
+  const std::string data = text_lines((1 << 20) - 64, 5) + "the last words\n";
+  ASSERT_TRUE(write_all(out.get(), data.data(), data.size()));  // the pipe holds it all
+  ASSERT_TRUE(step_until([&] { return relay.bytes(0) == data.size(); }));
+  ASSERT_GT(relay.console_dropped(), 0u) << "the console was meant to fall behind";
+  // The console is read again; the rank stays alive and writes nothing more.
+  std::atomic<bool> seen{false};
+  std::string shown;
+  std::thread reader([&] {
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(console_read.get(), buf, sizeof(buf))) > 0) {
+      shown.append(buf, static_cast<size_t>(n));
+      if (shown.find("[q] the last words\n") != std::string::npos) {
+        seen = true;
+      }
+    }
+  });
+  // Only the loop runs: no read, no finish(), no flush_console().
+  const bool reached = step_until([&] { return seen.load(); }, 5s);
+  EXPECT_TRUE(reached) << "the held lines were not offered again";
+  EXPECT_FALSE(relay.all_closed());
+  const uint64_t dropped = relay.console_dropped();
+  relay_.reset();
+  console_write.reset();
+  out.reset();
+  reader.join();
+  // What follows the last notice is the rank's latest lines, at most
+  // kHeldTail of them, ending with its last.
+  const std::vector<std::string> lines = split_lines(shown);
+  size_t last_notice = lines.size();
+  uint64_t announced_bytes = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (announced(lines[i]) > 0) {
+      announced_bytes += static_cast<uint64_t>(announced(lines[i]));
+      last_notice = i;
+    }
+  }
+  ASSERT_LT(last_notice, lines.size()) << "no notice";
+  EXPECT_EQ(announced_bytes, dropped);
+  const std::vector<std::string> sent = split_lines(data);
+  uint64_t tail_bytes = 0;
+  for (size_t i = last_notice + 1, j = sent.size() - (lines.size() - last_notice - 1); i < lines.size(); ++i, ++j) {
+    ASSERT_EQ(lines[i], "[q] " + sent[j]) << "not the rank's latest lines, in order";
+    tail_bytes += sent[j].size() + 1;
+  }
+  EXPECT_GT(tail_bytes, 0u);
+  EXPECT_LE(tail_bytes, LogRelay::kHeldTail);
 }
 
 TEST_F(LogRelayTest, TheRingWrapsAroundIntact) {
