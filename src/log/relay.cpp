@@ -288,17 +288,15 @@ void LogRelay::hold(Rank& rank, std::string_view a, std::string_view b) {
       }
       base += part.size();
     }
-    std::string kept;
-    kept.reserve(kHeldTail);
-    base = 0;
-    for (std::string_view part : parts) {
-      if (start < base + part.size()) {
-        kept.append(part.substr(start > base ? start - base : 0));
-      }
+    // In place: what is kept fits the capacity reserved above.
+    base = rank.held.size();
+    rank.held.erase(0, std::min(start, base));
+    for (std::string_view part : {a, b}) {
+      const size_t skip = std::min(part.size(), start - std::min(start, base));
+      rank.held.append(part.substr(skip));
       base += part.size();
     }
     console_->drop(start);
-    rank.held.swap(kept);
   }
   if (rank.held.empty() || retry_armed_) {
     return;

@@ -695,6 +695,64 @@ TEST_F(LogRelayTest, DroppedLinesAreAnnouncedAndTheLatestShownOnceThereIsRoomAga
   EXPECT_EQ(shown_bytes + dropped, data.size() + 6);
 }
 
+TEST_F(LogRelayTest, HeldLinesAreTheLatestWholeLinesAcrossManySmallReads) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Fd console_read(fds[0]), console_write(fds[1]);
+  ::fcntl(console_write.get(), F_SETPIPE_SZ, 4096);
+  auto& relay = make_relay(console_write.get(), ConsoleWriter::kMinCapacity);
+  Fd out = add("[s] ", "");
+  std::string sent = text_lines(1 << 19, 9);  // fills the ring: the console falls behind
+  ASSERT_TRUE(write_all(out.get(), sent.data(), sent.size()));
+  ASSERT_TRUE(step_until([&] { return relay.bytes(0) == sent.size(); }));
+  // Then 1000-byte lines, one read each, every third in two reads (the
+  // unfinished half waits as the rank's partial line).
+  constexpr int kLines = 40;
+  for (int i = 0; i < kLines; ++i) {
+    std::string line = "small " + std::to_string(i) + " ";
+    line.append(999 - line.size(), static_cast<char>('A' + i % 26));
+    line += '\n';
+    const size_t half = i % 3 == 0 ? line.size() / 2 : line.size();
+    for (std::string_view piece : {std::string_view(line).substr(0, half), std::string_view(line).substr(half)}) {
+      if (piece.empty()) {
+        continue;
+      }
+      ASSERT_TRUE(write_all(out.get(), piece.data(), piece.size()));
+      sent += piece;
+      ASSERT_TRUE(step_until([&] { return relay.bytes(0) == sent.size(); }));
+    }
+  }
+  std::string shown;
+  std::thread reader([&] {
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(console_read.get(), buf, sizeof(buf))) > 0) {
+      shown.append(buf, static_cast<size_t>(n));
+    }
+  });
+  EXPECT_TRUE(relay.flush_console(5s));
+  const uint64_t dropped = relay.console_dropped();
+  relay_.reset();
+  console_write.reset();
+  reader.join();
+  // The latest whole lines that fit in kHeldTail: sixteen of these.
+  const std::vector<std::string> lines = split_lines(shown);
+  const std::vector<std::string> want = split_lines(sent);
+  constexpr size_t kHeld = LogRelay::kHeldTail / 1000;
+  ASSERT_GE(lines.size(), kHeld);
+  for (size_t k = 1; k <= kHeld; ++k) {
+    EXPECT_EQ(lines[lines.size() - k], "[s] " + want[want.size() - k]) << k << " from the end";
+  }
+  uint64_t shown_bytes = 0;
+  for (const auto& line : lines) {
+    if (announced(line) < 0) {
+      ASSERT_EQ(line.rfind("[s] ", 0), 0u) << line.substr(0, 80);
+      shown_bytes += line.size() - 4 + 1;
+    }
+  }
+  EXPECT_EQ(shown_bytes + dropped, sent.size());
+}
+
 TEST_F(LogRelayTest, HeldLinesReachTheConsoleWhileTheRankIsQuietAndAlive) {
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
