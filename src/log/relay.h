@@ -73,7 +73,7 @@ class LogRelay {
   static constexpr size_t kMinConsoleRead = 64 << 10;
   // The most of a rank's latest lines kept back while the console has no
   // room for them, and how often they are offered to it again.
-  static constexpr size_t kHeldTail = 16 << 10;
+  static constexpr size_t kHeldTail = 8 << 10;
   static constexpr std::chrono::milliseconds kHeldRetry{50};
 
   // Called on the loop thread, once per failure, with the rank's index (or

@@ -735,7 +735,7 @@ TEST_F(LogRelayTest, HeldLinesAreTheLatestWholeLinesAcrossManySmallReads) {
   relay_.reset();
   console_write.reset();
   reader.join();
-  // The latest whole lines that fit in kHeldTail: sixteen of these.
+  // The latest whole lines that fit in kHeldTail: eight of these.
   const std::vector<std::string> lines = split_lines(shown);
   const std::vector<std::string> want = split_lines(sent);
   constexpr size_t kHeld = LogRelay::kHeldTail / 1000;
