@@ -138,14 +138,14 @@ TEST(Stop, ForwardOnlySigtermReachesOnlyTheChildAndNothingIsKilled) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
   // Both survive SIGTERM: only a SIGKILL escalation could end them.
-  Trainit t(it3(dir, {"--forward-only", "--grace", "0.2"}, {"daemon", "d", "stay", "0", "serve", "main", "stay", "0"}));
+  Trainit t(it3(dir, {"--forward-only", "--grace", "0.5"}, {"daemon", "d", "stay", "0", "serve", "main", "stay", "0"}));
   TRAINIT_ASSERT_STARTED(t);
   Pidfd d(it3::ready_host_pid(t, "d"));
   Pidfd main(it3::ready_host_pid(t, "main"));
   ASSERT_TRUE(d.valid() && main.valid()) << t.transcript();
   ASSERT_EQ(t.signal(SIGTERM), 0);
   ASSERT_TRUE(wait_stamp(dir, "main.term", 2s)) << "PROGRAM did not get the SIGTERM" << t.transcript();
-  std::this_thread::sleep_for(600ms);  // three times the grace
+  std::this_thread::sleep_for(1500ms);  // three times the grace
   EXPECT_TRUE(main.alive()) << "PROGRAM was killed: an escalation despite --forward-only";
   EXPECT_TRUE(d.alive()) << "the daemon was killed";
   EXPECT_FALSE(stamp(dir, "d.term")) << "the daemon got the SIGTERM despite --forward-only";

@@ -50,9 +50,11 @@ using job::wait_until;
 using job::write_file;
 using Json = nlohmann::ordered_json;
 
-// inotify must see every change at once; the fallback poll (2 s) would come
-// far later. A start later than this after the change is a missed event.
-constexpr auto kPromptStart = 500ms;
+// inotify must see every change at once; the fallback poll (2 s after the
+// wait began, 1.4 s after the change at the earliest) would come later. A
+// start later than this after the change is a missed event; the margin is for
+// a loaded machine.
+constexpr auto kPromptStart = 1s;
 
 // What `trainit plan --mode ascend -- COMMAND` prints in `env` (parsed), or
 // null with the reason in `error`.
