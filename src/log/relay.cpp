@@ -60,10 +60,12 @@ LogRelay::~LogRelay() {
     close_rank(*rank);  // shows the unterminated lines; reads nothing more
   }
   if (console_ != nullptr) {
-    const auto deadline = Clock::now() + ConsoleWriter::kStopTimeout;
-    flush_console(ConsoleWriter::kStopTimeout);  // the held lines too
+    // A console that already made us wait once gets no second wait.
+    const auto timeout = console_stuck_ ? std::chrono::milliseconds(0) : ConsoleWriter::kStopTimeout;
+    const auto deadline = Clock::now() + timeout;
+    flush_console(timeout);  // the held lines too
     const auto left = std::max(Clock::duration::zero(), deadline - Clock::now());
-    console_->stop(std::chrono::duration_cast<std::chrono::milliseconds>(left));
+    console_->stop(std::chrono::ceil<std::chrono::milliseconds>(left));
   }
 }
 
@@ -419,7 +421,7 @@ bool LogRelay::flush_console(std::chrono::milliseconds timeout) {
     const auto before = held();
     shown = show_all_held();
     const auto left = std::max(Clock::duration::zero(), deadline - Clock::now());
-    flushed = console_->flush(std::chrono::duration_cast<std::chrono::milliseconds>(left));
+    flushed = console_->flush(std::chrono::ceil<std::chrono::milliseconds>(left));
     if (shown || !flushed || (round > 0 && held() == before)) {
       break;  // all shown; out of time; or an empty ring took none
     }
@@ -429,6 +431,7 @@ bool LogRelay::flush_console(std::chrono::milliseconds timeout) {
       drop_held(*rank);
     }
   }
+  console_stuck_ = console_stuck_ || !flushed;
   check_console();
   return flushed && shown;
 }

@@ -93,7 +93,8 @@ class LogRelay {
   LogRelay& operator=(const LogRelay&) = delete;
   // Unregisters the pipes and closes them and the files, then stops the console
   // writer after it flushed what it holds: at most ConsoleWriter::kStopTimeout
-  // (1 s), after which a writer still blocked in write(2) is left to the exit.
+  // (1 s), after which a writer still blocked in write(2) is left to the exit;
+  // no wait at all when an earlier flush_console() already ran out of time.
   ~LogRelay();
 
   // Where failures go. The default handler logs each as a warning through the
@@ -151,6 +152,7 @@ class LogRelay {
   std::vector<Error> errors_;
   ErrorFn on_error_;
   bool console_reported_ = false;
+  bool console_stuck_ = false;  // a flush_console() ran out of time: the destructor waits no more
 };
 
 }  // namespace trainit

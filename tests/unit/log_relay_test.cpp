@@ -622,6 +622,33 @@ TEST_F(LogRelayTest, AConsoleNobodyReadsDoesNotStopFourRanks) {
   EXPECT_EQ(writer_task(), "") << "the writer left behind did not end";
 }
 
+TEST_F(LogRelayTest, AConsoleThatAlreadyRanOutOfTimeIsNotWaitedForAgain) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Fd console_read(fds[0]), console_write(fds[1]);
+  ::fcntl(console_write.get(), F_SETPIPE_SZ, 4096);
+  auto& relay = make_relay(console_write.get(), ConsoleWriter::kMinCapacity);
+  Fd out = add("[b] ", "");
+  const std::string data = text_lines(1 << 19, 13);
+  ASSERT_TRUE(write_all(out.get(), data.data(), data.size()));
+  out.reset();
+  ASSERT_TRUE(step_until([&] { return relay.all_closed(); }));
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(relay.flush_console(200ms)) << "nobody reads the console: it cannot be flushed";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+  start = std::chrono::steady_clock::now();
+  relay_.reset();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, 100ms) << "the destructor waited again for a console already known to be stuck";
+  // The writer left blocked in write(2) ends with EPIPE once nobody can read.
+  console_read.reset();
+  auto until = Clock::now() + 5s;
+  while (!writer_task().empty() && Clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(writer_task(), "") << "the writer left behind did not end";
+}
+
 // The count each "[trainit] N bytes of rank output not shown" line announces,
 // or -1 for any other line.
 int64_t announced(const std::string& line) {
