@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -156,6 +158,66 @@ class ConsoleCapture {
  private:
   Fd read_, write_;
   std::thread thread_;
+  std::string data_;
+};
+
+// A console that falls behind: a one-page pipe nobody reads until resume()
+// starts a thread reading it to EOF (or, should a test end early while the
+// relay still holds the pipe, until the destructor stops it).
+class StalledConsole {
+ public:
+  StalledConsole() {
+    int fds[2];
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    read_.reset(fds[0]);
+    write_.reset(fds[1]);
+    ::fcntl(write_.get(), F_SETPIPE_SZ, 4096);  // full after a page
+  }
+  ~StalledConsole() {
+    stop_ = true;
+    take();
+  }
+  StalledConsole(const StalledConsole&) = delete;
+  StalledConsole& operator=(const StalledConsole&) = delete;
+  [[nodiscard]] int fd() const { return write_.get(); }
+  // The read end, for a test that reads it itself or closes it.
+  Fd& read_end() { return read_; }
+  void resume() {
+    thread_ = std::thread([this] {
+      char buf[65536];
+      while (!stop_) {
+        pollfd readable{read_.get(), POLLIN, 0};
+        if (::poll(&readable, 1, 50) <= 0) {
+          continue;
+        }
+        ssize_t n = ::read(read_.get(), buf, sizeof(buf));
+        if (n <= 0) {
+          break;
+        }
+        std::lock_guard lock(mutex_);
+        data_.append(buf, static_cast<size_t>(n));
+      }
+    });
+  }
+  [[nodiscard]] bool shows(const std::string& text) {
+    std::lock_guard lock(mutex_);
+    return data_.find(text) != std::string::npos;
+  }
+  // Closes the write end (the relay must be gone) and returns all that was read.
+  std::string take() {
+    write_.reset();
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+    std::lock_guard lock(mutex_);
+    return data_;
+  }
+
+ private:
+  Fd read_, write_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
   std::string data_;
 };
 
@@ -576,11 +638,8 @@ TEST_F(LogRelayTest, TheWriterThreadStartsAtTheFirstLineWithEverySignalBlocked) 
 // --- a slow or blocked console -------------------------------------------------
 
 TEST_F(LogRelayTest, AConsoleNobodyReadsDoesNotStopFourRanks) {
-  int fds[2];
-  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  Fd console_read(fds[0]), console_write(fds[1]);
-  ::fcntl(console_write.get(), F_SETPIPE_SZ, 4096);  // full after a page
-  auto& relay = make_relay(console_write.get(), ConsoleWriter::kMinCapacity);
+  StalledConsole console;
+  auto& relay = make_relay(console.fd(), ConsoleWriter::kMinCapacity);
   constexpr int kRanks = 4;
   std::vector<std::string> data;
   bool flags[kRanks] = {};
@@ -604,9 +663,9 @@ TEST_F(LogRelayTest, AConsoleNobodyReadsDoesNotStopFourRanks) {
   EXPECT_LT(took, 1500ms);
   // What reached the console is whole prefixed lines (the last one may still
   // be half-written by the writer we left behind).
-  ASSERT_EQ(::fcntl(console_read.get(), F_SETFL, O_NONBLOCK), 0);
+  ASSERT_EQ(::fcntl(console.read_end().get(), F_SETFL, O_NONBLOCK), 0);
   char buf[8192];
-  ssize_t n = ::read(console_read.get(), buf, sizeof(buf));
+  ssize_t n = ::read(console.read_end().get(), buf, sizeof(buf));
   ASSERT_GT(n, 0);
   for (const auto& line : split_lines(std::string(buf, static_cast<size_t>(n)))) {
     EXPECT_EQ(line.rfind("[rank ", 0), 0u) << line;
@@ -614,7 +673,7 @@ TEST_F(LogRelayTest, AConsoleNobodyReadsDoesNotStopFourRanks) {
   }
   // Closing the read end fails the writer's write(2) (EPIPE): it ends. Only
   // then may the console descriptor close (the writer's contract).
-  console_read.reset();
+  console.read_end().reset();
   auto until = Clock::now() + 5s;
   while (!writer_task().empty() && Clock::now() < until) {
     std::this_thread::sleep_for(1ms);
@@ -623,11 +682,8 @@ TEST_F(LogRelayTest, AConsoleNobodyReadsDoesNotStopFourRanks) {
 }
 
 TEST_F(LogRelayTest, AConsoleThatAlreadyRanOutOfTimeIsNotWaitedForAgain) {
-  int fds[2];
-  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  Fd console_read(fds[0]), console_write(fds[1]);
-  ::fcntl(console_write.get(), F_SETPIPE_SZ, 4096);
-  auto& relay = make_relay(console_write.get(), ConsoleWriter::kMinCapacity);
+  StalledConsole console;
+  auto& relay = make_relay(console.fd(), ConsoleWriter::kMinCapacity);
   Fd out = add("[b] ", "");
   const std::string data = text_lines(1 << 19, 13);
   ASSERT_TRUE(write_all(out.get(), data.data(), data.size()));
@@ -641,7 +697,7 @@ TEST_F(LogRelayTest, AConsoleThatAlreadyRanOutOfTimeIsNotWaitedForAgain) {
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_LT(took, 100ms) << "the destructor waited again for a console already known to be stuck";
   // The writer left blocked in write(2) ends with EPIPE once nobody can read.
-  console_read.reset();
+  console.read_end().reset();
   auto until = Clock::now() + 5s;
   while (!writer_task().empty() && Clock::now() < until) {
     std::this_thread::sleep_for(1ms);
@@ -662,26 +718,15 @@ int64_t announced(const std::string& line) {
 }
 
 TEST_F(LogRelayTest, DroppedLinesAreAnnouncedAndTheLatestShownOnceThereIsRoomAgain) {
-  int fds[2];
-  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  Fd console_read(fds[0]), console_write(fds[1]);
-  ::fcntl(console_write.get(), F_SETPIPE_SZ, 4096);
-  auto& relay = make_relay(console_write.get(), ConsoleWriter::kMinCapacity);
+  StalledConsole console;
+  auto& relay = make_relay(console.fd(), ConsoleWriter::kMinCapacity);
   Fd out = add("[r] ", "");
   const std::string data = text_lines(1 << 20, 3);
   ASSERT_TRUE(write_all(out.get(), data.data(), data.size()));  // the pipe holds 1 MiB
   ASSERT_TRUE(step_until([&] { return relay.bytes(0) == data.size(); }));
   const uint64_t dropped = relay.console_dropped();
   EXPECT_GT(dropped, 0u);
-  // Someone reads the console again.
-  std::string shown;
-  std::thread reader([&] {
-    char buf[65536];
-    ssize_t n;
-    while ((n = ::read(console_read.get(), buf, sizeof(buf))) > 0) {
-      shown.append(buf, static_cast<size_t>(n));
-    }
-  });
+  console.resume();  // someone reads the console again
   EXPECT_TRUE(relay.flush_console(5s));
   ASSERT_TRUE(write_all(out.get(), "after\n", 6));
   out.reset();
@@ -689,10 +734,7 @@ TEST_F(LogRelayTest, DroppedLinesAreAnnouncedAndTheLatestShownOnceThereIsRoomAga
   EXPECT_TRUE(relay.flush_console(5s));
   EXPECT_EQ(relay.console_dropped(), dropped);  // nothing more was dropped
   relay_.reset();
-  console_write.reset();
-  reader.join();
-
-  std::vector<std::string> lines = split_lines(shown);
+  std::vector<std::string> lines = split_lines(console.take());
   const std::vector<std::string> sent = split_lines(data + "after\n");
   ASSERT_GE(lines.size(), 3u);
   EXPECT_EQ(lines.back(), "[r] after");
@@ -723,11 +765,8 @@ TEST_F(LogRelayTest, DroppedLinesAreAnnouncedAndTheLatestShownOnceThereIsRoomAga
 }
 
 TEST_F(LogRelayTest, HeldLinesAreTheLatestWholeLinesAcrossManySmallReads) {
-  int fds[2];
-  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  Fd console_read(fds[0]), console_write(fds[1]);
-  ::fcntl(console_write.get(), F_SETPIPE_SZ, 4096);
-  auto& relay = make_relay(console_write.get(), ConsoleWriter::kMinCapacity);
+  StalledConsole console;
+  auto& relay = make_relay(console.fd(), ConsoleWriter::kMinCapacity);
   Fd out = add("[s] ", "");
   std::string sent = text_lines(1 << 19, 9);  // fills the ring: the console falls behind
   ASSERT_TRUE(write_all(out.get(), sent.data(), sent.size()));
@@ -749,21 +788,12 @@ TEST_F(LogRelayTest, HeldLinesAreTheLatestWholeLinesAcrossManySmallReads) {
       ASSERT_TRUE(step_until([&] { return relay.bytes(0) == sent.size(); }));
     }
   }
-  std::string shown;
-  std::thread reader([&] {
-    char buf[65536];
-    ssize_t n;
-    while ((n = ::read(console_read.get(), buf, sizeof(buf))) > 0) {
-      shown.append(buf, static_cast<size_t>(n));
-    }
-  });
+  console.resume();
   EXPECT_TRUE(relay.flush_console(5s));
   const uint64_t dropped = relay.console_dropped();
   relay_.reset();
-  console_write.reset();
-  reader.join();
   // The latest whole lines that fit in kHeldTail: eight of these.
-  const std::vector<std::string> lines = split_lines(shown);
+  const std::vector<std::string> lines = split_lines(console.take());
   const std::vector<std::string> want = split_lines(sent);
   constexpr size_t kHeld = LogRelay::kHeldTail / 1000;
   ASSERT_GE(lines.size(), kHeld);
@@ -781,41 +811,25 @@ TEST_F(LogRelayTest, HeldLinesAreTheLatestWholeLinesAcrossManySmallReads) {
 }
 
 TEST_F(LogRelayTest, HeldLinesReachTheConsoleWhileTheRankIsQuietAndAlive) {
-  int fds[2];
-  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  Fd console_read(fds[0]), console_write(fds[1]);
-  ::fcntl(console_write.get(), F_SETPIPE_SZ, 4096);
-  auto& relay = make_relay(console_write.get(), ConsoleWriter::kMinCapacity);
+  StalledConsole console;
+  auto& relay = make_relay(console.fd(), ConsoleWriter::kMinCapacity);
   Fd out = add("[q] ", "");
   const std::string data = text_lines((1 << 20) - 64, 5) + "the last words\n";
   ASSERT_TRUE(write_all(out.get(), data.data(), data.size()));  // the pipe holds it all
   ASSERT_TRUE(step_until([&] { return relay.bytes(0) == data.size(); }));
   ASSERT_GT(relay.console_dropped(), 0u) << "the console was meant to fall behind";
   // The console is read again; the rank stays alive and writes nothing more.
-  std::atomic<bool> seen{false};
-  std::string shown;
-  std::thread reader([&] {
-    char buf[65536];
-    ssize_t n;
-    while ((n = ::read(console_read.get(), buf, sizeof(buf))) > 0) {
-      shown.append(buf, static_cast<size_t>(n));
-      if (shown.find("[q] the last words\n") != std::string::npos) {
-        seen = true;
-      }
-    }
-  });
+  console.resume();
   // Only the loop runs: no read, no finish(), no flush_console().
-  const bool reached = step_until([&] { return seen.load(); }, 5s);
+  const bool reached = step_until([&] { return console.shows("[q] the last words\n"); }, 5s);
   EXPECT_TRUE(reached) << "the held lines were not offered again";
   EXPECT_FALSE(relay.all_closed());
   const uint64_t dropped = relay.console_dropped();
   relay_.reset();
-  console_write.reset();
   out.reset();
-  reader.join();
   // What follows the last notice is the rank's latest lines, at most
   // kHeldTail of them, ending with its last.
-  const std::vector<std::string> lines = split_lines(shown);
+  const std::vector<std::string> lines = split_lines(console.take());
   size_t last_notice = lines.size();
   uint64_t announced_bytes = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
