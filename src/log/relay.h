@@ -69,7 +69,7 @@ class LogRelay {
   // console that falls behind costs no more resident memory than its ring.
   static constexpr size_t kDirectReadSize = 64 << 10;
   // A read goes straight into the console's ring when it has this much room
-  // (else into a buffer of our own, and those lines are not shown).
+  // (else into a buffer of our own, and its lines are held).
   static constexpr size_t kMinConsoleRead = 64 << 10;
   // The most of a rank's latest lines kept back while the console has no
   // room for them, and how often they are offered to it again.
