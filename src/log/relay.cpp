@@ -300,7 +300,14 @@ void LogRelay::hold(Rank& rank, std::string_view a, std::string_view b) {
     }
     console_->drop(start);
   }
-  if (rank.held.empty() || retry_armed_) {
+  if (!rank.held.empty()) {
+    arm_retry();
+  }
+}
+
+// The retry timer fires kHeldRetry from now, unless it is armed already.
+void LogRelay::arm_retry() {
+  if (retry_armed_) {
     return;
   }
   const auto deadline = Clock::now() + kHeldRetry;
@@ -352,9 +359,8 @@ void LogRelay::retry_held() {
   const bool all = show_all_held();
   console_->publish();
   check_console();
-  if (!all && retry_) {
-    retry_.set_deadline(Clock::now() + kHeldRetry);
-    retry_armed_ = true;
+  if (!all) {
+    arm_retry();
   }
 }
 

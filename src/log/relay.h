@@ -138,6 +138,7 @@ class LogRelay {
   bool show_held(Rank& rank, size_t spare);
   bool show_all_held();
   void drop_held(Rank& rank);
+  void arm_retry();
   void retry_held();
   void close_rank(Rank& rank);
   void report(size_t rank, Error error);
