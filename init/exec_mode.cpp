@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "base/exit_code.h"
 #include "base/log.h"
 #include "loop/loop.h"
 #include "notify/notify.h"
@@ -23,8 +24,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr int kExitOsError = 71;  // EX_OSERR: could not start at all
-
 // Restart backoff: 0.1 s, doubling, at most 10 s. A run of 10 s or more
 // counts as healthy and starts the count (and the backoff) afresh.
 constexpr Duration kFirstBackoff = 100ms;
@@ -34,10 +33,6 @@ constexpr Duration kHealthyRun = 10s;
 // How long the rest of the processes wait for their stop signal after PROGRAM
 // got its own (see stop_everyone).
 constexpr Duration kSweepDelay = 1ms;
-
-int status_code(const siginfo_t& info) {
-  return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
-}
 
 double seconds(Duration d) {
   return std::chrono::duration<double>(d).count();
@@ -50,7 +45,11 @@ class ExecSupervisor {
         pid1_(pid1),
         loop_(loop),
         notifier_(Notifier::from_environment()),
-        escalation_(loop, options.grace, [this](int signo) { stop_everyone(signo); }),
+        escalation_(
+            loop, options.grace, [this](int signo) { stop_everyone(signo); },
+            [this] {
+              log_warning("processes still ran {:.3f} s after the stop signal: SIGKILL sent", seconds(options_.grace));
+            }),
         sweep_(loop.add_timer(
             Clock::time_point::max(),
             [this] {
@@ -73,7 +72,7 @@ class ExecSupervisor {
     if (options_.ready == Ready::kNotify) {
       if (int r = receiver_.open(); r < 0) {
         log_error("cannot open a NOTIFY_SOCKET for the child: {}", errno_string(-r));
-        return kExitOsError;
+        return exit_code::kOsError;
       }
       child_env_.push_back("NOTIFY_SOCKET=" + receiver_.address());
       spawn_options_.env = &child_env_;
@@ -87,10 +86,7 @@ class ExecSupervisor {
     signals_ = loop_.add_signal(
         forwardable_signals(), [this](const signalfd_siginfo& i) { return on_signal(i); }, "forwarded signals");
     loop_.set_orphan_handler([this](const siginfo_t& info) { on_orphan(info); });
-    if (notifier_.watchdog_interval() > Duration::zero()) {
-      watchdog_ = loop_.add_timer(
-          Clock::now(), [this] { return on_watchdog(); }, "watchdog");
-    }
+    notifier_.start_watchdog(loop_);
     if (options_.ready == Ready::kSpawn) {
       notifier_.send("READY=1");
     }
@@ -111,8 +107,7 @@ class ExecSupervisor {
     auto spawned = spawn(spawn_options_);
     if (!spawned) {
       log_error("{}", spawned.error().message);
-      int e = spawned.error().errnum;
-      code_ = e == EAGAIN || e == ENOMEM ? kExitOsError : exec_failure_status(e);
+      code_ = spawned.error().exit_code;
       return code_;
     }
     // Point of no return (the first time): a child runs. From here the only
@@ -128,7 +123,7 @@ class ExecSupervisor {
   }
 
   int on_child_exit(const siginfo_t& info) {
-    code_ = status_code(info);
+    code_ = exit_code::of(info);
     log_info("main child {} {} {}", child_pid_, info.si_code == CLD_EXITED ? "exited with" : "was killed by signal",
              info.si_status);
     if (!stopping_ && should_restart()) {
@@ -307,12 +302,10 @@ class ExecSupervisor {
   // busy CPU, is not kept waiting for it. A PROGRAM that exits meanwhile
   // and leaves nobody behind ends the stop before any sweep.
   void stop_everyone(int signo) {
-    if (signo == SIGKILL) {
-      log_warning("processes still run {:.3f} s after the stop signal; sending SIGKILL", seconds(options_.grace));
-    }
     sweep_signal_ = signo;
     child_signalled_ = child_.send_signal(signo) == 0;
     if (child_signalled_ && signo != SIGKILL) {
+      (void)child_.send_signal(SIGCONT);  // a stopped PROGRAM sees the stop now
       ::sched_yield();
       sweep_.set_deadline(Clock::now() + kSweepDelay);
       sweep_pending_ = true;
@@ -349,12 +342,6 @@ class ExecSupervisor {
                : 0;
   }
 
-  int on_watchdog() {
-    notifier_.send("WATCHDOG=1");
-    watchdog_.set_deadline(Clock::now() + notifier_.watchdog_interval());
-    return 0;
-  }
-
   const Options& options_;
   const Pid1& pid1_;
   Loop& loop_;
@@ -363,7 +350,7 @@ class ExecSupervisor {
   NotifyReceiver receiver_;
   std::vector<std::string> child_env_;
   SpawnOptions spawn_options_;
-  SourceHandle signals_, child_, watchdog_, restart_timer_, stop_delay_, child_notify_;
+  SourceHandle signals_, child_, restart_timer_, stop_delay_, child_notify_;
   SourceHandle sweep_;
   int sweep_signal_ = SIGTERM;
   bool sweep_pending_ = false;
@@ -384,7 +371,7 @@ int run_exec(const Options& options, const Pid1& pid1) {
   Loop loop;
   if (int r = loop.init(); r < 0) {
     log_error("cannot create the event loop: {}", errno_string(-r));
-    return kExitOsError;
+    return exit_code::kOsError;
   }
   ExecSupervisor supervisor(options, pid1, loop);
   if (int code = supervisor.start(); code >= 0) {

@@ -11,9 +11,12 @@
 #include <cerrno>
 #include <chrono>
 #include <deque>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
+#include "base/exit_code.h"
 #include "base/log.h"
 #include "log/relay.h"
 #include "loop/loop.h"
@@ -21,6 +24,7 @@
 #include "notify/notify.h"
 #include "platform/json.h"
 #include "platform/path.h"
+#include "proc/escalation.h"
 #include "proc/signals.h"
 #include "proc/spawn.h"
 #include "proc/tree.h"
@@ -31,58 +35,38 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr int kExitSoftware = 70;    // EX_SOFTWARE
-constexpr int kExitCantCreate = 73;  // EX_CANTCREAT
-constexpr int kExitTempFail = 75;    // EX_TEMPFAIL
-constexpr int kExitConfig = 78;      // EX_CONFIG
-
-// The console's share of rank output in flight: what a slow console may hold
-// back before lines are dropped (and counted). Resident once used: keep it
-// within trainit's 2 MB budget.
-constexpr size_t kConsoleBuffer = 512 << 10;
+using namespace exit_code;
 
 // inotify can stay silent (NFS, some FUSE and overlay set-ups): look anyway.
 constexpr Duration kRankTablePoll = 2s;
-
-int status_code(const siginfo_t& info) {
-  return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
-}
 
 double seconds(Duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// mkdir -p, mode 0755: one mkdir when the parent exists (the common case),
-// the parents first otherwise. Returns 0 or -errno.
+// mkdir -p (mode 0777 & ~umask, as mkdir(1)). Returns 0 or -errno.
 int make_dirs(const std::string& path) {
-  if (path.empty() || path == "/") {
-    return 0;
-  }
-  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) {
-    return 0;
-  }
-  if (errno != ENOENT) {
-    return -errno;
-  }
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos || slash == 0) {
-    return -ENOENT;
-  }
-  if (int r = make_dirs(path.substr(0, slash)); r < 0) {
-    return r;
-  }
-  return ::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST ? 0 : -errno;
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  return error ? -error.value() : 0;
 }
 
 class JobRunner {
  public:
-  JobRunner(const Options& options, const Pid1& pid1, Loop& loop, Environment env)
+  JobRunner(const Options& options, const Pid1& pid1, Loop& loop, Environment env, ConsoleWriter& console)
       : options_(options),
         pid1_(pid1),
         loop_(loop),
         env_(std::move(env)),
         notifier_(Notifier::from_environment()),
-        relay_(loop, STDOUT_FILENO, kConsoleBuffer) {
+        relay_(loop, &console),
+        escalation_(
+            loop, options.grace, [this](int signo) { signal_everything(signo); },
+            [this] {
+              fire(Event::kTimedOut,
+                   fmt::format("processes still ran {:.3f} s after SIGTERM: SIGKILL", seconds(options_.grace)));
+            }) {
+    relay_.set_error_handler([this](size_t rank, const Error& e) { on_log_error(rank, e); });
     input_.options.mode = RequestedMode::kAscend;
     input_.options.max_local_devices = options.max_local_devices;
     input_.argv = options.command;
@@ -97,6 +81,7 @@ class JobRunner {
     signals_ = loop_.add_signal(
         forwardable_signals(), [this](const signalfd_siginfo& i) { return on_signal(i); }, "signals");
     loop_.set_orphan_handler([this](const siginfo_t&) { check_all_gone(); });
+    notifier_.start_watchdog(loop_);
     in_transition_ = true;
     go(State::kWaitRankTable, "trainit started");
     run_queue();
@@ -108,9 +93,10 @@ class JobRunner {
   struct Rank {
     const ProcessSpec* spec = nullptr;
     pid_t pid = 0;
-    SourceHandle child;
-    bool exited = false;
+    SourceHandle child;  // until it is reaped: its pid, and its group's id, are its own
+    RankState state = RankState::kRunning;
     int code = -1;
+    [[nodiscard]] bool running() const { return state == RankState::kRunning; }
   };
 
   // --- the machine ---------------------------------------------------------
@@ -139,8 +125,8 @@ class JobRunner {
     in_transition_ = false;
   }
 
-  // The one place a transition happens: log, status file, STATUS=, the
-  // state's deadline, then what entering it does.
+  // The one place a transition happens: log, status file, STATUS=, then the
+  // state's row: its deadline, and what entering it does.
   void go(State to, const std::string& reason) {
     const Clock::time_point now = Clock::now();
     if (started_) {
@@ -153,48 +139,44 @@ class JobRunner {
     entered_ = now;
     status_.since = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     reason_ = reason;
-    deadline_.reset();
     write_status();
     notifier_.status(fmt::format("{}: {}", state_name(to), reason));
-    switch (to) {
-      case State::kWaitRankTable:
-        enter_wait_rank_table();
+    const StateRow& row = state_row(to);
+    deadline_.reset();
+    switch (row.deadline) {
+      case Deadline::kNone:
         break;
-      case State::kSpawn:
-        enter_spawn();
+      case Deadline::kRankTable:
+        deadline_ = loop_.add_timer(
+            now + options_.rank_table_timeout,
+            [this] {
+              on_rank_table_timeout();
+              return 0;
+            },
+            "rank table deadline");
         break;
-      case State::kRunning:
-        enter_running();
-        break;
-      case State::kStopping:
-        enter_stopping();
-        break;
-      case State::kReaping:
-        enter_reaping();
-        break;
-      case State::kExit:
-        enter_exit();
-        break;
-      default:  // states of modes not run yet
-        fail(kExitSoftware, fmt::format("state {} is not implemented", state_name(to)));
-        break;
+      case Deadline::kGrace:
+        break;  // the stop escalation's clock: it fires TimedOut with its SIGKILL
     }
+    for (const auto& [state, enter] : kEntries) {
+      if (state == to) {
+        (this->*enter)();
+        return;
+      }
+    }
+    fail(kSoftware, fmt::format("state {} is not implemented", state_name(to)));  // states of modes not run yet
   }
 
-  void arm_deadline(Duration after, std::string why) {
-    deadline_ = loop_.add_timer(
-        Clock::now() + after,
-        [this, why = std::move(why)] {
-          fire(Event::kTimedOut, why);
-          return 0;
-        },
-        fmt::format("{} deadline", state_name(state_)));
-  }
+  // What entering each state does (the machine's table says what it is for).
+  using Enter = void (JobRunner::*)();
+  static const std::pair<State, Enter> kEntries[6];
 
-  // Records the first reason to stop with its exit code, then fires Failed.
+  // Records the first reason to stop with its exit code (the job's cause, in
+  // the status file to the end), then fires Failed.
   void fail(int code, std::string message) {
     if (!exit_code_) {
       exit_code_ = code;
+      status_.cause = message;
       log_error("{}", message);
     }
     fire(Event::kFailed, std::move(message));
@@ -205,7 +187,7 @@ class JobRunner {
   void enter_wait_rank_table() {
     auto location = env_.rank_table_location(fs_);
     if (!location) {
-      fail(kExitConfig, location.error().message);
+      fail(kConfig, location.error().message);
       return;
     }
     table_path_ = location->path;
@@ -222,20 +204,18 @@ class JobRunner {
     }
     poll_ = loop_.add_timer(
         Clock::now() + kRankTablePoll, [this] { return on_poll(); }, "rank table poll");
-    deadline_ = loop_.add_timer(
-        Clock::now() + options_.rank_table_timeout,
-        [this] {
-          stop_waiting();
-          if (!exit_code_) {
-            exit_code_ = kExitTempFail;
-            log_error("the rank table {} was not complete within {:.0f} s; last seen: {}", table_path_,
-                      seconds(options_.rank_table_timeout), pending_);
-          }
-          fire(Event::kTimedOut, "the rank table did not complete in time");
-          return 0;
-        },
-        "rank table deadline");
     try_plan();
+  }
+
+  void on_rank_table_timeout() {
+    stop_waiting();
+    if (!exit_code_) {
+      exit_code_ = kTempFail;
+      status_.cause = fmt::format("the rank table {} was not complete within {:.0f} s; last seen: {}", table_path_,
+                                  seconds(options_.rank_table_timeout), pending_);
+      log_error("{}", status_.cause);
+    }
+    fire(Event::kTimedOut, "the rank table did not complete in time");
   }
 
   void watch_directory() {
@@ -307,7 +287,7 @@ class JobRunner {
       }
     }
     stop_waiting();
-    fail(kExitConfig, plan.error().message);
+    fail(kConfig, plan.error().message);
   }
 
   // Says what the wait is for, once per change.
@@ -335,24 +315,20 @@ class JobRunner {
   void enter_spawn() {
     // A rank cannot start without its working directory; without a log
     // directory it can, on the console (the log relay reports the files).
-    bool log_dir_reported = false;
     for (const auto& dir : plan_.dirs) {
       int r = make_dirs(dir);
       if (r >= 0) {
         continue;
       }
       if (is_working_dir(dir)) {
-        fail(kExitCantCreate, fmt::format("cannot create directory {}: {}", dir, errno_string(-r)));
+        fail(kCantCreate, fmt::format("cannot create directory {}: {}", dir, errno_string(-r)));
         return;
       }
-      if (!log_dir_reported) {
-        log_dir_reported = true;
-        log_warning("cannot create log directory {}: {}; the job goes on", dir, errno_string(-r));
-      }
+      on_log_error(0, Error{fmt::format("cannot create log directory {}: {}", dir, errno_string(-r)), -r});
     }
     for (const auto& file : plan_.files) {
       if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
-        fail(kExitCantCreate, r.error().message);
+        fail(kCantCreate, r.error().message);
         return;
       }
     }
@@ -389,7 +365,7 @@ class JobRunner {
     if (spec.output == OutputPolicy::kLogAndConsole) {
       auto pipe = relay_.add_rank(RankLog{spec.console_prefix, spec.log_file});
       if (!pipe) {
-        fail(kExitSoftware, fmt::format("{}: {}", spec.name, pipe.error().message));
+        fail(kOsError, fmt::format("{}: {}", spec.name, pipe.error().message));
         return false;
       }
       output = std::move(*pipe);
@@ -398,9 +374,7 @@ class JobRunner {
     }
     auto spawned = spawn(o);
     if (!spawned) {
-      int e = spawned.error().errnum;
-      fail(e == EAGAIN || e == ENOMEM ? kExitSoftware : exec_failure_status(e),
-           fmt::format("{}: {}", spec.name, spawned.error().message));
+      fail(spawned.error().exit_code, fmt::format("{}: {}", spec.name, spawned.error().message));
       return false;
     }
     const size_t index = ranks_.size();
@@ -417,16 +391,18 @@ class JobRunner {
 
   int on_rank_exit(size_t index, const siginfo_t& info) {
     Rank& rank = ranks_[index];
-    rank.exited = true;
-    rank.code = status_code(info);
+    rank.code = exit_code::of(info);
+    const bool stopped = state_ >= State::kStopping;  // trainit had begun to stop the job
+    rank.state = stopped ? RankState::kStopped : rank.code == 0 ? RankState::kExited : RankState::kFailed;
+    relay_.drain(index);  // all it wrote is in its pipe: on the console before the line about its end
     const std::string what = info.si_code == CLD_EXITED ? fmt::format("exited with {}", info.si_status)
                                                         : fmt::format("was killed by {}", signal_name(info.si_status));
     write_status();
-    if (rank.code != 0 && state_ == State::kRunning) {
+    if (rank.state == RankState::kFailed && state_ == State::kRunning) {
       fail(rank.code, fmt::format("{} (pid {}) {}", rank.spec->name, rank.pid, what));
     } else {
       log_info("{} (pid {}) {}", rank.spec->name, rank.pid, what);
-      bool all_exited = std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.exited; });
+      bool all_exited = std::none_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running(); });
       if (all_exited && state_ == State::kRunning) {
         fire(Event::kDone, "every rank exited 0");
       } else {
@@ -445,32 +421,31 @@ class JobRunner {
       fire(Event::kAllGone, "no process is left");
       return;
     }
-    signal_everything(SIGTERM);
-    arm_deadline(options_.grace, fmt::format("processes still run {:.3f} s after SIGTERM", seconds(options_.grace)));
+    escalation_.start(SIGTERM);  // SIGKILL after the grace: TimedOut, to reaping
   }
 
-  void enter_reaping() {
-    if (loop_.has_children()) {
-      signal_everything(SIGKILL);
-      return;  // each reap checks whether all are gone
-    }
-    fire(Event::kAllGone, "no process is left");
-  }
+  // The escalation sends SIGKILL, and again while anything is left.
+  void enter_reaping() { check_all_gone(); }
 
-  // Each rank's session, newest first, then whatever else is ours, each
-  // process once.
+  // Each live rank's group, newest first, then whatever else is ours, each
+  // process once. A rank already reaped is not signalled by its old pid: its
+  // group may be empty and the id someone else's; what is left of it is
+  // found by the sweep.
   void signal_everything(int signo) {
     for (auto it = ranks_.rbegin(); it != ranks_.rend(); ++it) {
-      ::kill(-it->pid, signo);  // the group outlives its leader while members live
+      if (it->child.signal_group(signo) == 0 && signo != SIGKILL) {
+        (void)it->child.signal_group(SIGCONT);  // a stopped rank sees the stop now
+      }
     }
     signal_all_except(pid1_.is_pid1, signo, 0, [this](pid_t pid) {
       pid_t group = ::getpgid(pid);
-      return std::any_of(ranks_.begin(), ranks_.end(), [group](const Rank& r) { return r.pid == group; });
+      return std::any_of(ranks_.begin(), ranks_.end(), [group](const Rank& r) { return r.running() && r.pid == group; });
     });
   }
 
   void check_all_gone() {
     if ((state_ == State::kStopping || state_ == State::kReaping) && !loop_.has_children()) {
+      escalation_.finish();
       fire(Event::kAllGone, "no process is left");
     }
   }
@@ -488,6 +463,22 @@ class JobRunner {
     loop_.exit(exit_code());
   }
 
+  // A log file or directory that fails: reported once per job for each kind
+  // of failure (16 ranks on a full disk make one line, not 16); the ranks go
+  // on with the console.
+  void on_log_error(size_t rank, const Error& error) {
+    if (rank == LogRelay::kConsole) {
+      log_warning("{}", error.message);
+      return;
+    }
+    if (std::find(log_errors_.begin(), log_errors_.end(), error.errnum) != log_errors_.end()) {
+      log_debug("{}", error.message);
+      return;
+    }
+    log_errors_.push_back(error.errnum);
+    log_warning("{}; the job goes on (reported once for every rank)", error.message);
+  }
+
   // --- signals and status --------------------------------------------------
 
   int on_signal(const signalfd_siginfo& info) {
@@ -497,15 +488,14 @@ class JobRunner {
     }
     if (signo == SIGTERM || signo == SIGINT) {
       if (!exit_code_) {
-        exit_code_ = 128 + signo;
+        exit_code_ = kSignalBase + signo;
+        status_.cause = fmt::format("trainit got {}", signal_name(signo));
       }
       fire(Event::kTerm, fmt::format("got {}", signal_name(signo)));
       return 0;
     }
-    for (const Rank& rank : ranks_) {  // other signals: to every rank's session
-      if (!rank.exited) {
-        ::kill(-rank.pid, signo);
-      }
+    for (Rank& rank : ranks_) {  // other signals: to every live rank's session
+      (void)rank.child.signal_group(signo);
     }
     return 0;
   }
@@ -519,7 +509,7 @@ class JobRunner {
       s.name = r.spec->name;
       s.rank = r.spec->rank;
       s.pid = r.pid;
-      s.exited = r.exited;
+      s.state = r.state;
       s.code = r.code;
       status_.ranks.push_back(std::move(s));
     }
@@ -538,6 +528,7 @@ class JobRunner {
   Plan plan_;
   Notifier notifier_;
   LogRelay relay_;
+  Escalation escalation_;
   StatusFile status_;
   SourceHandle signals_, deadline_, inotify_source_, poll_;
   Fd inotify_;
@@ -553,17 +544,27 @@ class JobRunner {
   bool started_ = false;
   std::optional<int> exit_code_;
   bool status_error_reported_ = false;
+  std::vector<int> log_errors_;  // the errnos of log-file failures reported
+};
+
+const std::pair<State, JobRunner::Enter> JobRunner::kEntries[6] = {
+    {State::kWaitRankTable, &JobRunner::enter_wait_rank_table},
+    {State::kSpawn, &JobRunner::enter_spawn},
+    {State::kRunning, &JobRunner::enter_running},
+    {State::kStopping, &JobRunner::enter_stopping},
+    {State::kReaping, &JobRunner::enter_reaping},
+    {State::kExit, &JobRunner::enter_exit},
 };
 
 }  // namespace
 
-int run_job(const Options& options, const Pid1& pid1, Environment env) {
+int run_job(const Options& options, const Pid1& pid1, Environment env, ConsoleWriter& console) {
   Loop loop;
   if (int r = loop.init(); r < 0) {
     log_error("cannot create the event loop: {}", errno_string(-r));
-    return kExitSoftware;
+    return kOsError;
   }
-  JobRunner runner(options, pid1, loop, std::move(env));
+  JobRunner runner(options, pid1, loop, std::move(env), console);
   runner.start();
   int r = loop.run();
   if (r < 0) {

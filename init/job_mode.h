@@ -16,11 +16,12 @@
 #pragma once
 
 #include "cli.h"
+#include "log/console.h"
 #include "pid1.h"
 #include "platform/environment.h"
 
 namespace trainit {
 
-int run_job(const Options& options, const Pid1& pid1, Environment env);
+int run_job(const Options& options, const Pid1& pid1, Environment env, ConsoleWriter& console);
 
 }  // namespace trainit

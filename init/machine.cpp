@@ -6,16 +6,17 @@ namespace trainit {
 namespace {
 
 constexpr StateRow kTable[] = {
-    {State::kWaitRankTable, "watch the rank table until it is complete and valid", true},
-    {State::kResolvePeers, "resolve every peer's name", true},
-    {State::kStartSshd, "start sshd", true},
-    {State::kWaitPeers, "wait until every peer's sshd accepts connections", true},
-    {State::kHostBarrier, "wait until every host checked in", true},
-    {State::kSpawn, "create directories and files, start every rank", false},
-    {State::kRunning, "watch the ranks", false},
-    {State::kStopping, "SIGTERM every rank's group (newest first) and everything else", true},
-    {State::kReaping, "SIGKILL what is left, reap it, finish the logs", false},
-    {State::kExit, "exit with the job's code", false},
+    {State::kWaitRankTable, "watch the rank table until it is complete and valid", Deadline::kRankTable},
+    {State::kResolvePeers, "resolve every peer's name", Deadline::kNone},
+    {State::kStartSshd, "start sshd", Deadline::kNone},
+    {State::kWaitPeers, "wait until every peer's sshd accepts connections", Deadline::kNone},
+    {State::kHostBarrier, "wait until every host checked in", Deadline::kNone},
+    {State::kSpawn, "create directories and files, start every rank", Deadline::kNone},
+    {State::kRunning, "watch the ranks", Deadline::kNone},
+    {State::kStopping, "SIGTERM and SIGCONT to every live rank's group (newest first) and everything else",
+     Deadline::kGrace},
+    {State::kReaping, "SIGKILL everything left, again while anything is, reap it, finish the logs", Deadline::kNone},
+    {State::kExit, "exit with the job's code", Deadline::kNone},
 };
 
 // The plan's state after `state`, or running when the plan skips ahead.

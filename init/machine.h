@@ -31,12 +31,21 @@ inline constexpr Event kAllEvents[] = {Event::kDone, Event::kFailed,     Event::
 
 [[nodiscard]] std::string_view event_name(Event event) noexcept;
 
-// One row of the table: what a state's deadline is and whether a stop request
-// may end it.
+// Which of the options bounds a state's time; the runner arms it on entry and
+// its expiry is the event TimedOut.
+enum class Deadline {
+  kNone,
+  kRankTable,  // --rank-table-timeout
+  kGrace,      // --grace: the stop escalation's clock (SIGKILL when it runs out)
+};
+
+// One row of the table: what entering a state does and what bounds its time.
+// go() in the runner logs, writes the status, arms the row's deadline and
+// calls the state's entry action, all from this row.
 struct StateRow {
   State state;
   const char* entering;  // what entering does, for the log and the docs
-  bool has_deadline;     // the runner arms one deadline (rank-table timeout, grace)
+  Deadline deadline;
 };
 [[nodiscard]] const StateRow& state_row(State state) noexcept;
 

@@ -3,17 +3,21 @@
 // main() is the whole program's outline: capture what our parent gave us,
 // read the command line, become a correct init, run the mode, exit with its
 // code. Everything before the mode runs may exit with a usage code; after the
-// first spawn the mode owns the exit.
+// first spawn the mode owns the exit. Everything trainit writes to its stdout
+// and stderr, its log lines too, goes through one console that never blocks
+// (log/console.h); it is flushed, for at most a second, on the way out.
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
 
+#include "base/exit_code.h"
 #include "base/log.h"
 #include "cli.h"
 #include "exec_mode.h"
 #include "job_mode.h"
+#include "log/console.h"
 #include "pid1.h"
 #include "plan_cmd.h"
 #include "proc/signals.h"
@@ -22,19 +26,12 @@ extern char** environ;
 
 namespace {
 
-constexpr int kExitUsage = 64;  // EX_USAGE
-constexpr int kExitOsError = 71;
-constexpr int kExitConfig = 78;  // EX_CONFIG
+using namespace trainit;
 
-void write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    ssize_t n = ::write(fd, text.data(), text.size());
-    if (n <= 0) {
-      return;
-    }
-    text.remove_prefix(static_cast<size_t>(n));
-  }
-}
+// The console's buffer: what a slow console may hold back before lines are
+// dropped (and counted). Allocated at the first line, resident as it is used:
+// within a job's 2 MB budget.
+constexpr size_t kConsoleBuffer = 512 << 10;
 
 // Whether --mode auto has anything to look at; cheap, so that exec mode does
 // not pay for the platform model.
@@ -48,32 +45,23 @@ bool job_variables_set() {
   return false;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace trainit;
-  // First of all: the signal state every child must get back.
-  const SignalState parent_signals = capture_signal_state();
-  if (argc > 1 && std::string_view(argv[1]) == "plan") {
-    return plan_main(argc - 1, argv + 1, environ);  // pure: prints a plan, starts nothing
-  }
-
+int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter& console) {
   auto options = parse_cli(argc, argv, [](const char* name) { return ::getenv(name); });
   if (!options) {
     log_error("{}", options.error().message);
-    write_all(STDERR_FILENO, usage_text());
-    return kExitUsage;
+    console.append({}, usage_text(), {}, Stream::kErr);
+    return exit_code::kUsage;
   }
   set_log_verbosity(options->verbosity);
   switch (options->action) {
     case Action::kHelp:
-      write_all(STDOUT_FILENO, usage_text());
+      console.append({}, usage_text(), {});
       return 0;
     case Action::kVersion:
-      write_all(STDOUT_FILENO, version_text());
+      console.append({}, version_text(), {});
       return 0;
     case Action::kLicense:
-      write_all(STDOUT_FILENO, license_text());
+      console.append({}, license_text(), {});
       return 0;
     case Action::kRun:
       break;
@@ -82,7 +70,7 @@ int main(int argc, char** argv) {
   Pid1 pid1;
   if (int r = setup_pid1(parent_signals, options->parent_death_signal, &pid1); r < 0) {
     log_error("cannot set up as init: {}", errno_string(-r));
-    return kExitOsError;
+    return exit_code::kOsError;
   }
   if (options->mode == RequestedMode::kExec || (options->mode == RequestedMode::kAuto && !job_variables_set())) {
     return run_exec(*options, pid1);  // tini's job: the platform contract stays unread
@@ -91,7 +79,7 @@ int main(int argc, char** argv) {
   auto mode = resolve_mode(options->mode, env);
   if (!mode) {
     log_error("{}", mode.error().message);
-    return kExitConfig;
+    return exit_code::kConfig;
   }
   if (*mode == Mode::kExec) {
     return run_exec(*options, pid1);
@@ -99,5 +87,21 @@ int main(int argc, char** argv) {
   if (options->verbosity == 1) {
     set_log_verbosity(2);  // job modes show their transitions by default
   }
-  return run_job(*options, pid1, std::move(env));
+  return run_job(*options, pid1, std::move(env), console);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // First of all: the signal state every child must get back.
+  const SignalState parent_signals = capture_signal_state();
+  if (argc > 1 && std::string_view(argv[1]) == "plan") {
+    return plan_main(argc - 1, argv + 1, environ);  // pure: prints a plan, starts nothing
+  }
+  ConsoleWriter console(STDOUT_FILENO, STDERR_FILENO, kConsoleBuffer);
+  set_log_sink(&console);
+  const int code = run(argc, argv, parent_signals, console);
+  console.stop(ConsoleWriter::kStopTimeout);
+  set_log_sink(nullptr);
+  return code;
 }

@@ -85,8 +85,9 @@ Result<void> StatusFile::write() {
     j["name"] = r.name;
     j["rank"] = r.rank ? Json(*r.rank) : Json(nullptr);
     j["pid"] = r.pid;
-    j["state"] = r.exited ? "exited" : "running";
-    j["exit_code"] = r.exited ? Json(r.code) : Json(nullptr);
+    constexpr const char* kStates[] = {"running", "exited", "failed", "stopped"};
+    j["state"] = kStates[static_cast<int>(r.state)];
+    j["exit_code"] = r.state != RankState::kRunning ? Json(r.code) : Json(nullptr);
     ranks_json.push_back(std::move(j));
   }
   Json doc;
@@ -97,6 +98,7 @@ Result<void> StatusFile::write() {
   doc["host"] = host;
   doc["pid"] = ::getpid();
   doc["reason"] = reason;
+  doc["cause"] = cause.empty() ? Json(nullptr) : Json(cause);
   doc["exit_code"] = exit_code ? Json(*exit_code) : Json(nullptr);
   doc["ranks"] = std::move(ranks_json);
   return write_file_atomically(path, doc.dump(2, ' ', true, Json::error_handler_t::replace) + "\n", 0644);

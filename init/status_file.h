@@ -5,11 +5,17 @@
 // event:
 //   {"schema": "trainit.status/v1", "state": "running", "since": 1763771234.5,
 //    "mode": "ascend", "host": "ma-job-x-worker-0", "pid": 1,
-//    "reason": "4 ranks started", "exit_code": null,
+//    "reason": "4 ranks started", "cause": null, "exit_code": null,
 //    "ranks": [{"name": "proc-rank-0-device-0", "rank": 0, "pid": 12,
-//               "state": "running" | "exited", "exit_code": null | 0..255}]}
+//               "state": "running" | "exited" | "failed" | "stopped",
+//               "exit_code": null | 0..255}]}
 // "since" is the wall-clock time (seconds since the epoch) the state began;
-// a rank's exit_code is 128+N when it died of signal N.
+// "reason" is why the current state was entered; "cause" why the job ends,
+// from the moment it is known to the end (null while nothing stops it:
+// "rank 1 (pid 12) exited with 7", "got SIGTERM", ...). A rank is "exited"
+// when it ended with 0 on its own, "failed" when it ended otherwise on its
+// own, "stopped" when it ended after trainit began to stop the job; its
+// exit_code is 128+N when it died of signal N.
 #pragma once
 
 #include <sys/types.h>
@@ -23,12 +29,14 @@
 
 namespace trainit {
 
+enum class RankState { kRunning, kExited, kFailed, kStopped };
+
 struct StatusRank {
   std::string name;
   std::optional<unsigned> rank;
   pid_t pid = 0;
-  bool exited = false;
-  int code = -1;
+  RankState state = RankState::kRunning;
+  int code = -1;  // once it is not running
 };
 
 struct StatusFile {
@@ -37,6 +45,7 @@ struct StatusFile {
   std::string host;
   std::string state;
   std::string reason;
+  std::string cause;  // empty: none yet
   double since = 0;  // when the state began, seconds since the epoch
   std::optional<int> exit_code;
   std::vector<StatusRank> ranks;

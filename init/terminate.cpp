@@ -7,6 +7,8 @@
 // Only for the static build: a shared libstdc++ has its own definition.
 #include <unistd.h>
 
+#include "base/log.h"
+
 #include <cstdlib>
 #include <exception>
 
@@ -14,8 +16,8 @@ namespace {
 
 [[noreturn]] void trainit_terminate() noexcept {
   constexpr char kMessage[] = "trainit: fatal: std::terminate (an unhandled exception)\n";
-  ssize_t n = ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
-  (void)n;
+  trainit::log_flush(100);  // what the console holds first, briefly
+  (void)trainit::write_now(STDERR_FILENO, {kMessage, sizeof(kMessage) - 1});
   std::abort();
 }
 

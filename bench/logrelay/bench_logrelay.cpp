@@ -47,6 +47,7 @@
 namespace {
 
 using trainit::Fd;
+using trainit::ConsoleWriter;
 using trainit::LogRelay;
 using trainit::Loop;
 using trainit::RankLog;
@@ -199,8 +200,12 @@ double run_relay(const Config& c, const std::string& block, int ranks, int conso
     die("loop init failed");
   }
   auto start = std::chrono::steady_clock::now();
+  std::optional<ConsoleWriter> console;
+  if (console_fd >= 0) {
+    console.emplace(console_fd, -1, size_t{8} << 20);
+  }
   std::optional<LogRelay> relay;
-  relay.emplace(loop, console_fd);
+  relay.emplace(loop, console ? &*console : nullptr);
   int gone = 0;
   std::vector<SourceHandle> children;
   for (int i = 0; i < ranks; ++i) {

@@ -1,14 +1,20 @@
 #include "base/log.h"
 
+#include <poll.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace trainit {
 namespace {
 
 int g_verbosity = 1;
+LogSink* g_sink = nullptr;
+std::thread::id g_sink_thread;
 
 constexpr std::string_view kLevelNames[] = {"error", "warning", "info", "debug", "trace"};
 
@@ -39,19 +45,57 @@ void log_write(Level level, fmt::string_view format, fmt::format_args args) noex
       p = end;
     }
     *p++ = '\n';
-    for (const char* q = buf; q < p;) {
-      ssize_t n = ::write(STDERR_FILENO, q, static_cast<size_t>(p - q));
-      if (n < 0 && errno == EINTR) {
-        continue;
-      }
-      if (n <= 0) {
-        break;
-      }
-      q += n;
+    const std::string_view line(buf, static_cast<size_t>(p - buf));
+    if (g_sink != nullptr && std::this_thread::get_id() == g_sink_thread) {
+      g_sink->log_line(line);
+    } else {
+      (void)write_now(STDERR_FILENO, line);
     }
   } catch (...) {  // a bad format string must not take PID 1 down
   }
   errno = saved_errno;
+}
+
+void set_log_sink(LogSink* sink) noexcept {
+  g_sink = sink;
+  g_sink_thread = std::this_thread::get_id();
+}
+
+void log_flush(int timeout_ms) noexcept {
+  if (g_sink != nullptr && std::this_thread::get_id() == g_sink_thread) {
+    g_sink->log_flush(timeout_ms);
+  }
+}
+
+// A pipe or terminal that polls writable has room for a short line (a pipe: a
+// free page; PIPE_BUF bytes go in whole); anything longer may block, so only
+// lines up to PIPE_BUF are tried.
+bool write_now(int fd, std::string_view text) noexcept {
+  struct pollfd p {};
+  p.fd = fd;
+  p.events = POLLOUT;
+  if (text.size() > PIPE_BUF || ::poll(&p, 1, 0) != 1 || (p.revents & POLLOUT) == 0) {
+    return false;
+  }
+  ssize_t n;
+  do {
+    n = ::write(fd, text.data(), text.size());
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(text.size());
+}
+
+int write_all(int fd, std::string_view text) noexcept {
+  while (!text.empty()) {
+    ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return n < 0 ? -errno : -EIO;
+    }
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return 0;
 }
 
 const char* errno_string(int errnum) noexcept {

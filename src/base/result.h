@@ -15,6 +15,7 @@ namespace trainit {
 struct Error {
   std::string message;  // one line, names what was wrong and where
   int errnum = 0;       // errno behind it, 0 when none
+  int exit_code = 0;    // the exit code it calls for (base/exit_code.h), where its producer knows one
 };
 
 template <typename T>

@@ -35,8 +35,9 @@ struct Record {
   uint32_t size;      // the whole record, header included, a multiple of kAlign
   uint32_t data_len;  // 0 for a pad
   uint16_t prefix_len;
-  uint8_t pad;  // 1: skip to the ring's end
-  uint8_t unused[5];
+  uint8_t pad;     // 1: skip to the ring's end
+  Stream stream;   // where the lines go
+  uint8_t unused[4];
 };
 static_assert(sizeof(Record) == kAlign);
 
@@ -58,9 +59,10 @@ size_t round_capacity(size_t capacity) {
 }  // namespace
 
 struct ConsoleWriter::Shared {
-  Shared(Fd fd_in, size_t capacity_in) : fd(std::move(fd_in)), capacity(capacity_in), ring(new char[capacity_in]) {}
+  Shared(Fd out, Fd err, size_t capacity_in)
+      : fds{std::move(out), std::move(err)}, capacity(capacity_in), ring(new char[capacity_in]) {}
 
-  const Fd fd;                         // our duplicate of the console: closed with the last reference
+  const Fd fds[2];                     // our duplicates of stdout and stderr: closed with the last reference
   const size_t capacity;               // a power of two
   const std::unique_ptr<char[]> ring;  // records in [tail, head) modulo capacity are the consumer's
 
@@ -72,8 +74,8 @@ struct ConsoleWriter::Shared {
   alignas(kCacheLine) std::atomic<uint64_t> tail{0};
   // Written by the consumer; read by the producer for reporting only, so
   // neither orders anything else: relaxed.
-  std::atomic<uint64_t> discarded{0};  // bytes dropped after the console failed
-  std::atomic<int> write_error{0};     // the negative errno that ended the console
+  std::atomic<uint64_t> discarded{0};  // rank output dropped after stdout failed
+  std::atomic<int> write_error{0};     // the negative errno that ended stdout
 
   // Sleeping and waking. `stop` and `done` are guarded by `mutex`.
   alignas(kCacheLine) std::mutex mutex;
@@ -160,11 +162,17 @@ class Writer {
     Record h;
     std::memcpy(&h, at, sizeof(h));
     if (h.pad == 0) {
+      if (count_ > 0 && h.stream != stream_) {
+        flush();  // one writev(2) per descriptor; the order between them is kept
+      }
+      stream_ = h.stream;
       const std::string_view prefix(at + sizeof(h), h.prefix_len);
       const char* p = at + sizeof(h) + h.prefix_len;
       const char* const end = p + h.data_len;
-      if (failed_) {
-        s_.discarded.fetch_add(h.data_len, std::memory_order_relaxed);
+      if (failed_[index()]) {
+        if (stream_ == Stream::kOut) {
+          s_.discarded.fetch_add(h.data_len, std::memory_order_relaxed);
+        }
       } else if (p == end) {
         line(prefix, p, 0);  // an empty line
       } else {
@@ -206,16 +214,22 @@ class Writer {
     }
   }
 
+  [[nodiscard]] size_t index() const noexcept { return static_cast<size_t>(stream_); }
+
   // Writes the queued lines out and releases the records they came from.
+  // Stdout's failure ends the rank output on the console (error() says so);
+  // stderr's only drops trainit's lines: there is nowhere left to say it.
   void flush() noexcept {
-    if (count_ > 0 && !failed_) {
-      int r = writev_all(s_.fd.get(), iov_, count_);
+    if (count_ > 0 && !failed_[index()]) {
+      int r = writev_all(s_.fds[index()].get(), iov_, count_);
       if (r < 0) {
-        failed_ = true;
-        s_.write_error.store(r, std::memory_order_relaxed);
+        failed_[index()] = true;
+        if (stream_ == Stream::kOut) {
+          s_.write_error.store(r, std::memory_order_relaxed);
+        }
       }
     }
-    if (failed_) {
+    if (failed_[index()] && stream_ == Stream::kOut) {
       s_.discarded.fetch_add(text_, std::memory_order_relaxed);  // roughly: a failing writev may have written some
     }
     count_ = 0;
@@ -237,18 +251,22 @@ class Writer {
   struct iovec iov_[kIov];
   size_t count_ = 0;   // iovecs queued
   size_t bytes_ = 0;   // bytes queued
-  uint64_t text_ = 0;  // of which rank output: what is counted when lost
-  bool failed_ = false;
+  uint64_t text_ = 0;  // of which line text: what is counted when lost
+  Stream stream_ = Stream::kOut;  // where the queued lines go
+  bool failed_[2] = {false, false};
 };
 
 }  // namespace
 
-ConsoleWriter::ConsoleWriter(int fd, size_t capacity) noexcept : capacity_(round_capacity(capacity)) {
+ConsoleWriter::ConsoleWriter(int out_fd, int err_fd, size_t capacity) noexcept : capacity_(round_capacity(capacity)) {
   // A duplicate shares the open file (offset, flags: nothing is changed on it)
   // and lets a writer left blocked in stop() outlive the caller's descriptor.
-  fd_.reset(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
-  if (!fd_) {
-    start_error_ = -errno;
+  // A stream without one fails at its first write (EBADF) and is dropped.
+  const int fds[2] = {out_fd, err_fd};
+  for (size_t i = 0; i < 2; ++i) {
+    if (fds[i] >= 0) {
+      fds_[i].reset(::fcntl(fds[i], F_DUPFD_CLOEXEC, 3));
+    }
   }
 }
 
@@ -262,7 +280,7 @@ int ConsoleWriter::start() noexcept {
   }
   std::shared_ptr<Shared> state;
   try {
-    state = std::make_shared<Shared>(std::move(fd_), capacity_);
+    state = std::make_shared<Shared>(std::move(fds_[0]), std::move(fds_[1]), capacity_);
   } catch (const std::bad_alloc&) {
     return start_error_ = -ENOMEM;
   }
@@ -332,18 +350,19 @@ bool ConsoleWriter::ready() noexcept {
   return !stopped_ && (state_ != nullptr || start() == 0);
 }
 
-std::span<char> ConsoleWriter::begin(std::string_view prefix, std::string_view lead, size_t min, size_t max) {
+std::span<char> ConsoleWriter::begin(std::string_view prefix, std::string_view lead, size_t min, size_t max,
+                                     Stream stream) {
   open_ = nullptr;
   if (!ready()) {
     return {};
   }
   prefix = prefix.substr(0, kMaxPrefix);
   const size_t overhead = sizeof(Record) + prefix.size() + lead.size();
-  if (notice_pending_ > 0) {
-    // The notice goes first, and only together with the lines: alone it would
-    // be followed at once by another. With this much free, both fit whatever
-    // padding the ring's end needs.
-    if (free_bytes() < 2 * (kNoticeRecord + overhead + min + kAlign) || !append_notice()) {
+  if (notice_pending_ > 0 || log_pending_ > 0) {
+    // The notices go first, and only together with the lines: alone they
+    // would be followed at once by another. With this much free, all fit
+    // whatever padding the ring's end needs.
+    if (free_bytes() < 3 * (kNoticeRecord + overhead + min + kAlign) || !append_notices()) {
       return {};
     }
   }
@@ -366,6 +385,7 @@ std::span<char> ConsoleWriter::begin(std::string_view prefix, std::string_view l
   open_ = at;
   open_prefix_ = prefix.size();
   open_lead_ = lead.size();
+  open_stream_ = stream;
   return {out, room};
 }
 
@@ -376,6 +396,7 @@ void ConsoleWriter::commit(size_t n) noexcept {
   Record h{};
   h.data_len = static_cast<uint32_t>(open_lead_ + n);
   h.prefix_len = static_cast<uint16_t>(open_prefix_);
+  h.stream = open_stream_;
   h.size = static_cast<uint32_t>(record_size(open_prefix_, h.data_len));
   std::memcpy(open_, &h, sizeof(h));
   open_ = nullptr;
@@ -396,33 +417,72 @@ void ConsoleWriter::drop(uint64_t bytes) noexcept {
   notice_pending_ += bytes;
 }
 
-bool ConsoleWriter::append_notice() noexcept {
+// Each stream's "not shown" notice, where something was dropped.
+bool ConsoleWriter::append_notices() noexcept {
   char text[kNoticeMax];
-  auto end = fmt::format_to_n(text, sizeof(text), "[trainit] {} bytes of rank output not shown on the console\n",
-                              notice_pending_);
-  const size_t n = std::min(end.size, sizeof(text));
-  char* at = reserve(record_size(0, n));
+  if (notice_pending_ > 0) {
+    auto end = fmt::format_to_n(text, sizeof(text), "[trainit] {} bytes of rank output not shown on the console\n",
+                                notice_pending_);
+    if (!append_notice(Stream::kOut, {text, std::min(end.size, sizeof(text))})) {
+      return false;
+    }
+    notice_pending_ = 0;
+  }
+  if (log_pending_ > 0) {
+    auto end = fmt::format_to_n(text, sizeof(text), "[trainit] {} lines of trainit's log not shown on the console\n",
+                                log_pending_);
+    if (!append_notice(Stream::kErr, {text, std::min(end.size, sizeof(text))})) {
+      return false;
+    }
+    log_pending_ = 0;
+  }
+  return true;
+}
+
+bool ConsoleWriter::append_notice(Stream stream, std::string_view text) noexcept {
+  char* at = reserve(record_size(0, text.size()));
   if (at == nullptr) {
     return false;
   }
   Record h{};
-  h.data_len = static_cast<uint32_t>(n);
-  h.size = static_cast<uint32_t>(record_size(0, n));
+  h.data_len = static_cast<uint32_t>(text.size());
+  h.size = static_cast<uint32_t>(record_size(0, text.size()));
+  h.stream = stream;
   std::memcpy(at, &h, sizeof(h));
-  std::memcpy(at + sizeof(h), text, n);
+  std::memcpy(at + sizeof(h), text.data(), text.size());
   head_ += h.size;
   state_->head.store(head_, std::memory_order_release);
-  notice_pending_ = 0;
   return true;
 }
 
-size_t ConsoleWriter::append(std::string_view prefix, std::string_view a, std::string_view b) {
+void ConsoleWriter::log_line(std::string_view line) noexcept {
+  if (!ready()) {
+    // No writer (it could not start, or was stopped): straight to stderr when
+    // it takes the line now, else dropped.
+    if (write_now(STDERR_FILENO, line)) {
+      return;
+    }
+  } else if (open_ == nullptr) {
+    // (A rank's record open, the relay between begin() and commit(), cannot
+    // be interleaved: the line is dropped, as when the ring is full.)
+    begin({}, line, 0, 0, Stream::kErr);
+    if (open_ != nullptr) {
+      commit(0);
+      publish();
+      return;
+    }
+  }
+  ++log_dropped_;
+  ++log_pending_;
+}
+
+size_t ConsoleWriter::append(std::string_view prefix, std::string_view a, std::string_view b, Stream stream) {
   const size_t text = a.size() + b.size();
   if (!ready()) {
     dropped_ += text;
     return 0;
   }
-  std::span<char> room = begin(prefix, a, b.size(), b.size());
+  std::span<char> room = begin(prefix, a, b.size(), b.size(), stream);
   if (open_ == nullptr) {
     drop(text);
     return 0;
@@ -450,13 +510,20 @@ bool ConsoleWriter::flush(std::chrono::milliseconds timeout) {
   if (state_ == nullptr) {
     return true;
   }
-  if (notice_pending_ > 0 && !stopped_) {
-    append_notice();
+  if ((notice_pending_ > 0 || log_pending_ > 0) && !stopped_ && open_ == nullptr) {
+    append_notices();
   }
   publish();
+  const uint64_t tail = state_->tail.load(std::memory_order_acquire);
+  if (stuck_ && tail == stuck_tail_) {
+    timeout = std::chrono::milliseconds(0);  // it made us wait in vain before, and has written nothing since
+  }
   std::unique_lock lock(state_->mutex);
-  return state_->idle.wait_for(lock, timeout,
-                               [&] { return state_->done || state_->tail.load(std::memory_order_acquire) == head_; });
+  const bool flushed = state_->idle.wait_for(
+      lock, timeout, [&] { return state_->done || state_->tail.load(std::memory_order_acquire) == head_; });
+  stuck_ = !flushed;
+  stuck_tail_ = state_->tail.load(std::memory_order_acquire);
+  return flushed;
 }
 
 bool ConsoleWriter::stop(std::chrono::milliseconds timeout) {

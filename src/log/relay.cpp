@@ -49,23 +49,14 @@ bool above_stdio(Fd& fd) {
 
 }  // namespace
 
-LogRelay::LogRelay(Loop& loop, int console_fd, size_t console_capacity) : loop_(loop) {
-  if (console_fd >= 0) {
-    console_ = std::make_unique<ConsoleWriter>(console_fd, console_capacity);
-  }
-}
+LogRelay::LogRelay(Loop& loop, ConsoleWriter* console) : loop_(loop), console_(console) {}
 
 LogRelay::~LogRelay() {
   for (auto& rank : ranks_) {
     close_rank(*rank);  // shows the unterminated lines; reads nothing more
   }
   if (console_ != nullptr) {
-    // A console that already made us wait once gets no second wait.
-    const auto timeout = console_stuck_ ? std::chrono::milliseconds(0) : ConsoleWriter::kStopTimeout;
-    const auto deadline = Clock::now() + timeout;
-    flush_console(timeout);  // the held lines too
-    const auto left = std::max(Clock::duration::zero(), deadline - Clock::now());
-    console_->stop(std::chrono::ceil<std::chrono::milliseconds>(left));
+    flush_console(ConsoleWriter::kStopTimeout);  // the held lines too
   }
 }
 
@@ -188,9 +179,14 @@ ssize_t LogRelay::relay_once(Rank& rank) {
     return r;
   }
   rank.bytes += static_cast<uint64_t>(n);
-  to_file(rank, data, static_cast<size_t>(n));
+  const int file_error = to_file(rank, data, static_cast<size_t>(n));
   if (console_ != nullptr) {
     to_console(rank, data, static_cast<size_t>(n), queued);
+  }
+  if (file_error != 0) {  // reported once the console's record is closed: the report may log
+    report(rank.index, Error{fmt::format("log file {}: write: {}; the rank's output goes to the console only",
+                                         rank.path, errno_string(file_error)),
+                             file_error});
   }
   return n;
 }
@@ -210,23 +206,21 @@ int LogRelay::on_readable(Rank& rank) {
   return 0;
 }
 
-void LogRelay::to_file(Rank& rank, const char* data, size_t n) {
+// Returns 0, or the errno that closed the rank's file (console only from then on).
+int LogRelay::to_file(Rank& rank, const char* data, size_t n) {
   while (n > 0 && rank.file) {
     ssize_t w = ::write(rank.file.get(), data, n);
     if (w < 0 && errno == EINTR) {
       continue;
     }
     if (w <= 0) {
-      int e = w < 0 ? errno : EIO;
       rank.file.reset();
-      report(rank.index, Error{fmt::format("log file {}: write: {}; the rank's output goes to the console only",
-                                           rank.path, errno_string(e)),
-                               e});
-      return;
+      return w < 0 ? errno : EIO;
     }
     data += w;
     n -= static_cast<size_t>(w);
   }
+  return 0;
 }
 
 // `data` (n bytes, just read) follows rank.partial, the rank's unfinished
@@ -387,23 +381,36 @@ void LogRelay::close_rank(Rank& rank) {
   show_held(rank, 0);
 }
 
+// What the pipe holds now, and no more: a grandchild still writing must not
+// keep us here. Closes the pipe at its EOF (or a read error).
+void LogRelay::drain_pipe(Rank& rank) {
+  size_t budget = 2 * std::max(rank.pipe_size, kReadSize);
+  while (budget > 0 && !rank.closed) {
+    ssize_t n = relay_once(rank);
+    if (n == 0 || (n < 0 && n != -EAGAIN)) {
+      close_rank(rank);  // every writer is gone, or the pipe failed
+    }
+    if (n <= 0) {
+      break;
+    }
+    budget -= std::min(budget, static_cast<size_t>(n));
+  }
+}
+
+void LogRelay::drain(size_t rank) {
+  if (rank < ranks_.size() && !ranks_[rank]->closed) {
+    drain_pipe(*ranks_[rank]);
+    if (console_ != nullptr) {
+      console_->publish();
+      check_console();
+    }
+  }
+}
+
 void LogRelay::finish() {
-  for (auto& owned : ranks_) {
-    Rank& rank = *owned;
-    if (rank.closed) {
-      continue;
-    }
-    // What the pipe holds now, and no more: a grandchild still writing must
-    // not keep us here.
-    size_t budget = 2 * std::max(rank.pipe_size, kReadSize);
-    while (budget > 0) {
-      ssize_t n = relay_once(rank);
-      if (n <= 0) {
-        break;  // EOF, empty (-EAGAIN) or failed
-      }
-      budget -= std::min(budget, static_cast<size_t>(n));
-    }
-    close_rank(rank);
+  for (auto& rank : ranks_) {
+    drain_pipe(*rank);
+    close_rank(*rank);
   }
   if (console_ != nullptr) {
     console_->publish();
@@ -437,7 +444,6 @@ bool LogRelay::flush_console(std::chrono::milliseconds timeout) {
       drop_held(*rank);
     }
   }
-  console_stuck_ = console_stuck_ || !flushed;
   check_console();
   return flushed && shown;
 }

@@ -7,8 +7,10 @@
 //     before the next read, until EOF or finish(); a rank killed mid-line loses
 //     nothing that reached the pipe. File writes are blocking (regular files
 //     cannot be otherwise) and happen on the loop thread.
-//   - The console never stalls a rank or the loop. Lines go through a bounded
-//     ring drained by a writer thread (log/console.h); a read goes straight
+//   - The console never stalls a rank or the loop. Lines go through the
+//     bounded ring of the process's ConsoleWriter, drained by its writer
+//     thread (log/console.h), the same ring trainit's own log lines take, in
+//     order with them; a read goes straight
 //     into the ring. When the ring lacks room for a read (kMinConsoleRead),
 //     the whole lines it completes are held back: each rank keeps its latest
 //     lines, up to kHeldTail bytes, and drops the older ones, counted in
@@ -81,20 +83,15 @@ class LogRelay {
   static constexpr size_t kConsole = static_cast<size_t>(-1);
   using ErrorFn = std::function<void(size_t rank, const Error& error)>;
 
-  // console_fd: trainit's own stdout, shared with the container runtime. The
-  // relay writes to a close-on-exec duplicate and never changes its flags (no
-  // O_NONBLOCK); the caller keeps its own. < 0: no console (files only).
-  // console_capacity: the console buffer in bytes (a power of two, at least
-  // ConsoleWriter::kMinCapacity); it is allocated, and the writer thread
-  // started, at the first console line. Its pages stay resident once output
-  // has gone round it: the runner's memory budget pays for it.
-  LogRelay(Loop& loop, int console_fd, size_t console_capacity = 8 << 20);
+  // console: where whole lines go (rank output to its stdout stream); the
+  // caller's, and it must outlive the relay. nullptr: no console (files only).
+  LogRelay(Loop& loop, ConsoleWriter* console);
   LogRelay(const LogRelay&) = delete;
   LogRelay& operator=(const LogRelay&) = delete;
-  // Unregisters the pipes and closes them and the files, then stops the console
-  // writer after it flushed what it holds: at most ConsoleWriter::kStopTimeout
-  // (1 s), after which a writer still blocked in write(2) is left to the exit;
-  // no wait at all when an earlier flush_console() already ran out of time.
+  // Unregisters the pipes and closes them and the files, then waits for the
+  // console to take the held lines: at most ConsoleWriter::kStopTimeout (1 s),
+  // and not at all when an earlier flush already ran out of time. The console
+  // itself goes on (its owner stops it).
   ~LogRelay();
 
   // Where failures go. The default handler logs each as a warning through the
@@ -115,6 +112,11 @@ class LogRelay {
   // grandchild holding a pipe open never keeps trainit alive. Afterwards
   // all_closed() is true. Does not wait for the console: see flush_console().
   void finish();
+  // Reads what rank `rank`'s pipe holds right now (non-blocking, bounded),
+  // through to its file and the console, and leaves the pipe open (unless it
+  // reached EOF). For a rank that just exited: everything it wrote is in its
+  // pipe, and shown before whatever is logged about its exit.
+  void drain(size_t rank);
 
   // Waits up to `timeout` for the console writer to have written every line
   // given to it so far (announcing drops first), held lines included: those
@@ -132,7 +134,8 @@ class LogRelay {
 
   int on_readable(Rank& rank);
   ssize_t relay_once(Rank& rank);
-  void to_file(Rank& rank, const char* data, size_t n);
+  int to_file(Rank& rank, const char* data, size_t n);
+  void drain_pipe(Rank& rank);
   void to_console(Rank& rank, const char* data, size_t n, bool queued);
   void hold(Rank& rank, std::string_view a, std::string_view b);
   bool show_held(Rank& rank, size_t spare);
@@ -145,7 +148,7 @@ class LogRelay {
   void check_console();
 
   Loop& loop_;
-  std::unique_ptr<ConsoleWriter> console_;  // null: no console
+  ConsoleWriter* console_;  // null: no console
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::unique_ptr<char[]> buffer_;  // kDirectReadSize, allocated at the first add_rank()
   SourceHandle retry_;              // timer: offers held lines again; made at the first hold
@@ -153,7 +156,6 @@ class LogRelay {
   std::vector<Error> errors_;
   ErrorFn on_error_;
   bool console_reported_ = false;
-  bool console_stuck_ = false;  // a flush_console() ran out of time: the destructor waits no more
 };
 
 }  // namespace trainit

@@ -129,6 +129,16 @@ int SourceHandle::send_signal(int signo) noexcept {
   return ::kill(source_->pid, signo) < 0 ? -errno : 0;
 }
 
+int SourceHandle::signal_group(int signo) noexcept {
+  if (source_ == nullptr || source_->kind != Kind::kChild) {
+    return -EINVAL;
+  }
+  if (source_->reaped) {
+    return -ESRCH;  // its group may be empty, and the id someone else's
+  }
+  return ::kill(-source_->pid, signo) < 0 ? -errno : 0;
+}
+
 // --- Loop ------------------------------------------------------------------
 
 Loop::Loop() = default;

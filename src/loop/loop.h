@@ -68,6 +68,10 @@ class SourceHandle {
   // Child sources: sends `signo` to the process (through its pidfd where the
   // kernel has them). Returns 0 or -errno; -ESRCH once the child was reaped.
   int send_signal(int signo) noexcept;
+  // Child sources: sends `signo` to the process group the child leads (its
+  // pid is its group's id), and only while the child is not reaped: until
+  // then neither id can be reused. Returns 0 or -errno; -ESRCH once reaped.
+  int signal_group(int signo) noexcept;
   [[nodiscard]] pid_t pid() const noexcept;
 
  private:

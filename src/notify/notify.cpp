@@ -9,15 +9,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/env.h"
 #include "base/fd.h"
 #include "base/log.h"
 
 namespace trainit {
 namespace {
-
-bool starts_with_name(std::string_view entry, std::string_view name) {
-  return entry.size() > name.size() && entry.substr(0, name.size()) == name && entry[name.size()] == '=';
-}
 
 int send_builtin(const std::string& socket_path, std::string_view message) {
   struct sockaddr_un addr {};
@@ -83,16 +80,25 @@ void Notifier::status(std::string_view text) {
   send(message);
 }
 
-bool Notifier::is_notify_variable(std::string_view entry) noexcept {
-  return starts_with_name(entry, "NOTIFY_SOCKET") || starts_with_name(entry, "WATCHDOG_USEC") ||
-         starts_with_name(entry, "WATCHDOG_PID");
+void Notifier::start_watchdog(Loop& loop) {
+  if (watchdog_ <= Duration::zero()) {
+    return;
+  }
+  watchdog_timer_ = loop.add_timer(
+      Clock::now(),
+      [this] {
+        (void)send("WATCHDOG=1");
+        watchdog_timer_.set_deadline(Clock::now() + watchdog_);
+        return 0;
+      },
+      "watchdog");
 }
 
 std::vector<std::string> environment_for_children(char** environ, bool* changed) {
   std::vector<std::string> env;
   *changed = false;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (Notifier::is_notify_variable(*e)) {
+    if (is_supervisor_variable(*e)) {
       *changed = true;
     } else {
       env.emplace_back(*e);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/time.h"
+#include "loop/loop.h"
 
 namespace trainit {
 
@@ -44,18 +45,21 @@ class Notifier {
   // Half of WATCHDOG_USEC when the watchdog is on for this process, else 0.
   [[nodiscard]] Duration watchdog_interval() const noexcept { return watchdog_; }
 
-  // The supervisor's variables, which no child may inherit (they would talk
-  // to trainit's supervisor as if they were trainit).
-  [[nodiscard]] static bool is_notify_variable(std::string_view entry) noexcept;
+  // Sends WATCHDOG=1 now and every watchdog_interval() from now on, when the
+  // watchdog is on for this process; until the notifier is destroyed, which
+  // must not move afterwards.
+  void start_watchdog(Loop& loop);
 
  private:
   std::string socket_;
   std::string last_status_;
   Duration watchdog_{0};
+  SourceHandle watchdog_timer_;
 };
 
-// `environ` without the supervisor's variables; `changed` says whether any
-// was dropped (when not, a child can simply inherit trainit's environment).
+// `environ` without the supervisor's variables (base/env.h, the filter the
+// planners use too); `changed` says whether any was dropped (when not, a
+// child can simply inherit trainit's environment).
 std::vector<std::string> environment_for_children(char** environ, bool* changed);
 
 }  // namespace trainit

@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "base/exit_code.h"
 #include "plan/plan_json.h"
 #include "platform/text.h"
 
@@ -99,7 +100,7 @@ CommandOutput run_plan_command(std::span<const std::string> args, const Environm
   try {
     auto parsed = parse_plan_args(args);
     if (!parsed) {
-      result.exit_code = kExitUsage;
+      result.exit_code = exit_code::kUsage;
       result.err = fmt::format("trainit: error: {}\n", parsed.error().message);
       return result;
     }
@@ -114,13 +115,13 @@ CommandOutput run_plan_command(std::span<const std::string> args, const Environm
     input.fs = &fs;
     auto plan = make_plan(input);
     if (!plan) {
-      result.exit_code = kExitConfig;
+      result.exit_code = exit_code::kConfig;
       result.err = fmt::format("trainit: error: {}\n", one_line(plan.error().message));
       return result;
     }
     result.out = plan_to_json(*plan);
   } catch (const std::exception& e) {
-    result = CommandOutput{kExitSoftware, "", fmt::format("trainit: error: plan: {}\n", one_line(e.what()))};
+    result = CommandOutput{exit_code::kSoftware, "", fmt::format("trainit: error: plan: {}\n", one_line(e.what()))};
   }
   return result;
 }

@@ -22,10 +22,6 @@
 
 namespace trainit {
 
-inline constexpr int kExitUsage = 64;     // EX_USAGE
-inline constexpr int kExitSoftware = 70;  // EX_SOFTWARE
-inline constexpr int kExitConfig = 78;    // EX_CONFIG
-
 struct CommandOutput {
   int exit_code = 0;
   std::string out;  // for stdout

@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "base/env.h"
 #include "plan/ascend.h"
 #include "plan/exec.h"
 #include "platform/text.h"
@@ -76,8 +77,9 @@ std::vector<EnvVar> child_base_env(const Environment& env) {
   std::vector<EnvVar> out;
   out.reserve(env.vars().size() + 8);
   for (const EnvVar& var : env.vars()) {
-    if (var.name != "NOTIFY_SOCKET")
+    if (!is_supervisor_variable(var.name)) {
       out.push_back(var);
+    }
   }
   return out;
 }

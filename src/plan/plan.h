@@ -128,8 +128,8 @@ struct PlanInput {
 [[nodiscard]] Result<Plan> make_plan(const PlanInput& input);
 
 // The environment every planned process starts from: trainit's own, minus
-// NOTIFY_SOCKET (trainit does not serve sd_notify to its children yet, and a
-// child must not talk to trainit's own supervisor in its name).
+// its supervisor's variables (base/env.h, the filter exec mode uses too): a
+// child must not talk to trainit's own supervisor in its name.
 [[nodiscard]] std::vector<EnvVar> child_base_env(const Environment& env);
 
 // Sets `name` in `env`: replaced in place when present, appended otherwise.

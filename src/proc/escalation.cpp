@@ -4,12 +4,12 @@
 
 namespace trainit {
 
-Escalation::Escalation(Loop& loop, Duration grace, SendFn send) : grace_(grace), send_(std::move(send)) {
+Escalation::Escalation(Loop& loop, Duration grace, SendFn send, KilledFn on_killed)
+    : loop_(loop), grace_(grace), send_(std::move(send)), on_killed_(std::move(on_killed)) {
   timer_ = loop.add_timer(
       Clock::time_point::max(),
       [this] {
-        killed_ = true;
-        send_(SIGKILL);
+        on_deadline();
         return 0;
       },
       "grace period");
@@ -22,7 +22,23 @@ void Escalation::start(int signo) {
   }
   started_ = true;
   killed_ = false;
+  timer_.set_enabled(true);
   timer_.set_deadline(Clock::now() + grace_);
+}
+
+// The grace is over: SIGKILL, and again every kResweep while anything of ours
+// is left (a zombie not reaped yet counts: reaping it ends the sweeps).
+void Escalation::on_deadline() {
+  if (!loop_.has_children()) {
+    return;  // nothing left; the owner's finish() follows its last reap
+  }
+  const bool first = !killed_;
+  killed_ = true;
+  send_(SIGKILL);  // the signal before any word about it
+  timer_.set_deadline(Clock::now() + kResweep);
+  if (first && on_killed_) {
+    on_killed_();
+  }
 }
 
 }  // namespace trainit

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "base/exit_code.h"
 #include "base/fd.h"
 #include "base/log.h"
 
@@ -46,12 +47,12 @@ int install(int from, int to) {
   switch (options.grouping) {
     case Grouping::kProcessGroup:
       if (::setpgid(0, 0) < 0) {
-        child_fail(failure, kGroup, errno, 126);
+        child_fail(failure, kGroup, errno, exit_code::kOsError);
       }
       break;
     case Grouping::kSession:
       if (::setsid() < 0) {
-        child_fail(failure, kGroup, errno, 126);
+        child_fail(failure, kGroup, errno, exit_code::kOsError);
       }
       break;
     case Grouping::kInherit:
@@ -61,19 +62,19 @@ int install(int from, int to) {
   // process may take the terminal without being stopped.
   if (options.foreground && options.grouping != Grouping::kInherit && ::isatty(STDIN_FILENO) == 1 &&
       ::tcsetpgrp(STDIN_FILENO, ::getpgrp()) < 0 && errno != ENOTTY && errno != ENXIO) {
-    child_fail(failure, kGroup, errno, 126);
+    child_fail(failure, kGroup, errno, exit_code::kOsError);
   }
   if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) < 0) {
-    child_fail(failure, kChdir, errno, 126);
+    child_fail(failure, kChdir, errno, exit_code::kOsError);
   }
   if (install(options.stdin_fd, STDIN_FILENO) < 0 || install(options.stdout_fd, STDOUT_FILENO) < 0 ||
       install(options.stderr_fd, STDERR_FILENO) < 0) {
-    child_fail(failure, kStdio, errno, 126);
+    child_fail(failure, kStdio, errno, exit_code::kOsError);
   }
   if (options.signals != nullptr) {
     int r = restore_signal_state(*options.signals);
     if (r < 0) {
-      child_fail(failure, kSignals, -r, 126);
+      child_fail(failure, kSignals, -r, exit_code::kOsError);
     }
   }
   ::execvpe(argv[0], argv, envp);
@@ -93,7 +94,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 }  // namespace
 
 int exec_failure_status(int errnum) noexcept {
-  return errnum == ENOENT || errnum == ENOTDIR ? 127 : 126;
+  return errnum == ENOENT || errnum == ENOTDIR ? exit_code::kNotFound : exit_code::kCannotExecute;
 }
 
 Result<Spawned> spawn(const SpawnOptions& options) {
@@ -124,7 +125,8 @@ Result<Spawned> spawn(const SpawnOptions& options) {
   asm volatile("" : : : "memory");
   if (pid < 0) {
     int e = errno;
-    return Error{fmt::format("cannot start '{}': vfork: {}", options.argv[0], errno_string(e)), e};
+    return Error{fmt::format("cannot start '{}': vfork: {}", options.argv[0], errno_string(e)), e,
+                 exit_code::kOsError};
   }
   if (failure.stage < 0) {
     return Spawned{pid};
@@ -133,9 +135,11 @@ Result<Spawned> spawn(const SpawnOptions& options) {
   const int errnum = failure.errnum;
   const char* stage = failed_stage >= 0 && failed_stage <= kExec ? kStages[failed_stage] : "start";
   if (failed_stage == kExec) {
-    return Error{fmt::format("cannot execute '{}': {}", options.argv[0], errno_string(errnum)), errnum};
+    return Error{fmt::format("cannot execute '{}': {}", options.argv[0], errno_string(errnum)), errnum,
+                 exec_failure_status(errnum)};
   }
-  return Error{fmt::format("cannot start '{}': {}: {}", options.argv[0], stage, errno_string(errnum)), errnum};
+  return Error{fmt::format("cannot start '{}': {}: {}", options.argv[0], stage, errno_string(errnum)), errnum,
+               exit_code::kOsError};
 }
 
 }  // namespace trainit

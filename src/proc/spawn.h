@@ -46,7 +46,9 @@ struct Spawned {
 [[nodiscard]] int exec_failure_status(int errnum) noexcept;
 
 // Error (with errnum set and the message naming the program) when fork or exec
-// failed; the failed child, if any, is left for the reaper.
+// failed; the failed child, if any, is left for the reaper. Its exit_code is
+// exec_failure_status() when exec failed, and exit_code::kOsError when the
+// child could not be made or set up (vfork, chdir, stdio, signals).
 Result<Spawned> spawn(const SpawnOptions& options);
 
 }  // namespace trainit

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -89,19 +90,52 @@ std::vector<pid_t> list_descendants(pid_t root) {
   return out;
 }
 
-int signal_all_except(bool pid1, int signo, pid_t known_group, const std::function<bool(pid_t)>& skip) {
-  std::vector<pid_t> descendants = list_descendants(::getpid());
-  if (descendants.empty()) {
-    if (pid1) {
-      return ::kill(-1, signo) == 0 ? 1 : 0;  // inside our own PID namespace: everything but us
-    }
-    return known_group > 0 && ::kill(-known_group, signo) == 0 ? 1 : 0;
+namespace {
+
+// signo, then SIGCONT after a stop signal. Returns whether signo was sent.
+bool send_stop(pid_t target, int signo) {
+  if (::kill(target, signo) != 0) {
+    return false;
   }
+  if (signo != SIGKILL && signo != SIGCONT) {
+    ::kill(target, SIGCONT);
+  }
+  return true;
+}
+
+}  // namespace
+
+int signal_all_except(bool pid1, int signo, pid_t known_group, const std::function<bool(pid_t)>& skip) {
+  if (pid1 && signo == SIGKILL) {
+    return send_stop(-1, SIGKILL) ? 1 : 0;  // our own namespace only: we are its init
+  }
+  std::vector<pid_t> seen;  // sorted: every pid a walk found
   int signalled = 0;
-  for (pid_t pid : descendants) {
-    if (!skip(pid)) {
-      signalled += ::kill(pid, signo) == 0 ? 1 : 0;
+  bool walked = false;
+  for (int walk = 0; walk < kMaxWalks; ++walk) {
+    std::vector<pid_t> descendants = list_descendants(::getpid());
+    walked = walked || !descendants.empty();
+    bool found_new = false;
+    for (pid_t pid : descendants) {
+      auto at = std::lower_bound(seen.begin(), seen.end(), pid);
+      if (at != seen.end() && *at == pid) {
+        continue;
+      }
+      seen.insert(at, pid);
+      found_new = true;
+      if (!skip(pid)) {
+        signalled += send_stop(pid, signo) ? 1 : 0;
+      }
     }
+    if (!found_new) {
+      break;
+    }
+  }
+  if (!walked) {
+    if (pid1) {
+      return send_stop(-1, signo) ? 1 : 0;  // inside our own PID namespace: everything but us
+    }
+    return known_group > 0 && send_stop(-known_group, signo) ? 1 : 0;
   }
   return signalled;
 }

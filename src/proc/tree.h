@@ -21,12 +21,20 @@ namespace trainit {
 [[nodiscard]] std::vector<pid_t> list_descendants(pid_t root);
 
 // Sends `signo` to every process trainit is responsible for but `skip` (a
-// process the caller has signalled already; 0: none): our descendants, each
-// once — as PID 1 every process of the namespace descends from us. When the
-// walk finds none (no /proc), one sweep instead: kill(-1) as PID 1 (our
-// namespace only; it reaches `skip` too), else `known_group`'s process group
-// (when > 0). Returns how many processes or groups were signalled.
+// process the caller has signalled already; 0: none), each once, and follows
+// a stop signal (anything but SIGKILL and SIGCONT) with SIGCONT, so that a
+// stopped process (SIGSTOP, `docker pause`) sees it now.
+//   - SIGKILL as PID 1: kill(-1, SIGKILL), which no process of our namespace
+//     escapes, not even one forked meanwhile.
+//   - Otherwise our descendants (as PID 1 every process of the namespace
+//     descends from us), walked again until a walk finds none it has not
+//     signalled (a child forked between reading /proc and the kill() is
+//     found by the next walk; at most kMaxWalks walks).
+// When the walk finds none (no /proc), one sweep instead: kill(-1) as PID 1
+// (our namespace only; it reaches `skip` too), else `known_group`'s process
+// group (when > 0). Returns how many processes or groups were signalled.
 int signal_all(bool pid1, int signo, pid_t known_group, pid_t skip = 0);
+inline constexpr int kMaxWalks = 16;
 // The same, skipping every process for which `skip` returns true (e.g. the
 // members of groups the caller has signalled already).
 int signal_all_except(bool pid1, int signo, pid_t known_group, const std::function<bool(pid_t)>& skip);

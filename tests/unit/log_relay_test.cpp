@@ -223,6 +223,23 @@ class StalledConsole {
 
 // --- the fixture -------------------------------------------------------------
 
+// A relay with a console of its own (rank output to `fd`, nothing to stderr),
+// as the runner has the process's console: made before the relay, ended
+// after it (its writer is stopped, and its duplicate of `fd` closed, last).
+struct OwnConsole {
+  OwnConsole(int fd, size_t capacity) {
+    if (fd >= 0) {
+      console.emplace(fd, -1, capacity);
+    }
+  }
+  std::optional<ConsoleWriter> console;
+};
+class OwnedRelay : private OwnConsole, public LogRelay {
+ public:
+  OwnedRelay(Loop& loop, int fd, size_t capacity)
+      : OwnConsole(fd, capacity), LogRelay(loop, console ? &*console : nullptr) {}
+};
+
 class LogRelayTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -311,7 +328,7 @@ class LogRelayTest : public ::testing::Test {
   Loop loop_;
   std::string dir_;
   Fd null_;
-  std::optional<LogRelay> relay_;
+  std::optional<OwnedRelay> relay_;
   std::vector<SourceHandle> children_;
   std::vector<std::string> mounts_;
   std::vector<std::pair<size_t, int>> reported_;  // (rank, errno) per report

@@ -73,9 +73,9 @@ TEST(Machine, EveryStateHasATableRow) {
     EXPECT_EQ(state_row(s).state, s);
     EXPECT_NE(std::string(state_row(s).entering), "");
   }
-  EXPECT_TRUE(state_row(State::kWaitRankTable).has_deadline);
-  EXPECT_TRUE(state_row(State::kStopping).has_deadline);
-  EXPECT_FALSE(state_row(State::kRunning).has_deadline);
+  EXPECT_EQ(state_row(State::kWaitRankTable).deadline, Deadline::kRankTable);
+  EXPECT_EQ(state_row(State::kStopping).deadline, Deadline::kGrace);
+  EXPECT_EQ(state_row(State::kRunning).deadline, Deadline::kNone);
 }
 
 }  // namespace
