@@ -35,8 +35,8 @@ struct Record {
   uint32_t size;      // the whole record, header included, a multiple of kAlign
   uint32_t data_len;  // 0 for a pad
   uint16_t prefix_len;
-  uint8_t pad;     // 1: skip to the ring's end
-  Stream stream;   // where the lines go
+  uint8_t pad;    // 1: skip to the ring's end
+  Stream stream;  // where the lines go
   uint8_t unused[4];
 };
 static_assert(sizeof(Record) == kAlign);
@@ -249,9 +249,9 @@ class Writer {
   uint64_t done_;      // records before it are queued or written
   uint64_t released_;  // the tail last stored
   struct iovec iov_[kIov];
-  size_t count_ = 0;   // iovecs queued
-  size_t bytes_ = 0;   // bytes queued
-  uint64_t text_ = 0;  // of which line text: what is counted when lost
+  size_t count_ = 0;              // iovecs queued
+  size_t bytes_ = 0;              // bytes queued
+  uint64_t text_ = 0;             // of which line text: what is counted when lost
   Stream stream_ = Stream::kOut;  // where the queued lines go
   bool failed_[2] = {false, false};
 };
@@ -534,8 +534,10 @@ bool ConsoleWriter::stop(std::chrono::milliseconds timeout) {
     stopped_ = true;
     return joined_ = true;
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  flush(timeout);
+  // A writer that could not write everything in time is blocked in write(2):
+  // no second wait for it to end.
+  const bool flushed = flush(timeout);
+  const auto deadline = std::chrono::steady_clock::now() + (flushed ? timeout : std::chrono::milliseconds(0));
   stopped_ = true;
   std::unique_lock lock(state_->mutex);
   state_->stop = true;

@@ -29,10 +29,10 @@ void Escalation::start(int signo) {
 // The grace is over: SIGKILL, and again every kResweep while anything of ours
 // is left (a zombie not reaped yet counts: reaping it ends the sweeps).
 void Escalation::on_deadline() {
-  if (!loop_.has_children()) {
+  const bool first = !killed_;
+  if (!first && !loop_.has_children()) {
     return;  // nothing left; the owner's finish() follows its last reap
   }
-  const bool first = !killed_;
   killed_ = true;
   send_(SIGKILL);  // the signal before any word about it
   timer_.set_deadline(Clock::now() + kResweep);

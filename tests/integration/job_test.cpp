@@ -643,7 +643,7 @@ TEST(JobLogs, ReadOnlyLogDirectoryDoesNotStopTheJobAndIsReportedOncePerJob) {
 
 // --- Observable state ------------------------------------------------------------
 
-TEST(JobStatus, StatusFileIsSchemaV1JsonFromRunningToExitWithEveryRanksCode) {
+TEST(JobStatus, StatusFileIsSchemaV1JsonFromRunningToExitWithEveryRanksCodeStateAndTheJobsCause) {
   TRAINIT_REQUIRE_ROOT();
   Job job;
   ASSERT_TRUE(write_file(job.table(), template1("completed", 3)));
@@ -661,6 +661,7 @@ TEST(JobStatus, StatusFileIsSchemaV1JsonFromRunningToExitWithEveryRanksCode) {
   EXPECT_EQ(running["host"], std::string(job::kHostIp));
   EXPECT_EQ(running["pid"], 1);
   EXPECT_TRUE(running["exit_code"].is_null());
+  EXPECT_TRUE(running["cause"].is_null()) << running.dump();
   ASSERT_TRUE(running["since"].is_number()) << running.dump();
   EXPECT_NEAR(running["since"].get<double>(), now, 10.0);
   ASSERT_EQ(running["ranks"].size(), 3u) << running.dump(2);
@@ -680,9 +681,14 @@ TEST(JobStatus, StatusFileIsSchemaV1JsonFromRunningToExitWithEveryRanksCode) {
   EXPECT_EQ(done["state"], "exit");
   EXPECT_EQ(done["exit_code"], 3);
   EXPECT_TRUE(done["reason"].is_string());
+  // Why the job ended survives the transitions after it.
+  ASSERT_TRUE(done["cause"].is_string()) << done.dump(2);
+  EXPECT_NE(done["cause"].get<std::string>().find("proc-rank-1-device-1"), std::string::npos) << done.dump(2);
+  EXPECT_NE(done["cause"].get<std::string>().find("exited with 3"), std::string::npos) << done.dump(2);
   ASSERT_EQ(done["ranks"].size(), 3u) << done.dump(2);
   for (const Json& rank : done["ranks"]) {
-    EXPECT_EQ(rank["state"], "exited") << rank.dump();
+    // Rank 1 failed on its own; trainit stopped the others (they exit 0 on SIGTERM).
+    EXPECT_EQ(rank["state"], rank["rank"] == 1 ? "failed" : "stopped") << rank.dump();
     EXPECT_EQ(rank["exit_code"], rank["rank"] == 1 ? 3 : 0) << rank.dump();
   }
   // Rewritten by rename: no temporary file is left beside it.
@@ -762,6 +768,49 @@ TEST(JobStatus, StatusReachesNotifySocketOnEveryTransition) {
   for (unsigned rank = 0; rank < 2; ++rank) {
     for (const auto& [name, value] : job.environ(rank)) {
       EXPECT_NE(name, "NOTIFY_SOCKET") << "rank " << rank << " would talk to trainit's supervisor";
+    }
+  }
+}
+
+TEST(JobStatus, RanksExitingZeroOnTheirOwnAreExitedAndTheJobHasNoCause) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  ASSERT_TRUE(write_file(job.table(), template1("completed", 2)));
+  Outcome r = run(job.spec({}, {"exit", "0"}));
+  ASSERT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  Json done = Json::parse(slurp(job.status()), nullptr, false);
+  ASSERT_FALSE(done.is_discarded()) << slurp(job.status());
+  EXPECT_TRUE(done["cause"].is_null()) << done.dump(2);
+  for (const Json& rank : done["ranks"]) {
+    EXPECT_EQ(rank["state"], "exited") << rank.dump();
+  }
+}
+
+// Under systemd's WatchdogSec= (container/trainit.service) a job mode must
+// send WATCHDOG=1 itself, and no rank may see the supervisor's variables.
+TEST(JobStatus, WatchdogIsPettedAndRanksDoNotInheritTheSupervisorsVariables) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  ASSERT_TRUE(write_file(job.table(), template1("completed", 2)));
+  job::NotifyListener listener(job.path("notify.sock"));
+  ASSERT_TRUE(listener.error().empty()) << listener.error();
+  Spec spec = job.spec({}, {"record", "ready", "wait-file", "go", "exit", "0"});
+  spec.env.push_back(listener.variable());
+  spec.env.push_back("WATCHDOG_USEC=200000");  // WATCHDOG=1 every 100 ms
+  Trainit t(spec);
+  TRAINIT_ASSERT_STARTED(t);
+  auto pids = wait_ready(t, 2);
+  ASSERT_EQ(std::count(pids.begin(), pids.end(), -1), 0) << t.transcript();
+  ASSERT_TRUE(wait_until([&] {
+    auto lines = listener.lines();
+    return std::count(lines.begin(), lines.end(), "WATCHDOG=1") >= 3;
+  })) << "no WATCHDOG=1 every 100 ms";
+  ASSERT_TRUE(job.release());
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  for (unsigned rank = 0; rank < 2; ++rank) {
+    for (const auto& [name, value] : job.environ(rank)) {
+      EXPECT_TRUE(name != "NOTIFY_SOCKET" && name != "WATCHDOG_USEC" && name != "WATCHDOG_PID")
+          << "rank " << rank << " got " << name;
     }
   }
 }
