@@ -101,8 +101,7 @@ Result<void> apply_short(char flag, const char* value, Options& o) {
     case 'v':
       ++o.verbosity;
       return {};
-    case 's':
-      o.subreaper = true;
+    case 's':  // tini's: trainit is a subreaper whenever it is not PID 1
       return {};
     case 'g':
       o.kill_process_group = true;
@@ -183,9 +182,8 @@ Result<void> apply_long(std::string_view name, std::string_view value, Options& 
 }
 
 Result<void> apply_env(const GetEnv& getenv, Options& o) {
-  if (getenv("TINI_SUBREAPER") != nullptr) {
-    o.subreaper = true;
-  }
+  // TINI_SUBREAPER, like -s, is accepted and needs nothing: trainit is a
+  // subreaper whenever it is not PID 1.
   if (getenv("TINI_KILL_PROCESS_GROUP") != nullptr) {
     o.kill_process_group = true;
   }

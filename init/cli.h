@@ -23,7 +23,6 @@ enum class Ready { kSpawn, kNotify };
 struct Options {
   Action action = Action::kRun;
   int verbosity = 1;                         // -v, TINI_VERBOSITY
-  bool subreaper = false;                    // -s, TINI_SUBREAPER (automatic when not PID 1)
   int parent_death_signal = 0;               // -p SIGNAL
   bool kill_process_group = false;           // -g, TINI_KILL_PROCESS_GROUP
   bool warn_on_reap = false;                 // -w
@@ -33,15 +32,13 @@ struct Options {
   bool drain = true;                         // --no-drain: exit at once when the child does (tini)
   bool forward_only = false;                 // --forward-only: SIGTERM/SIGINT only forwarded (tini)
   Restart restart = Restart::kNo;            // --restart on-failure|always|no
-  int max_restarts = -1;
-  Ready ready = Ready::kSpawn;
+  int max_restarts = -1;                     // --max-restarts N; -1: no limit
+  Ready ready = Ready::kSpawn;                // --ready spawn|notify: when to tell our supervisor READY=1
   // Job modes.
   RequestedMode mode = RequestedMode::kAuto;                 // --mode auto|exec|ascend
   unsigned max_local_devices = 16;                           // --max-local-devices N
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
-  std::string status_file;  // --status-file PATH; empty: the default       // --ready spawn|notify: when to tell our
-                            // supervisor READY=1                     //
-                            // --max-restarts N; -1: no limit
+  std::string status_file;           // --status-file PATH; empty: the default
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 

@@ -1,0 +1,42 @@
+#!/bin/sh
+# DESIGN.md's arrows, checked on the includes: each folder of src/ includes
+# only its own headers and those of the folders it may depend on, and nothing
+# in src/ includes init/.
+#
+#   include_arrows.sh SOURCE_DIR
+set -u
+src=$1/src
+status=0
+allowed() {
+  case $1 in
+    base) echo "base" ;;
+    loop) echo "loop base" ;;
+    proc | log | notify | net) echo "$1 loop base" ;;
+    platform) echo "platform base" ;;
+    plan) echo "plan platform base" ;;
+    coll) echo "coll base" ;;
+    *) echo "" ;;
+  esac
+}
+for dir in "$src"/*/; do
+  folder=$(basename "$dir")
+  ok=$(allowed "$folder")
+  if [ -z "$ok" ]; then
+    echo "include_arrows: src/$folder has no arrows in DESIGN.md (add it to this script)"
+    status=1
+    continue
+  fi
+  # Every quoted include: "folder/header.h", or a bare "header.h" (init's form).
+  grep -Hn '^#include "' "$dir"*.h "$dir"*.cpp 2>/dev/null | while IFS= read -r line; do
+    target=$(printf '%s' "$line" | sed 's/.*#include "\([^"]*\)".*/\1/')
+    case $target in
+      */*) to=${target%%/*} ;;
+      *) to="" ;;
+    esac
+    if [ -z "$to" ] || ! printf ' %s ' "$ok" | grep -q " $to "; then
+      echo "include_arrows: ${line%%:#include*}: src/$folder may not include \"$target\""
+      echo fail
+    fi
+  done
+done | { out=$(cat); [ -z "$out" ] || { printf '%s\n' "$out" | grep -v '^fail$'; exit 1; }; } || status=1
+exit $status
