@@ -33,13 +33,13 @@ struct Options {
   bool forward_only = false;                 // --forward-only: SIGTERM/SIGINT only forwarded (tini)
   Restart restart = Restart::kNo;            // --restart on-failure|always|no
   int max_restarts = -1;                     // --max-restarts N; -1: no limit
-  Ready ready = Ready::kSpawn;                // --ready spawn|notify: when to tell our supervisor READY=1
+  Ready ready = Ready::kSpawn;               // --ready spawn|notify: when to tell our supervisor READY=1
   // Job modes.
   RequestedMode mode = RequestedMode::kAuto;                 // --mode auto|exec|ascend
   unsigned max_local_devices = 16;                           // --max-local-devices N
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
-  std::string status_file;           // --status-file PATH; empty: the default
-  std::vector<std::string> command;  // PROGRAM ARGS...
+  std::string status_file;                                   // --status-file PATH; empty: the default
+  std::vector<std::string> command;                          // PROGRAM ARGS...
 };
 
 using GetEnv = std::function<const char*(const char* name)>;

@@ -439,7 +439,8 @@ class JobRunner {
     }
     signal_all_except(pid1_.is_pid1, signo, 0, [this](pid_t pid) {
       pid_t group = ::getpgid(pid);
-      return std::any_of(ranks_.begin(), ranks_.end(), [group](const Rank& r) { return r.running() && r.pid == group; });
+      return std::any_of(ranks_.begin(), ranks_.end(),
+                         [group](const Rank& r) { return r.running() && r.pid == group; });
     });
   }
 

@@ -46,7 +46,7 @@ struct StatusFile {
   std::string state;
   std::string reason;
   std::string cause;  // empty: none yet
-  double since = 0;  // when the state began, seconds since the epoch
+  double since = 0;   // when the state began, seconds since the epoch
   std::optional<int> exit_code;
   std::vector<StatusRank> ranks;
 

@@ -7,10 +7,10 @@
 // Only for the static build: a shared libstdc++ has its own definition.
 #include <unistd.h>
 
-#include "base/log.h"
-
 #include <cstdlib>
 #include <exception>
+
+#include "base/log.h"
 
 namespace {
 

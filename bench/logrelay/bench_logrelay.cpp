@@ -46,8 +46,8 @@
 
 namespace {
 
-using trainit::Fd;
 using trainit::ConsoleWriter;
+using trainit::Fd;
 using trainit::LogRelay;
 using trainit::Loop;
 using trainit::RankLog;

@@ -3,11 +3,10 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <thread>
-
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 namespace trainit {
 namespace {

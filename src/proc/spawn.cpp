@@ -125,8 +125,7 @@ Result<Spawned> spawn(const SpawnOptions& options) {
   asm volatile("" : : : "memory");
   if (pid < 0) {
     int e = errno;
-    return Error{fmt::format("cannot start '{}': vfork: {}", options.argv[0], errno_string(e)), e,
-                 exit_code::kOsError};
+    return Error{fmt::format("cannot start '{}': vfork: {}", options.argv[0], errno_string(e)), e, exit_code::kOsError};
   }
   if (failure.stage < 0) {
     return Spawned{pid};
