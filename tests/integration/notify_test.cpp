@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -307,6 +308,59 @@ TEST(Notify, ReadyNotifySendsReadyOnlyWhenTheChildSaysSoThroughSdNotify) {
   EXPECT_TRUE(l.wait_for("STATUS=serving", before)) << l.dump();
   t.close_stdin();
   EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+}
+
+// NotifyAccess=main: the socket's abstract name reaches every process in the
+// network namespace, but only PROGRAM itself is heard. A forked child's
+// READY=1 (libsystemd's sd_notify, from the child's own pid) is dropped.
+TEST(Notify, ReadyNotifyHearsOnlyTheMainChildNotItsForkedChild) {
+  TRAINIT_REQUIRE_ROOT();
+  Listener l(unique_abstract("from-child"));
+  ASSERT_EQ(l.error(), "");
+  Spec spec{.args = {"--ready", "notify", "--", helper_path("it3_sdnotify"), "from-child"}};
+  spec.env.push_back(l.variable());
+  Trainit t(spec);
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line("child sent 1")) << "the forked child's sd_notify failed" << t.transcript();
+  ASSERT_TRUE(t.wait_line("warming 1")) << t.transcript();
+  // The forked child's datagram was queued before PROGRAM's: had trainit
+  // taken it, its READY=1 and STATUS would reach us before "warming up".
+  auto warming = l.wait_for("STATUS=warming up");
+  ASSERT_TRUE(warming) << l.dump() << t.transcript();
+  EXPECT_FALSE(l.wait_for("STATUS=from a forked child", 0, 0s)) << l.dump();
+  EXPECT_FALSE(l.wait_for("READY=1", 0, 0s)) << "READY=1 from PROGRAM's child" << l.dump();
+
+  const size_t before = l.messages().size();
+  ASSERT_TRUE(t.write_stdin("go\n"));
+  ASSERT_TRUE(t.wait_line("notified 1")) << t.transcript();
+  EXPECT_TRUE(l.wait_for("READY=1", before)) << l.dump() << t.transcript();
+  t.close_stdin();
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  EXPECT_FALSE(l.wait_for("STATUS=from a forked child", 0, 0s)) << l.dump();
+}
+
+// Each restart of PROGRAM has a new pid, and it is the new one that is heard.
+TEST(Notify, ReadyNotifyHearsEachRestartedRunOfTheChild) {
+  TRAINIT_REQUIRE_ROOT();
+  Listener l(unique_abstract("restarts"));
+  ASSERT_EQ(l.error(), "");
+  Spec spec{.args = {"--ready", "notify", "--restart", "on-failure", "--max-restarts", "1", "--",
+                     helper_path("it3_sdnotify"), "exit", "3"}};
+  spec.env.push_back(l.variable());
+  Outcome r = run(spec);
+  ASSERT_EQ(r.exit, Exit::code(3)) << r.transcript;
+  std::vector<std::string> pids;
+  for (const auto& line : lines_of(r.out)) {
+    char pid[32];
+    int rc = 0;
+    if (std::sscanf(line.c_str(), "pid %31s sent %d", pid, &rc) == 2) {
+      EXPECT_EQ(rc, 1) << line;
+      pids.emplace_back(pid);
+    }
+  }
+  ASSERT_EQ(pids.size(), 2u) << r.transcript;
+  EXPECT_TRUE(l.wait_for("STATUS=pid " + pids[0])) << "the first run was not heard" << l.dump();
+  EXPECT_TRUE(l.wait_for("STATUS=pid " + pids[1])) << "the restarted run was not heard" << l.dump();
 }
 
 // Containers that share a network namespace (a Kubernetes pod, --network=host)
