@@ -6,18 +6,19 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <optional>
 #include <string>
 #include <thread>
@@ -212,6 +213,7 @@ TEST(Notifier, SendingToASupervisorThatStoppedReadingNeverBlocks) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    ::alarm(5);  // the deadline: a send that blocks dies of SIGALRM
     Notifier n = Notifier::from_environment();
     int refused = 0;
     for (int i = 0; i < 5000; ++i) {
@@ -220,15 +222,9 @@ TEST(Notifier, SendingToASupervisorThatStoppedReadingNeverBlocks) {
     ::_exit(refused > 0 ? 0 : 1);  // the queue must have filled up
   }
   int status = 0;
-  pid_t r = 0;
-  for (int i = 0; i < 500 && (r = ::waitpid(pid, &status, WNOHANG)) == 0; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
-  if (r == 0) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    FAIL() << "send() blocked on a full supervisor queue for 5 s";
-  }
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_FALSE(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+      << "send() blocked on a full supervisor queue for 5 s";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "5000 datagrams never filled the queue?";
 }
 
@@ -527,6 +523,24 @@ bool is_dead(pid_t pid) {
   return end != nullptr && (end[2] == 'Z' || end[2] == 'X');
 }
 
+// Waits at most `timeout` until `pid` (not necessarily our child) is dead:
+// until its pidfd (opened while it lived) is readable, or, on a kernel
+// without pidfds (before 5.3), until /proc says so.
+bool wait_dead(const Fd& pidfd, pid_t pid, std::chrono::milliseconds timeout) {
+  if (pidfd) {
+    struct pollfd pfd = {pidfd.get(), POLLIN, 0};
+    int r;
+    while ((r = ::poll(&pfd, 1, static_cast<int>(timeout.count()))) < 0 && errno == EINTR) {
+    }
+    return r == 1;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!is_dead(pid) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  return is_dead(pid);
+}
+
 size_t index_of(const std::vector<pid_t>& v, pid_t pid) {
   return static_cast<size_t>(std::find(v.begin(), v.end(), pid) - v.begin());
 }
@@ -557,19 +571,15 @@ TEST(ProcTree, ListsTheChildrenOfEveryThread) {
   // A child forked by another thread is listed in that thread's
   // /proc/<pid>/task/<tid>/children only, while that thread lives (when it
   // ends, its children pass to another thread of ours).
-  std::atomic<pid_t> child{0};
-  std::atomic<bool> listed{false};
+  std::promise<pid_t> forked;
+  std::promise<void> listed;
   std::thread forker([&] {
-    child = fork_child([] {});
-    while (!listed) {
-      std::this_thread::sleep_for(1ms);
-    }
+    forked.set_value(fork_child([] {}));
+    listed.get_future().wait();
   });
-  while (child == 0) {
-    std::this_thread::sleep_for(1ms);
-  }
+  const pid_t child = forked.get_future().get();
   auto all = list_descendants(::getpid());
-  listed = true;
+  listed.set_value();
   forker.join();
   ASSERT_GT(child, 0);
   EXPECT_LT(index_of(all, child), all.size()) << "a child of a second thread is missed";
@@ -633,20 +643,14 @@ TEST(ProcTree, SignalAllOutsidePid1ReachesEveryDescendantAndNothingElse) {
   pid_t grandchild = read_pid(r.get());
   ASSERT_GT(grandchild, 0);
 
+  Fd grandchild_pidfd(static_cast<int>(::syscall(SYS_pidfd_open, grandchild, 0)));
   EXPECT_GE(signal_all(false, SIGTERM, child), 2);
   siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED), 0);
   EXPECT_EQ(info.si_code, CLD_KILLED);
   EXPECT_EQ(info.si_status, SIGTERM);
   // The grandchild now belongs to the init (or a subreaper): it must die.
-  bool grandchild_gone = false;
-  for (int i = 0; i < 2000 && !grandchild_gone; ++i) {
-    grandchild_gone = is_dead(grandchild);
-    if (!grandchild_gone) {
-      std::this_thread::sleep_for(1ms);
-    }
-  }
-  EXPECT_TRUE(grandchild_gone) << "the grandchild in its own session missed the signal";
+  EXPECT_TRUE(wait_dead(grandchild_pidfd, grandchild, 2s)) << "the grandchild in its own session missed the signal";
   EXPECT_FALSE(is_dead(outsider)) << "a process outside our tree was signalled";
   ::kill(outsider, SIGKILL);
   ::kill(grandchild, SIGKILL);
