@@ -113,6 +113,7 @@ class ExecSupervisor {
     // Point of no return (the first time): a child runs. From here the only
     // way out is through the loop; errors are logged and lived with.
     child_pid_ = spawned->pid;
+    receiver_.serve(child_pid_);  // NotifyAccess=main: this run of PROGRAM, nobody else
     started_at_ = Clock::now();
     child_ = loop_.add_child(
         child_pid_, [this](const siginfo_t& info) { return on_child_exit(info); }, "main child");

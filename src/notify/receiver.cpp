@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/log.h"
+
 namespace trainit {
 
 int NotifyReceiver::open() {
@@ -19,6 +21,14 @@ int NotifyReceiver::open() {
   fd_.reset(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd_) {
     return -errno;
+  }
+  // Before bind: every datagram that can reach the socket carries its
+  // sender's credentials.
+  const int on = 1;
+  if (::setsockopt(fd_.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) < 0) {
+    int e = errno;
+    fd_.reset();
+    return -e;
   }
   // Abstract names are per network namespace, not per PID namespace: every
   // container's trainit is PID 1, and containers may share a network (a pod,
@@ -46,16 +56,60 @@ int NotifyReceiver::open() {
   }
 }
 
+namespace {
+
+// The sender's pid from the SCM_CREDENTIALS of `msg` (0 when there are none),
+// closing every descriptor that came along.
+pid_t sender_pid(struct msghdr& msg) {
+  pid_t pid = 0;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET) {
+      continue;
+    }
+    if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof(struct ucred))) {
+      struct ucred cred {};
+      std::memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+      pid = cred.pid;
+    } else if (c->cmsg_type == SCM_RIGHTS) {
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+        Fd discarded(fd);
+      }
+    }
+  }
+  return pid;
+}
+
+}  // namespace
+
 int NotifyReceiver::drain(const LineFn& fn) {
   int datagrams = 0;
   char buf[4096];
+  // Room for the credentials and a few descriptors (to close them); more
+  // descriptors than fit are closed by the kernel (MSG_CTRUNC).
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(16 * sizeof(int))];
   for (;;) {
-    ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), MSG_DONTWAIT);
+    struct iovec iov = {buf, sizeof(buf)};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t n = ::recvmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0) {
       if (errno == EINTR) {
         continue;
       }
       return errno == EAGAIN ? datagrams : -errno;
+    }
+    const pid_t sender = sender_pid(msg);
+    if (served_ <= 0 || sender != served_) {
+      ++dropped_;
+      log_debug("NOTIFY_SOCKET: dropped a datagram from pid {} (serving pid {}; {} dropped)", sender, served_,
+                dropped_);
+      continue;
     }
     ++datagrams;
     parse_notify_message(std::string_view(buf, static_cast<size_t>(n)), fn);

@@ -3,6 +3,7 @@
 # byte, with what the case expects.
 #
 #   run_case.sh TRAINIT CASE_DIR
+#   run_case.sh --update TRAINIT CASE_DIR
 #
 # A case directory holds:
 #   env           NAME=VALUE lines: the whole environment (run under env -i)
@@ -14,9 +15,15 @@
 # @CASE@ stands for the case directory's absolute path; empty lines and
 # lines starting with '#' in env and args are skipped.
 #
-# TRAINIT_GOLDEN_UPDATE=1 rewrites the expected files from what trainit
-# printed (review the diff before committing it).
+# --update rewrites the expected files from what trainit printed (review the
+# diff before committing it). Only the update_goldens target passes it: the
+# tests ctest runs compare and never write.
 set -u
+update=
+if [ "${1:-}" = --update ]; then
+  update=1
+  shift
+fi
 bin=$1
 dir=$(cd "$2" && pwd) || exit 2
 tmp=$(mktemp -d) || exit 2
@@ -44,7 +51,7 @@ echo $? >"$tmp/rc"
 fold <"$tmp/raw.out" >"$tmp/out"
 fold <"$tmp/raw.err" >"$tmp/err"
 
-if [ "${TRAINIT_GOLDEN_UPDATE:-}" = 1 ]; then
+if [ -n "$update" ]; then
   cp "$tmp/out" "$dir/expected.out"
   if [ -s "$tmp/err" ]; then cp "$tmp/err" "$dir/expected.err"; else rm -f "$dir/expected.err"; fi
   if [ "$(cat "$tmp/rc")" != 0 ]; then cp "$tmp/rc" "$dir/expected.rc"; else rm -f "$dir/expected.rc"; fi

@@ -6,11 +6,19 @@
  *                   RC"; at the first line on stdin sends "READY=1" and
  *                   "STATUS=serving" in one message and prints "notified RC";
  *                   exits 0 at the end of stdin
+ *   it3_sdnotify from-child
+ *                   first a forked child sends "READY=1" and "STATUS=from a
+ *                   forked child" in one message, prints "child sent RC" and
+ *                   exits; once it has, the above
+ *   it3_sdnotify exit CODE
+ *                   sends "STATUS=pid P" (P: its pid), prints "pid P sent
+ *                   RC" and exits CODE (a run of a restarted program)
  *
  * RC is sd_notify()'s return value: > 0 sent, 0 no NOTIFY_SOCKET, < 0 -errno. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -20,8 +28,31 @@ static void say(const char* text) {
     _exit(3);
 }
 
-int main(void) {
+int main(int argc, char** argv) {
   char line[512];
+  if (argc == 3 && strcmp(argv[1], "exit") == 0) {
+    char status[64];
+    snprintf(status, sizeof(status), "STATUS=pid %d", (int)getpid());
+    snprintf(line, sizeof(line), "pid %d sent %d\n", (int)getpid(), sd_notify(0, status));
+    say(line);
+    return atoi(argv[2]);
+  }
+  if (argc == 2 && strcmp(argv[1], "from-child") == 0) {
+    pid_t child = fork();
+    if (child < 0)
+      return 2;
+    if (child == 0) {
+      snprintf(line, sizeof(line), "child sent %d\n", sd_notify(0, "READY=1\nSTATUS=from a forked child"));
+      say(line);
+      _exit(0);
+    }
+    int status;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      return 2;
+  } else if (argc != 1) {
+    fprintf(stderr, "usage: it3_sdnotify [from-child | exit CODE]\n");
+    return 2;
+  }
   const char* socket = getenv("NOTIFY_SOCKET");
   snprintf(line, sizeof(line), "notify_socket %s\n", socket != NULL ? socket : "(unset)");
   say(line);

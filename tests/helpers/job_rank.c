@@ -16,7 +16,7 @@
  *   on-term exit|ignore  on SIGTERM: rR.term gets the time, then exit 0, or
  *                     carry on (SIGTERM caught and otherwise ignored)
  *   ready             prints "ready R pid P" on stdout
- *   wait-file NAME    waits until DIR/NAME exists (1 ms polls)
+ *   wait-file NAME    waits until DIR/NAME exists (inotify on DIR)
  *   exit-if RANK CODE exits CODE when R is RANK
  *   exit CODE         exits CODE
  *   sleep MS          sleeps MS milliseconds
@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -224,8 +225,23 @@ static void wait_file(const char* name) {
   char path[512];
   snprintf(path, sizeof(path), "%s/%s", g_dir, name);
   struct stat st;
-  while (stat(path, &st) < 0)
-    sleep_ms(1);
+  /* Watched before the first look: a file made in between is not missed. */
+  int in = inotify_init1(IN_CLOEXEC);
+  if (in >= 0 && inotify_add_watch(in, g_dir, IN_CREATE | IN_MOVED_TO) < 0) {
+    close(in);
+    in = -1;
+  }
+  while (stat(path, &st) < 0) {
+    char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    if (in < 0 || (read(in, events, sizeof(events)) < 0 && errno != EINTR)) {
+      if (in >= 0)
+        close(in);
+      in = -1;
+      sleep_ms(1); /* no inotify (out of watches): poll */
+    }
+  }
+  if (in >= 0)
+    close(in);
 }
 
 static const char* need(char** argv, int i, int argc, const char* action) {

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -97,12 +98,22 @@ static int one(void) {
     return 2;
   if (middle == 0) {
     pid_t lost = getpid();
+    /* The orphan learns that it was reparented from the kernel: SIGUSR1 when
+     * its parent has died (sent after the reparenting), taken at most 10 s
+     * later; unless the parent was gone before the request. */
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &usr1, NULL);
     pid_t orphan = fork();
     if (orphan != 0)
       _exit(orphan < 0 ? 2 : 0);
     close(report[0]);
-    for (int i = 0; i < 10000 && getppid() == lost; ++i)
-      pause_ms(1);
+    if (prctl(PR_SET_PDEATHSIG, SIGUSR1) < 0)
+      _exit(2);
+    struct timespec limit = {10, 0};
+    if (getppid() == lost)
+      sigtimedwait(&usr1, NULL, &limit);
     printf("orphan %d ppid %d\n", (int)getpid(), (int)getppid());
     fflush(stdout);
     pid_t me = getpid();
@@ -115,6 +126,8 @@ static int one(void) {
   pid_t orphan;
   if (read(report[0], &orphan, sizeof(orphan)) != sizeof(orphan))
     return 2;
+  /* Reaped by the init: no event tells another process, so /proc is polled
+   * (1 ms, at most 10 s). */
   for (int i = 0; i < 10000 && exists(orphan); ++i)
     pause_ms(1);
   if (exists(orphan)) {

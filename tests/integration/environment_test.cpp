@@ -98,26 +98,30 @@ TEST(Environment, InheritedDescriptorsPassThroughAndTrainitsOwnDoNot) {
 
 TEST(Environment, RunsAsUid1000AsPid1) {
   TRAINIT_REQUIRE_ROOT();
-  const Spec user{.uid = 1000, .gid = 100};
+  // The binaries where uid 1000 can run them, wherever the checkout is.
+  TempDir bin;
+  std::string error;
+  ASSERT_TRUE(copy_for_other_users(bin, {"exitwith", "orphans", "sigreport"}, &error)) << error;
+  const Spec user{.program = bin / "trainit", .uid = 1000, .gid = 100};
   auto as_user = [&](std::vector<std::string> args) {
     Spec spec = user;
     spec.args = std::move(args);
     return spec;
   };
   // Exit codes pass through.
-  Outcome r = run(as_user({"--", helper_path("exitwith"), "42"}));
+  Outcome r = run(as_user({"--", bin / "exitwith", "42"}));
   EXPECT_EQ(r.exit, Exit::code(42)) << r.transcript;
-  r = run(as_user({"--", helper_path("exitwith"), "-s", std::to_string(SIGUSR2)}));
+  r = run(as_user({"--", bin / "exitwith", "-s", std::to_string(SIGUSR2)}));
   EXPECT_EQ(r.exit, Exit::code(128 + SIGUSR2)) << r.transcript;
   // Orphans are reaped.
-  r = run(as_user({"-w", "--", helper_path("orphans"), "one"}));
+  r = run(as_user({"-w", "--", bin / "orphans", "one"}));
   EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
   std::string orphan = field(r.out, "reaped");
   EXPECT_FALSE(orphan.empty()) << r.transcript;
   EXPECT_EQ(field(r.out, "orphan"), orphan + " ppid 1") << r.transcript;
   EXPECT_NE(r.err.find("reaped zombie process " + orphan + " "), std::string::npos) << r.transcript;
   // Signals are forwarded, and the escalation works.
-  Trainit t(as_user({"--grace", "0.2", "--", helper_path("sigreport"), "wait"}));
+  Trainit t(as_user({"--grace", "0.2", "--", bin / "sigreport", "wait"}));
   TRAINIT_ASSERT_STARTED(t);
   ASSERT_TRUE(t.wait_line("ready")) << t.transcript();
   ASSERT_EQ(t.signal(SIGUSR1), 0);

@@ -828,4 +828,35 @@ std::string TempDir::operator/(std::string_view name) const {
   return path_ + "/" + std::string(name);
 }
 
+bool copy_for_other_users(const TempDir& dir, const std::vector<std::string>& helpers, std::string* error) {
+  namespace fs = std::filesystem;
+  if (dir.path().empty()) {
+    *error = "no temporary directory";
+    return false;
+  }
+  std::vector<std::pair<std::string, std::string>> copies = {{trainit_path(), dir / "trainit"}};
+  for (const auto& name : helpers) {
+    copies.emplace_back(helper_path(name), dir / name);
+  }
+  constexpr auto kRunnable = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec;  // 0755
+  std::error_code e;
+  fs::permissions(dir.path(), kRunnable, e);
+  if (e) {
+    *error = "chmod " + dir.path() + ": " + e.message();
+    return false;
+  }
+  for (const auto& [from, to] : copies) {
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing, e);
+    if (!e) {
+      fs::permissions(to, kRunnable, e);
+    }
+    if (e) {
+      *error = "copying " + from + " to " + to + ": " + e.message();
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace trainit::test

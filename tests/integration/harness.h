@@ -191,6 +191,14 @@ class TempDir {
   std::string path_;
 };
 
+// Copies trainit and the helpers `helpers` (names as for helper_path) into
+// `dir` as dir/trainit and dir/NAME, and opens `dir` to every user (0755), for
+// tests that run them as another uid: the build tree may sit where that uid
+// cannot go (a checkout under /root, 0700 on Debian), a TempDir under /tmp
+// can. The copies go with `dir`. False, with the reason in `error`, when one
+// cannot be made.
+bool copy_for_other_users(const TempDir& dir, const std::vector<std::string>& helpers, std::string* error);
+
 // Skips the test (GTEST_SKIP) where namespaces cannot be made: not root.
 #define TRAINIT_REQUIRE_ROOT()                                     \
   do {                                                             \

@@ -825,7 +825,13 @@ TEST(JobAsUser, WholeJobRunsAsUid1000AsPid1) {
   for (const auto& path : {job.root(), job.config(), job.table(), job.mount(), job.log_dir(), job.rec()}) {
     ASSERT_EQ(::chown(path.c_str(), 1000, 100), 0) << path;
   }
+  // The binaries where uid 1000 can run them, wherever the checkout is.
+  TempDir bin;
+  std::string error;
+  ASSERT_TRUE(copy_for_other_users(bin, {"job_rank"}, &error)) << error;
   Spec spec = job.spec({}, {"record", "print", "hello", "exit", "0"});
+  spec.program = bin / "trainit";
+  std::replace(spec.args.begin(), spec.args.end(), helper_path("job_rank"), bin / "job_rank");
   spec.uid = 1000;
   spec.gid = 100;
   Outcome r = run(spec);

@@ -64,10 +64,9 @@ class LoopTest : public ::testing::TestWithParam<Wait> {
     return done();
   }
 
-  static pid_t fork_exit(int code, std::chrono::milliseconds after = 0ms) {
+  static pid_t fork_exit(int code) {
     pid_t pid = ::fork();
     if (pid == 0) {
-      ::usleep(static_cast<useconds_t>(after.count() * 1000));
       ::_exit(code);
     }
     return pid;

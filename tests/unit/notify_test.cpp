@@ -6,18 +6,19 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <optional>
 #include <string>
 #include <thread>
@@ -213,6 +214,7 @@ TEST(Notifier, SendingToASupervisorThatStoppedReadingNeverBlocks) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    ::alarm(5);  // the deadline: a send that blocks dies of SIGALRM
     Notifier n = Notifier::from_environment();
     int refused = 0;
     for (int i = 0; i < 5000; ++i) {
@@ -221,15 +223,9 @@ TEST(Notifier, SendingToASupervisorThatStoppedReadingNeverBlocks) {
     ::_exit(refused > 0 ? 0 : 1);  // the queue must have filled up
   }
   int status = 0;
-  pid_t r = 0;
-  for (int i = 0; i < 500 && (r = ::waitpid(pid, &status, WNOHANG)) == 0; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
-  if (r == 0) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    FAIL() << "send() blocked on a full supervisor queue for 5 s";
-  }
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_FALSE(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+      << "send() blocked on a full supervisor queue for 5 s";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "5000 datagrams never filled the queue?";
 }
 
@@ -318,6 +314,7 @@ TEST(NotifyReceiver, OpensAnAbstractSocketEachWithItsOwnAddress) {
 TEST(NotifyReceiver, DrainReadsEveryPendingDatagramInOrder) {
   NotifyReceiver r;
   ASSERT_EQ(r.open(), 0);
+  r.serve(::getpid());  // the sender below is this process
   Lines lines;
   auto collect = [&](std::string_view k, std::string_view v) { lines.emplace_back(k, v); };
   EXPECT_EQ(r.drain(collect), 0) << "nothing pending: returns at once";
@@ -337,11 +334,155 @@ TEST(NotifyReceiver, DrainReadsEveryPendingDatagramInOrder) {
 TEST(NotifyReceiver, AnEmptyDatagramCountsAndCallsNothing) {
   NotifyReceiver r;
   ASSERT_EQ(r.open(), 0);
+  r.serve(::getpid());
   SupervisorEnv env(r.address().c_str());
   ASSERT_EQ(Notifier::from_environment().send(""), 0);
   int calls = 0;
   EXPECT_EQ(r.drain([&](std::string_view, std::string_view) { ++calls; }), 1);
   EXPECT_EQ(calls, 0);
+}
+
+// Another process that speaks to a NOTIFY_SOCKET: a forked child that sends,
+// from its own pid, each message it is handed (through Notifier, as the
+// child's sd_notify would), and says when it has.
+class Sender {
+ public:
+  explicit Sender(const std::string& address) {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) < 0) {
+      return;
+    }
+    Fd mine(fds[0]), theirs(fds[1]);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      mine.reset();
+      ::setenv("NOTIFY_SOCKET", address.c_str(), 1);
+      Notifier n = Notifier::from_environment();
+      char buf[4096];
+      ssize_t len;
+      while ((len = ::recv(theirs.get(), buf, sizeof(buf), 0)) > 0) {
+        int r = n.send(std::string_view(buf, static_cast<size_t>(len)));
+        if (::send(theirs.get(), &r, sizeof(r), 0) != sizeof(r)) {
+          break;
+        }
+      }
+      ::_exit(0);
+    }
+    control_ = std::move(mine);
+  }
+  ~Sender() {
+    control_.reset();  // end of file: the child exits
+    if (pid_ > 0) {
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  Sender(const Sender&) = delete;
+  Sender& operator=(const Sender&) = delete;
+
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  // Sends `message` as one datagram from the child; true once it is queued.
+  bool send(std::string_view message) {
+    int r = -1;
+    return pid_ > 0 &&
+           ::send(control_.get(), message.data(), message.size(), 0) == static_cast<ssize_t>(message.size()) &&
+           ::recv(control_.get(), &r, sizeof(r), 0) == sizeof(r) && r == 0;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  Fd control_;
+};
+
+// NotifyAccess=main: the abstract name can be reached by anyone in the network
+// namespace (a pod's other containers too); only the served child is heard.
+TEST(NotifyReceiver, TakesOnlyTheServedProcessesDatagrams) {
+  NotifyReceiver r;
+  ASSERT_EQ(r.open(), 0);
+  r.serve(::getpid());
+  Sender other(r.address());
+  ASSERT_GT(other.pid(), 0);
+  ASSERT_TRUE(other.send("READY=1\nSTATUS=an impostor"));
+  SupervisorEnv env(r.address().c_str());
+  ASSERT_EQ(Notifier::from_environment().send("STATUS=the served process"), 0);
+  ASSERT_TRUE(other.send("STATUS=another impostor"));
+  Lines lines;
+  EXPECT_EQ(r.drain([&](std::string_view k, std::string_view v) { lines.emplace_back(k, v); }), 1);
+  EXPECT_EQ(lines, (Lines{{"STATUS", "the served process"}}));
+  EXPECT_EQ(r.dropped(), 2u);
+}
+
+TEST(NotifyReceiver, ServesNobodyUntilTold) {
+  NotifyReceiver r;
+  ASSERT_EQ(r.open(), 0);
+  SupervisorEnv env(r.address().c_str());
+  ASSERT_EQ(Notifier::from_environment().send("READY=1"), 0);
+  int calls = 0;
+  EXPECT_EQ(r.drain([&](std::string_view, std::string_view) { ++calls; }), 0);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(r.dropped(), 1u);
+}
+
+// A restarted child has a new pid: the receiver follows it, and the old pid
+// (gone, or someone else's by now) is no longer heard.
+TEST(NotifyReceiver, FollowsTheServedPidAcrossARestart) {
+  NotifyReceiver r;
+  ASSERT_EQ(r.open(), 0);
+  Sender first(r.address()), second(r.address());
+  ASSERT_GT(first.pid(), 0);
+  ASSERT_GT(second.pid(), 0);
+  Lines lines;
+  auto collect = [&](std::string_view k, std::string_view v) { lines.emplace_back(k, v); };
+  r.serve(first.pid());
+  ASSERT_TRUE(first.send("STATUS=first run"));
+  ASSERT_TRUE(second.send("STATUS=too early"));
+  EXPECT_EQ(r.drain(collect), 1);
+  EXPECT_EQ(lines, (Lines{{"STATUS", "first run"}}));
+  r.serve(second.pid());
+  ASSERT_TRUE(first.send("STATUS=the old run, late"));
+  ASSERT_TRUE(second.send("READY=1"));
+  EXPECT_EQ(r.drain(collect), 1);
+  EXPECT_EQ(lines, (Lines{{"STATUS", "first run"}, {"READY", "1"}}));
+  EXPECT_EQ(r.dropped(), 2u);
+}
+
+// Descriptors sent along with a datagram (SCM_RIGHTS) would land in trainit,
+// and through it in its next child: the receiver closes them.
+TEST(NotifyReceiver, DescriptorsSentAlongAreNotKept) {
+  NotifyReceiver r;
+  ASSERT_EQ(r.open(), 0);
+  r.serve(::getpid());
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  Fd read_end(p[0]), write_end(p[1]);
+  Fd sender(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(sender);
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path + 1, r.address().data() + 1, r.address().size() - 1);
+  char text[] = "READY=1";
+  struct iovec iov = {text, sizeof(text) - 1};
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_name = &addr;
+  msg.msg_namelen = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + r.address().size());
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  struct cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  int passed = write_end.get();
+  std::memcpy(CMSG_DATA(cmsg), &passed, sizeof(passed));
+  ASSERT_EQ(::sendmsg(sender.get(), &msg, 0), static_cast<ssize_t>(iov.iov_len)) << std::strerror(errno);
+  write_end.reset();  // the copy in flight is now the pipe's only writer
+  Lines lines;
+  EXPECT_EQ(r.drain([&](std::string_view k, std::string_view v) { lines.emplace_back(k, v); }), 1);
+  EXPECT_EQ(lines, (Lines{{"READY", "1"}}));
+  struct pollfd pfd = {read_end.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 0), 1);
+  EXPECT_TRUE(pfd.revents & POLLHUP) << "the passed write end is still open somewhere in this process";
 }
 
 // --- proc/tree ---------------------------------------------------------------
@@ -385,6 +526,24 @@ bool is_dead(pid_t pid) {
   return end != nullptr && (end[2] == 'Z' || end[2] == 'X');
 }
 
+// Waits at most `timeout` until `pid` (not necessarily our child) is dead:
+// until its pidfd (opened while it lived) is readable, or, on a kernel
+// without pidfds (before 5.3), until /proc says so.
+bool wait_dead(const Fd& pidfd, pid_t pid, std::chrono::milliseconds timeout) {
+  if (pidfd) {
+    struct pollfd pfd = {pidfd.get(), POLLIN, 0};
+    int r;
+    while ((r = ::poll(&pfd, 1, static_cast<int>(timeout.count()))) < 0 && errno == EINTR) {
+    }
+    return r == 1;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!is_dead(pid) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  return is_dead(pid);
+}
+
 size_t index_of(const std::vector<pid_t>& v, pid_t pid) {
   return static_cast<size_t>(std::find(v.begin(), v.end(), pid) - v.begin());
 }
@@ -415,19 +574,15 @@ TEST(ProcTree, ListsTheChildrenOfEveryThread) {
   // A child forked by another thread is listed in that thread's
   // /proc/<pid>/task/<tid>/children only, while that thread lives (when it
   // ends, its children pass to another thread of ours).
-  std::atomic<pid_t> child{0};
-  std::atomic<bool> listed{false};
+  std::promise<pid_t> forked;
+  std::promise<void> listed;
   std::thread forker([&] {
-    child = fork_child([] {});
-    while (!listed) {
-      std::this_thread::sleep_for(1ms);
-    }
+    forked.set_value(fork_child([] {}));
+    listed.get_future().wait();
   });
-  while (child == 0) {
-    std::this_thread::sleep_for(1ms);
-  }
+  const pid_t child = forked.get_future().get();
   auto all = list_descendants(::getpid());
-  listed = true;
+  listed.set_value();
   forker.join();
   ASSERT_GT(child, 0);
   EXPECT_LT(index_of(all, child), all.size()) << "a child of a second thread is missed";
@@ -491,20 +646,14 @@ TEST(ProcTree, SignalAllOutsidePid1ReachesEveryDescendantAndNothingElse) {
   pid_t grandchild = read_pid(r.get());
   ASSERT_GT(grandchild, 0);
 
+  Fd grandchild_pidfd(static_cast<int>(::syscall(SYS_pidfd_open, grandchild, 0)));
   EXPECT_GE(signal_all(false, SIGTERM, child), 2);
   siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED), 0);
   EXPECT_EQ(info.si_code, CLD_KILLED);
   EXPECT_EQ(info.si_status, SIGTERM);
   // The grandchild now belongs to the init (or a subreaper): it must die.
-  bool grandchild_gone = false;
-  for (int i = 0; i < 2000 && !grandchild_gone; ++i) {
-    grandchild_gone = is_dead(grandchild);
-    if (!grandchild_gone) {
-      std::this_thread::sleep_for(1ms);
-    }
-  }
-  EXPECT_TRUE(grandchild_gone) << "the grandchild in its own session missed the signal";
+  EXPECT_TRUE(wait_dead(grandchild_pidfd, grandchild, 2s)) << "the grandchild in its own session missed the signal";
   EXPECT_FALSE(is_dead(outsider)) << "a process outside our tree was signalled";
   ::kill(outsider, SIGKILL);
   ::kill(grandchild, SIGKILL);
