@@ -104,9 +104,20 @@ struct Plan {
   std::vector<ProcessSpec> processes;       // in spawn order
 };
 
+// --max-local-devices: how many devices one host may have in a rank table
+// (device_id < N). The run (init/cli.cpp) and `trainit plan` accept the same
+// values, through parse_max_local_devices().
+inline constexpr unsigned kDefaultLocalDevices = 16;
+inline constexpr unsigned kMinLocalDevices = 1;
+inline constexpr unsigned kMaxLocalDevices = 4096;
+
+// A value of --max-local-devices: decimal digits (see parse_decimal) naming a
+// number in kMinLocalDevices..kMaxLocalDevices; nullopt for anything else.
+[[nodiscard]] std::optional<unsigned> parse_max_local_devices(std::string_view text) noexcept;
+
 struct PlanOptions {
   RequestedMode mode = RequestedMode::kAuto;
-  unsigned max_local_devices = 16;  // rank-table device_id limit per host
+  unsigned max_local_devices = kDefaultLocalDevices;  // rank-table device_id limit per host
 };
 
 struct PlanInput {
