@@ -135,7 +135,11 @@ struct PlanInput {
 // The plan for `input`. An Ascend plan whose rank table is not there yet or
 // not "completed" is returned with rank_table->ready == false and no
 // processes: the machine's wait_rank_table state calls make_plan() again
-// whenever the file changes, until it is ready or fails.
+// whenever the file changes, until it is ready or fails. An error whose
+// errnum is EBADMSG says that the rank table's text, as read, is not one
+// well-formed JSON document (see parse_json), which is also how a table
+// caught mid-write reads: the run waits for the next version of the file,
+// `trainit plan` refuses it. The table is read once per call.
 [[nodiscard]] Result<Plan> make_plan(const PlanInput& input);
 
 // The environment every planned process starts from: trainit's own, minus
