@@ -45,7 +45,8 @@ constexpr std::string_view kUsage =
     "                    RANK_TABLE_FILE_V_1_0 is set, else exec), exec, ascend\n"
     "  --rank-table-timeout SECONDS  how long to wait for a complete rank table\n"
     "                    (default 1800; then exit 75)\n"
-    "  --max-local-devices N  devices allowed per host in the rank table (default 16)\n"
+    "  --max-local-devices N  devices allowed per host in the rank table, 1-4096\n"
+    "                    (default 16)\n"
     "  --status-file PATH  where the job's status JSON is kept\n"
     "                    (default /tmp/trainit-status-<host>.json)\n"
     "\n"
@@ -149,11 +150,12 @@ Result<void> apply_long(std::string_view name, std::string_view value, Options& 
       return usage_error(fmt::format("--mode: expected auto, exec or ascend, got '{}'", value));
     }
   } else if (name == "max-local-devices") {
-    int n = 0;
-    if (!parse_int(value, 1, 4096, &n)) {
-      return usage_error(fmt::format("--max-local-devices: expected an integer in 1-4096, got '{}'", value));
+    auto n = parse_max_local_devices(value);
+    if (!n) {
+      return usage_error(fmt::format("--max-local-devices: expected an integer in {}-{}, got '{}'", kMinLocalDevices,
+                                     kMaxLocalDevices, value));
     }
-    o.max_local_devices = static_cast<unsigned>(n);
+    o.max_local_devices = *n;
   } else if (name == "status-file") {
     if (value.empty() || value[0] != '/') {
       return usage_error(fmt::format("--status-file: expected an absolute path, got '{}'", value));

@@ -36,7 +36,7 @@ struct Options {
   Ready ready = Ready::kSpawn;               // --ready spawn|notify: when to tell our supervisor READY=1
   // Job modes.
   RequestedMode mode = RequestedMode::kAuto;                 // --mode auto|exec|ascend
-  unsigned max_local_devices = 16;                           // --max-local-devices N
+  unsigned max_local_devices = kDefaultLocalDevices;         // --max-local-devices N
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
   std::string status_file;                                   // --status-file PATH; empty: the default
   std::vector<std::string> command;                          // PROGRAM ARGS...

@@ -22,7 +22,6 @@
 #include "loop/loop.h"
 #include "machine.h"
 #include "notify/notify.h"
-#include "platform/json.h"
 #include "platform/path.h"
 #include "proc/escalation.h"
 #include "proc/signals.h"
@@ -277,14 +276,12 @@ class JobRunner {
       return;
     }
     // A table caught mid-write does not parse: not ready yet. One that parses
-    // and is refused will not get better by waiting.
-    auto text = fs_.read_file(table_path_, std::size_t{16} << 20);
-    if (text) {
-      auto json = parse_json(*text, table_path_);
-      if (!json) {
-        note_pending(fmt::format("it does not parse yet: {}", json.error().message));
-        return;
-      }
+    // and is refused will not get better by waiting. Told apart by the plan
+    // itself, from the bytes it was made from (make_plan: EBADMSG): a second
+    // read could find the writer done, and call a torn table refused.
+    if (plan.error().errnum == EBADMSG) {
+      note_pending(fmt::format("it does not parse yet: {}", plan.error().message));
+      return;
     }
     stop_waiting();
     fail(kConfig, plan.error().message);

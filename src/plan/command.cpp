@@ -11,8 +11,6 @@
 namespace trainit {
 namespace {
 
-constexpr unsigned kMaxLocalDevicesLimit = 1024;
-
 constexpr std::string_view kUsage =
     "usage: trainit plan [--mode ascend|exec|auto] [--max-local-devices N] [--] COMMAND [ARG...]\n"
     "\n"
@@ -24,7 +22,8 @@ constexpr std::string_view kUsage =
     "                           rank table; exec: COMMAND once, as given; auto (the\n"
     "                           default): ascend when RANK_TABLE_FILE or\n"
     "                           RANK_TABLE_FILE_V_1_0 is set, exec otherwise\n"
-    "  --max-local-devices N    devices one host may have (device_id < N); default 16\n"
+    "  --max-local-devices N    devices one host may have (device_id < N), 1..4096;\n"
+    "                           default 16\n"
     "  -h, --help               this text\n";
 
 Error usage(std::string message) {
@@ -76,12 +75,12 @@ Result<PlanArgs> parse_plan_args(std::span<const std::string> args) {
       auto value = value_of("--max-local-devices", arg);
       if (!value)
         return value.error();
-      auto n = parse_decimal(*value);
-      if (!n || *n < 1 || *n > kMaxLocalDevicesLimit) {
-        return usage(fmt::format("plan: --max-local-devices {}: not a number in 1..{}", quote_for_message(*value),
-                                 kMaxLocalDevicesLimit));
+      auto n = parse_max_local_devices(*value);
+      if (!n) {
+        return usage(fmt::format("plan: --max-local-devices {}: not a number in {}..{}", quote_for_message(*value),
+                                 kMinLocalDevices, kMaxLocalDevices));
       }
-      parsed.options.max_local_devices = static_cast<unsigned>(*n);
+      parsed.options.max_local_devices = *n;
       continue;
     }
     if (arg.size() > 1 && arg[0] == '-') {

@@ -60,6 +60,13 @@ Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
   return env.has_rank_table_variable() ? Mode::kAscend : Mode::kExec;
 }
 
+std::optional<unsigned> parse_max_local_devices(std::string_view text) noexcept {
+  auto n = parse_decimal(text);
+  if (!n || *n < kMinLocalDevices || *n > kMaxLocalDevices)
+    return std::nullopt;
+  return static_cast<unsigned>(*n);
+}
+
 Result<Plan> make_plan(const PlanInput& input) {
   try {
     if (input.argv.empty())

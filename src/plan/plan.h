@@ -104,9 +104,20 @@ struct Plan {
   std::vector<ProcessSpec> processes;       // in spawn order
 };
 
+// --max-local-devices: how many devices one host may have in a rank table
+// (device_id < N). The run (init/cli.cpp) and `trainit plan` accept the same
+// values, through parse_max_local_devices().
+inline constexpr unsigned kDefaultLocalDevices = 16;
+inline constexpr unsigned kMinLocalDevices = 1;
+inline constexpr unsigned kMaxLocalDevices = 4096;
+
+// A value of --max-local-devices: decimal digits (see parse_decimal) naming a
+// number in kMinLocalDevices..kMaxLocalDevices; nullopt for anything else.
+[[nodiscard]] std::optional<unsigned> parse_max_local_devices(std::string_view text) noexcept;
+
 struct PlanOptions {
   RequestedMode mode = RequestedMode::kAuto;
-  unsigned max_local_devices = 16;  // rank-table device_id limit per host
+  unsigned max_local_devices = kDefaultLocalDevices;  // rank-table device_id limit per host
 };
 
 struct PlanInput {
@@ -124,7 +135,11 @@ struct PlanInput {
 // The plan for `input`. An Ascend plan whose rank table is not there yet or
 // not "completed" is returned with rank_table->ready == false and no
 // processes: the machine's wait_rank_table state calls make_plan() again
-// whenever the file changes, until it is ready or fails.
+// whenever the file changes, until it is ready or fails. An error whose
+// errnum is EBADMSG says that the rank table's text, as read, is not one
+// well-formed JSON document (see parse_json), which is also how a table
+// caught mid-write reads: the run waits for the next version of the file,
+// `trainit plan` refuses it. The table is read once per call.
 [[nodiscard]] Result<Plan> make_plan(const PlanInput& input);
 
 // The environment every planned process starts from: trainit's own, minus

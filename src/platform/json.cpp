@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <utility>
 #include <vector>
 
@@ -127,13 +128,14 @@ class BoundedBuilder {
 Result<Json> parse_json(std::string_view text, std::string_view file, const JsonLimits& limits) {
   if (text.size() > limits.max_bytes) {
     return Error{
-        fmt::format("{}: {} bytes, larger than the limit of {} bytes", one_line(file), text.size(), limits.max_bytes)};
+        fmt::format("{}: {} bytes, larger than the limit of {} bytes", one_line(file), text.size(), limits.max_bytes),
+        EFBIG};
   }
   try {
     Json root;
     BoundedBuilder builder(root, limits.max_depth);
     if (!Json::sax_parse(text.begin(), text.end(), &builder)) {
-      return Error{fmt::format("{}: {}", one_line(file), builder.error())};
+      return Error{fmt::format("{}: {}", one_line(file), builder.error()), EBADMSG};
     }
     return root;
   } catch (const std::exception& e) {  // allocation failure: the only way left to throw

@@ -23,9 +23,10 @@ struct JsonLimits {
 };
 
 // Parses `text` as exactly one JSON document. Errors (one line, starting with
-// `file`): text over max_bytes, a syntax error (with line and column), nesting
-// deeper than max_depth or a key repeated within one object (both with the
-// key path where it happened).
+// `file`): text over max_bytes (errnum EFBIG); a syntax error (with line and
+// column), nesting deeper than max_depth or a key repeated within one object
+// (both with the key path where it happened): errnum EBADMSG, "the text is not
+// one well-formed document", which is also how a file caught mid-write reads.
 [[nodiscard]] Result<Json> parse_json(std::string_view text, std::string_view file, const JsonLimits& limits = {});
 
 // `value` for an error message: compact ASCII-only JSON, at most `max_bytes`

@@ -91,7 +91,10 @@ struct ParsedRankTable {
   std::optional<RankTable> table;  // set iff status == "completed"
 };
 
-// Parses and validates a rank table. `file` only names it in messages.
+// Parses and validates a rank table. `file` only names it in messages. An
+// error with errnum EBADMSG (or EFBIG) is parse_json's: the text is not one
+// well-formed JSON document within the limits; the others say what is wrong
+// with a well-formed one.
 [[nodiscard]] Result<ParsedRankTable> parse_rank_table(std::string_view text, std::string_view file,
                                                        const RankTableLimits& limits = {});
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "plan/command.h"
+
 namespace trainit {
 namespace {
 
@@ -117,6 +119,31 @@ TEST(Cli, BadInputIsAOneLineErrorNamingTheProblem) {
     EXPECT_NE(o.error().message.find(c.needle), std::string::npos) << o.error().message;
     EXPECT_EQ(o.error().message.find('\n'), std::string::npos);
   }
+}
+
+// The run and `trainit plan` accept the same --max-local-devices values, up
+// to the same limit, and read them alike.
+TEST(Cli, MaxLocalDevicesTakesTheSameValuesAsTrainitPlan) {
+  const std::string max = std::to_string(kMaxLocalDevices);
+  const std::string over = std::to_string(kMaxLocalDevices + 1);
+  for (const std::string& value : {std::string("1"), std::string("16"), std::string("4096"), max, std::string("0"),
+                                   over, std::string("016"), std::string("+8"), std::string("-1"), std::string("8 "),
+                                   std::string("0x10"), std::string(""), std::string("99999999999999999999")}) {
+    SCOPED_TRACE("--max-local-devices '" + value + "'");
+    auto run = parse({"--max-local-devices", value.c_str(), "true"});
+    auto plan = parse_plan_args(std::vector<std::string>{"plan", "--max-local-devices", value, "--", "true"});
+    ASSERT_EQ(run.ok(), plan.ok()) << (run.ok() ? plan.error().message : run.error().message);
+    if (run.ok()) {
+      EXPECT_EQ(run->max_local_devices, plan->options.max_local_devices);
+      EXPECT_EQ(std::to_string(run->max_local_devices), value);
+    } else {
+      EXPECT_NE(run.error().message.find("1-" + max), std::string::npos) << run.error().message;
+      EXPECT_NE(plan.error().message.find("1.." + max), std::string::npos) << plan.error().message;
+    }
+  }
+  EXPECT_EQ(kMaxLocalDevices, 4096u);
+  EXPECT_TRUE(parse({"--max-local-devices=1025", "true"}).ok());
+  EXPECT_TRUE(parse_plan_args(std::vector<std::string>{"plan", "--max-local-devices=1025", "x"}).ok());
 }
 
 }  // namespace

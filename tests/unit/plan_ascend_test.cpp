@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <string>
 
 #include "plan/ascend.h"
@@ -240,6 +241,28 @@ TEST_F(AscendPlan, AMissingEmptyOrIncompleteTableGivesAWaitingPlan) {
   EXPECT_EQ(planned().rank_table->pending, "its status is \"initializing\", not \"completed\"");
 }
 
+// What the run waits on (EBADMSG: not one whole JSON document, as a table
+// caught mid-write reads) and what it refuses, told from the one read.
+TEST_F(AscendPlan, ATableThatIsNotWholeJsonYetIsToldApartFromARefusedOne) {
+  const std::string whole = template1({2, 2}).dump(1);
+  for (std::size_t cut = 1; cut < whole.size(); ++cut) {
+    fs.add_file(kTable, whole.substr(0, cut));
+    auto r = plan({{"MA_CURRENT_HOST_IP", "10.0.0.1"}});
+    ASSERT_FALSE(r.ok()) << "planned from the first " << cut << " bytes";
+    EXPECT_EQ(r.error().errnum, EBADMSG) << r.error().message;
+  }
+  fs.add_file(kTable, whole);
+  EXPECT_TRUE(plan({{"MA_CURRENT_HOST_IP", "10.0.0.1"}}).ok());
+
+  OJson repeated = template1({2, 2});
+  repeated["server_list"][1]["device"][0]["rank_id"] = "0";
+  fs.add_file(kTable, repeated.dump());
+  auto refused = plan({{"MA_CURRENT_HOST_IP", "10.0.0.1"}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().errnum, EBADMSG) << refused.error().message;
+  EXPECT_NE(refusal().find("repeated rank_id"), std::string::npos);
+}
+
 TEST_F(AscendPlan, EnvironmentErrorsComeBeforeTheTableIsThere) {
   EXPECT_EQ(refusal({{"MA_VJ_NAME", ""}}), "MA_VJ_NAME is not set: the platform names the job with it");
   EXPECT_TRUE(refusal({{"MA_VJ_NAME", "../x"}}).starts_with("MA_VJ_NAME=\"../x\": not a safe name"));
@@ -250,6 +273,7 @@ TEST_F(AscendPlan, EnvironmentErrorsComeBeforeTheTableIsThere) {
 TEST_F(AscendPlan, AnUnreadableTableIsAnErrorNotAWait) {
   fs.add_file("/user/config/jobstart_hccl.json/inner", "x");  // makes the table path a directory
   EXPECT_EQ(refusal(), "cannot read the rank table: " + kTable + ": is a directory, not a file");
+  EXPECT_NE(plan().error().errnum, EBADMSG) << "an unreadable table is no table caught mid-write";
 }
 
 TEST_F(AscendPlan, TableErrorsAndHostErrorsAreRefused) {

@@ -43,9 +43,9 @@ TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
                      "plan: --mode \"torchrun\": not one of ascend, exec, auto");
   expect_usage_error(run({"--mode"}), "plan: --mode needs a value");
   expect_usage_error(run({"--max-local-devices", "0", "x"}),
-                     "plan: --max-local-devices \"0\": not a number in 1..1024");
+                     "plan: --max-local-devices \"0\": not a number in 1..4096");
   expect_usage_error(run({"--max-local-devices=abc", "x"}),
-                     "plan: --max-local-devices \"abc\": not a number in 1..1024");
+                     "plan: --max-local-devices \"abc\": not a number in 1..4096");
   expect_usage_error(run({"--frobnicate", "x"}), "plan: unknown option \"--frobnicate\" (see trainit plan --help)");
 }
 
