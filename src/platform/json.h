@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,5 +34,63 @@ struct JsonLimits {
 // `value` for an error message: compact ASCII-only JSON, at most `max_bytes`
 // ("..." marks a cut).
 [[nodiscard]] std::string json_for_message(const Json& value, std::size_t max_bytes = 80);
+
+// --- Reading a document without holding it ----------------------------------
+//
+// For documents too large to keep whole (a rank table may be 16 MiB, and its
+// DOM ten times that): the text is checked as parse_json() checks it, with the
+// same errors word for word, while a reader is told, in document order, what
+// it holds. What a reader needs for its own error messages comes with each
+// value: json_for_message() of a container is handed over when it closes, and
+// can be had for a scalar with json_for_message(JsonScalar). Memory: a few KiB
+// per open container, and the keys of each open object, whatever the
+// document's size.
+
+// A value that is not a container. `string` views the parser's buffer and is
+// valid only during the call that hands it over.
+struct JsonScalar {
+  enum class Type { kNull, kBoolean, kInteger, kUnsigned, kFloat, kString };
+  Type type = Type::kNull;
+  bool boolean = false;
+  std::int64_t integer = 0;   // kInteger: what the text wrote with a minus sign
+  std::uint64_t natural = 0;  // kUnsigned
+  double real = 0;            // kFloat
+  std::string_view string;    // kString: valid UTF-8
+};
+
+// `value` for an error message, exactly as json_for_message() prints the same
+// value held in a Json.
+[[nodiscard]] std::string json_for_message(const JsonScalar& value, std::size_t max_bytes = 80);
+
+// What parse_json_stream() tells; returning false from any call stops the
+// reading there.
+class JsonStreamReader {
+ public:
+  virtual ~JsonStreamReader() = default;
+  virtual bool scalar(const JsonScalar& value) = 0;
+  // An object (or an array) starts; its values follow, then close().
+  virtual bool open(bool object) = 0;
+  // The key of the next value of the innermost object (never a repeat).
+  virtual bool key(std::string_view key) = 0;
+  // The innermost container ends. `message` is json_for_message() of it,
+  // whole, at the default 80 bytes.
+  virtual bool close(std::string_view message) = 0;
+};
+
+// Reads `text` as parse_json() does, telling `reader`. Returns true when the
+// whole text was read, false when `reader` stopped it first; the errors are
+// parse_json's (errnum EFBIG or EBADMSG).
+[[nodiscard]] Result<bool> parse_json_stream(std::string_view text, std::string_view file, const JsonLimits& limits,
+                                             JsonStreamReader& reader);
+
+// The string value of `key` in the top-level object of `text`, found without
+// reading past it, so that a large document can be asked one question
+// cheaply. nullopt when that does not tell: the text is not an object, has
+// no such key at the top level or not a string there, or breaks, or nests
+// deeper than `max_depth`, before it (a key of a nested object never counts).
+// Nothing after the value is looked at: the text may end there, or go on
+// with anything.
+[[nodiscard]] std::optional<std::string> peek_top_level_string(std::string_view text, std::string_view key,
+                                                               unsigned max_depth = JsonLimits{}.max_depth);
 
 }  // namespace trainit
