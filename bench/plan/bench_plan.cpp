@@ -201,7 +201,7 @@ void run_once(Row& row, const trainit::FileSystem& fs) {
   const int hosts = (row.devices + kDevicesPerHost - 1) / kDevicesPerHost;
   const int host = row.last_host ? hosts - 1 : 0;
   who.instance_name = "ma-job-bench-worker-" + std::to_string(host);
-  who.host_ip = parsed->table->servers[row.template2 ? 0 : static_cast<std::size_t>(host)].server_id;
+  who.host_ip = std::string(parsed->table->server_id(row.template2 ? 0 : static_cast<std::size_t>(host)));
   if (row.template2)
     who.host_ip.clear();
   auto t1 = Clock::now();
@@ -288,6 +288,37 @@ std::string make_servers_table(std::size_t max_bytes) {
     rank += kDevicesPerHost;
   }
   return out + "]}";
+}
+
+// Tables made to cost the most per byte: template 1 devices in their
+// shortest form (integers, no device_ip), or a completed one-device table
+// with an ignored object of as many keys as fit.
+std::string make_dense_servers_table(std::size_t max_bytes) {
+  std::string out = R"({"status":"completed","server_list":[)";
+  std::string server;
+  int rank = 0;
+  for (int h = 0;; ++h) {
+    server = h == 0 ? "" : ",";
+    server += R"({"server_id":")" + server_ip(h) + R"(","device":[)";
+    for (int d = 0; d < kDevicesPerHost; ++d) {
+      server += d ? "," : "";
+      server += R"({"device_id":)" + std::to_string(d) + R"(,"rank_id":)" + std::to_string(rank + d) + "}";
+    }
+    server += "]}";
+    if (out.size() + server.size() + 2 > max_bytes)
+      break;
+    out += server;
+    rank += kDevicesPerHost;
+  }
+  return out + "]}";
+}
+
+std::string make_many_keys_table(std::size_t max_bytes) {
+  std::string out = R"({"status":"completed","server_list":[{"server_id":")" + server_ip(0) +
+                    R"(","device":[{"device_id":"0","rank_id":"0"}]}],"x":{)";
+  for (int k = 0; out.size() + 24 < max_bytes; ++k)
+    out += (k ? ",\"k" : "\"k") + std::to_string(k) + "\":0";
+  return out + "}}";
 }
 
 long status_kb(pid_t pid, const char* field) {
@@ -421,6 +452,9 @@ void memory_table(const char* self, const std::string& dir) {
   add("16 MiB template 2, one-device pods", make_pods_table("completed", 0, 1, kBigTable));
   add("16 MiB template 2, 16-device pods", make_pods_table("completed", 0, 16, kBigTable));
   add("16 MiB template 1, 16-device servers", make_servers_table(kBigTable), 16, server_ip(0));
+  add("16 MiB template 1, shortest devices (integers, no device_ip)", make_dense_servers_table(kBigTable), 16,
+      server_ip(0));
+  add("16 MiB, one device and an ignored object of 1.3 M keys", make_many_keys_table(kBigTable));
   std::printf(
       "\nbench_plan: peak RSS (VmHWM) of one make_plan() from a file, each in a fresh process; target <= "
       "64 MB\n\n");

@@ -237,6 +237,12 @@ TEST(ParseJsonStream, RefusesWhatParseJsonRefusesWithTheSameWords) {
       R"({"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k3":3})",
       "{\"" + std::string(100, 'k') + "\":{\"x\":[1,{\"y\":1,\"y\":2}]}}",
       "[1, 2]",
+      [] {  // long keys (their lengths kept in 4 bytes), more than are looked through one by one
+        std::string text = "{";
+        for (int i = 0; i < 12; ++i)
+          text += "\"" + std::string(300, 'k') + std::to_string(i) + "\":" + std::to_string(i) + ",";
+        return text + "\"" + std::string(300, 'k') + "7\":0}";
+      }(),
   };
   for (const std::string& text : cases) {
     for (JsonLimits limits : {JsonLimits{}, JsonLimits{1024, 3}, JsonLimits{5, 64}}) {
