@@ -443,7 +443,7 @@ class StreamDriver {
       f.form += f.object ? '}' : ']';
     if (f.form.size() > kShown)
       f.form.resize(kShown);
-    if (!reader_.close(message_form(f.form, kMessageBytes)))
+    if (!reader_.close(f.form))
       return stop();
     if (depth_ > 0 && wants_value(stack_[depth_ - 1]))
       add_value(stack_[depth_ - 1], f.form);
@@ -598,6 +598,10 @@ std::string json_for_message(const Json& value, std::size_t max_bytes) {
     text += "...";
   }
   return one_line(text);
+}
+
+std::string json_for_message_of_form(std::string_view form) {
+  return message_form(std::string(form.substr(0, kShown)), kMessageBytes);
 }
 
 std::string json_for_message(const JsonScalar& value, std::size_t max_bytes) {

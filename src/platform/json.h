@@ -41,8 +41,8 @@ struct JsonLimits {
 // DOM ten times that): the text is checked as parse_json() checks it, with the
 // same errors word for word, while a reader is told, in document order, what
 // it holds. What a reader needs for its own error messages comes with each
-// value: json_for_message() of a container is handed over when it closes, and
-// can be had for a scalar with json_for_message(JsonScalar). Memory: a few KiB
+// value: enough of a container's compact form when it closes, for
+// json_for_message_of_form(), and json_for_message(JsonScalar) for a scalar. Memory: a few KiB
 // per open container, and the keys of each open object, whatever the
 // document's size.
 
@@ -62,6 +62,10 @@ struct JsonScalar {
 // value held in a Json.
 [[nodiscard]] std::string json_for_message(const JsonScalar& value, std::size_t max_bytes = 80);
 
+// What json_for_message() prints (at up to 80 bytes) of a container whose
+// compact form starts with `form`, as JsonStreamReader::close() gives it.
+[[nodiscard]] std::string json_for_message_of_form(std::string_view form);
+
 // What parse_json_stream() tells; returning false from any call stops the
 // reading there.
 class JsonStreamReader {
@@ -72,9 +76,10 @@ class JsonStreamReader {
   virtual bool open(bool object) = 0;
   // The key of the next value of the innermost object (never a repeat).
   virtual bool key(std::string_view key) = 0;
-  // The innermost container ends. `message` is json_for_message() of it,
-  // whole, at the default 80 bytes.
-  virtual bool close(std::string_view message) = 0;
+  // The innermost container ends. `form` is the start of its compact form
+  // (dump()), enough of it for a message: json_for_message_of_form(form) is
+  // what json_for_message() prints of the container.
+  virtual bool close(std::string_view form) = 0;
 };
 
 // Reads `text` as parse_json() does, telling `reader`. Returns true when the

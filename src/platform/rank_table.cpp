@@ -82,7 +82,7 @@ struct Seen {
   enum class Kind : std::uint8_t { kMissing, kScalar, kObject, kArray };
   Kind kind = Kind::kMissing;
   JsonScalar scalar;  // kScalar; a string's text is in `text`
-  std::string text;   // kScalar strings: the string; containers: json_for_message() of it
+  std::string text;   // kScalar strings: the string; containers: the start of its form (JsonStreamReader::close)
 
   [[nodiscard]] bool present() const { return kind != Kind::kMissing; }
   [[nodiscard]] bool is_string() const { return kind == Kind::kScalar && scalar.type == JsonScalar::Type::kString; }
@@ -96,14 +96,18 @@ struct Seen {
     else
       text.clear();
   }
-  void set_container(bool object, std::string_view message) {
+  void set_container(bool object, std::string_view form) {
     kind = object ? Kind::kObject : Kind::kArray;
-    text.assign(message);
+    text.assign(form);
+  }
+  void reset() {
+    kind = Kind::kMissing;
+    text.clear();
   }
 
   [[nodiscard]] std::string message() const {
     if (kind != Kind::kScalar)
-      return text;
+      return json_for_message_of_form(text);
     JsonScalar value = scalar;
     if (value.type == JsonScalar::Type::kString)
       value.string = text;
@@ -356,11 +360,11 @@ class TableReader final : public JsonStreamReader {
     return true;
   }
 
-  bool close(std::string_view message) override {
+  bool close(std::string_view form) override {
     const Level level = levels_.back();
     levels_.pop_back();
     if (level.slot != nullptr)
-      level.slot->set_container(level.object, message);
+      level.slot->set_container(level.object, form);
     switch (level.role) {
       case Role::kServerList:
         server_list_count_ = level.count;
@@ -471,28 +475,41 @@ class TableReader final : public JsonStreamReader {
     Error error;
   };
 
+  // The element being read, of each kind: reset() for the next one, keeping
+  // the buffers.
   struct ServerUnit {  // template 1: the server being read
     std::size_t index = 0;
     Seen self, id, devices;
     std::size_t device_count = 0;
     std::uint32_t first = 0;       // its first device in table_.devices
     std::optional<Error> problem;  // the first problem of its devices
+    void reset() {
+      for (Seen* v : {&self, &id, &devices})
+        v->reset();
+      device_count = 0;
+      problem.reset();
+    }
   };
   struct DeviceUnit {  // the device being read, of either template
     std::size_t index = 0;
     Seen self, id, rank, ip;
+    void reset() {
+      for (Seen* v : {&self, &id, &rank, &ip})
+        v->reset();
+    }
   };
   struct GroupUnit {  // template 2: the group being read
     std::size_t index = 0;
     Seen self, name, instances, instance_count, device_count;
     std::size_t instance_list_count = 0;
-    std::uint32_t first = 0;       // its first pod in records_
-    std::uint64_t listed = 0;      // devices its pods list
-    bool all_suffixed = true;      // every pod name has a numeric suffix
-    std::optional<Error> problem;  // the first problem of its pods (pass 1)
-    OwnProblem first_listed;       // of the pods with an OwnProblem: the first listed
-    OwnProblem least_suffix;       // ... and the one with the smallest suffix
-    std::uint64_t least = 0;       // that suffix
+    std::uint32_t first = 0;               // its first pod in records_
+    std::uint64_t listed = 0;              // devices its pods list
+    bool all_suffixed = true;              // every pod name has a numeric suffix
+    std::optional<Error> problem;          // the first problem of its pods (pass 1)
+    OwnProblem first_listed;               // of the pods with an OwnProblem: the first listed
+    OwnProblem least_suffix;               // ... and the one with the smallest suffix
+    std::uint64_t least = 0;               // that suffix
+    void reset() { *this = GroupUnit{}; }  // once a group: no buffers worth keeping
   };
   struct InstanceUnit {  // template 2: the pod being read
     std::size_t index = 0;
@@ -500,6 +517,12 @@ class TableReader final : public JsonStreamReader {
     std::size_t device_count = 0;
     std::uint32_t first = 0;  // its first device in device_records_
     OwnProblem own;
+    void reset() {
+      for (Seen* v : {&self, &pod, &server, &devices})
+        v->reset();
+      device_count = 0;
+      own = OwnProblem{};
+    }
   };
   // Template 2, pass 1: a pod in conversion order, and its devices.
   struct PodRecord {
@@ -531,30 +554,34 @@ class TableReader final : public JsonStreamReader {
   }
 
   // A declared count (e.g. "server_count") must equal what is listed.
-  [[nodiscard]] std::optional<Error> declared_count(const Seen& value, std::string_view path, std::size_t listed,
+  // (Paths are made only for a message: `path` is a function that makes one.)
+  template <typename Path>
+  [[nodiscard]] std::optional<Error> declared_count(const Seen& value, const Path& path, std::size_t listed,
                                                     std::string_view what) const {
     if (!value.present())
       return std::nullopt;
     std::uint64_t n = 0;
     std::string problem;
     if (!to_number(value, &n, &problem))
-      return fail(path, value, problem);
+      return fail(path(), value, problem);
     if (n != listed)
-      return fail(path, value, fmt::format("declares {} {} but {} are listed", n, what, listed));
+      return fail(path(), value, fmt::format("declares {} {} but {} are listed", n, what, listed));
     return std::nullopt;
   }
 
-  [[nodiscard]] std::optional<Error> name(const Seen& value, std::string_view path) const {
+  template <typename Path>
+  [[nodiscard]] std::optional<Error> name(const Seen& value, const Path& path) const {
     if (!value.is_string())
-      return fail(path, value, "not a string");
+      return fail(path(), value, "not a string");
     if (value.text.empty())
-      return fail(path, value, "empty");
+      return fail(path(), value, "empty");
     return std::nullopt;
   }
 
-  [[nodiscard]] std::optional<Error> devices_fit(const Seen& devices, std::string_view path, std::size_t count) const {
+  template <typename Path>
+  [[nodiscard]] std::optional<Error> devices_fit(const Seen& devices, const Path& path, std::size_t count) const {
     if (count > limits_.max_local_devices) {
-      return fail(path, devices,
+      return fail(path(), devices,
                   fmt::format("{} devices on one host, more than the limit of {} (--max-local-devices raises it)",
                               count, limits_.max_local_devices));
     }
@@ -562,15 +589,16 @@ class TableReader final : public JsonStreamReader {
   }
 
   // A device's device_id: present, a number, below the limit.
-  std::optional<Error> device_id(const DeviceUnit& d, std::string_view path, std::uint64_t* id) const {
+  template <typename Path>
+  std::optional<Error> device_id(const DeviceUnit& d, const Path& path, std::uint64_t* id) const {
     if (!d.id.present())
-      return fail(path, d.self, "missing key \"device_id\"");
+      return fail(path(), d.self, "missing key \"device_id\"");
     std::string problem;
     if (!to_number(d.id, id, &problem))
-      return fail(fmt::format("{}.device_id", path), d.id, problem);
+      return fail(path() + ".device_id", d.id, problem);
     if (*id >= limits_.max_local_devices) {
       return fail(
-          fmt::format("{}.device_id", path), d.id,
+          path() + ".device_id", d.id,
           fmt::format("out of range 0..{} (--max-local-devices raises the limit)", limits_.max_local_devices - 1));
     }
     return std::nullopt;
@@ -590,24 +618,24 @@ class TableReader final : public JsonStreamReader {
     }
     switch (parent.role) {
       case Role::kServerList:
-        server_ = ServerUnit{};
+        server_.reset();
         server_.index = index;
         server_.first = static_cast<std::uint32_t>(table_.devices.size());
         device_ids_.clear();
         return Target{&server_.self, Role::kServer, Role::kOther, Unit::kServer};
       case Role::kDeviceList:
       case Role::kPodDeviceList:
-        device_ = DeviceUnit{};
+        device_.reset();
         device_.index = index;
         return Target{&device_.self, parent.role == Role::kDeviceList ? Role::kDevice : Role::kPodDevice, Role::kOther,
                       parent.role == Role::kDeviceList ? Unit::kDevice : Unit::kPodDevice};
       case Role::kGroupList:
-        group_ = GroupUnit{};
+        group_.reset();
         group_.index = index;
         group_.first = static_cast<std::uint32_t>(records_.size());
         return Target{&group_.self, Role::kGroup, Role::kOther, Unit::kGroup};
       case Role::kInstanceList:
-        instance_ = InstanceUnit{};
+        instance_.reset();
         instance_.index = index;
         instance_.first = static_cast<std::uint32_t>(device_records_.size());
         return Target{&instance_.self, Role::kInstance, Role::kOther, Unit::kInstance};
@@ -644,26 +672,26 @@ class TableReader final : public JsonStreamReader {
     if (t1_error_ || server_.problem)
       return;  // only the first problem counts
     const DeviceUnit& d = device_;
-    const std::string path = t1_device_path(server_.index, d.index);
+    auto path = [&] { return t1_device_path(server_.index, d.index); };
     auto problem = [&](Error e) { server_.problem = std::move(e); };
     if (!object)
-      return problem(fail(path, d.self, "not an object"));
+      return problem(fail(path(), d.self, "not an object"));
     std::uint64_t id = 0;
     if (auto e = device_id(d, path, &id))
       return problem(std::move(*e));
     if (std::uint32_t first = device_ids_.insert(id, static_cast<std::uint32_t>(d.index)); first != kNone) {
-      return problem(fail(path + ".device_id", d.id,
+      return problem(fail(path() + ".device_id", d.id,
                           fmt::format("repeated device_id on one server (also at server_list[{}].device[{}].device_id)",
                                       server_.index, first)));
     }
     if (!d.rank.present())
-      return problem(fail(path, d.self, "missing key \"rank_id\""));
+      return problem(fail(path(), d.self, "missing key \"rank_id\""));
     std::uint64_t rank = 0;
     std::string what;
     if (!to_number(d.rank, &rank, &what))
-      return problem(fail(path + ".rank_id", d.rank, what));
+      return problem(fail(path() + ".rank_id", d.rank, what));
     if (d.ip.present() && !d.ip.is_string())
-      return problem(fail(path + ".device_ip", d.ip, "not a string"));
+      return problem(fail(path() + ".device_ip", d.ip, "not a string"));
     RankDevice device;
     device.device_id = static_cast<unsigned>(id);
     if (d.ip.present()) {
@@ -679,26 +707,27 @@ class TableReader final : public JsonStreamReader {
     if (t1_error_)
       return;
     const ServerUnit& s = server_;
-    const std::string path = server_path(s.index);
+    auto path = [&] { return server_path(s.index); };
     auto problem = [&](Error e) { t1_error_ = std::move(e); };
     if (!object)
-      return problem(fail(path, s.self, "not an object"));
+      return problem(fail(path(), s.self, "not an object"));
     if (!s.id.present())
-      return problem(fail(path, s.self, "missing key \"server_id\""));
-    if (auto e = name(s.id, path + ".server_id"))
+      return problem(fail(path(), s.self, "missing key \"server_id\""));
+    if (auto e = name(s.id, [&] { return path() + ".server_id"; }))
       return problem(std::move(*e));
     const TableText id = add(s.id.text);
     if (std::uint32_t first = server_names_.insert(id, static_cast<std::uint32_t>(s.index)); first != kNone) {
-      return problem(fail(path + ".server_id", s.id,
+      return problem(fail(path() + ".server_id", s.id,
                           fmt::format("repeated server_id (also at server_list[{}].server_id)", first)));
     }
     if (!s.devices.present())
-      return problem(fail(path, s.self, "missing key \"device\""));
+      return problem(fail(path(), s.self, "missing key \"device\""));
     if (s.devices.kind != Seen::Kind::kArray)
-      return problem(fail(path + ".device", s.devices, "not an array"));
+      return problem(fail(path() + ".device", s.devices, "not an array"));
     if (s.device_count == 0)
-      return problem(fail(path + ".device", s.devices, "a server without devices"));
-    if (auto e = devices_fit(s.devices, path + ".device", s.device_count))
+      return problem(fail(path() + ".device", s.devices, "a server without devices"));
+    if (auto e = devices_fit(
+            s.devices, [&] { return path() + ".device"; }, s.device_count))
       return problem(std::move(*e));
     if (s.problem)
       return problem(*s.problem);
@@ -710,7 +739,8 @@ class TableReader final : public JsonStreamReader {
       return fail("server_list", server_list_, "not an array");
     if (server_list_count_ == 0)
       return fail("server_list", server_list_, "no servers: the table lists no devices");
-    if (auto e = declared_count(server_count_, "server_count", server_list_count_, "servers"))
+    if (auto e = declared_count(
+            server_count_, [] { return std::string("server_count"); }, server_list_count_, "servers"))
       return *e;
     if (t1_error_)
       return *t1_error_;
@@ -758,9 +788,9 @@ class TableReader final : public JsonStreamReader {
       instance_.own.before_repeat = before_repeat;
       instance_.own.error = std::move(e);
     };
-    const std::string path = t2_device_path(group_.index, instance_.index, d.index);
+    auto path = [&] { return t2_device_path(group_.index, instance_.index, d.index); };
     if (!object)
-      return own(fail(path, d.self, "not an object"), true);
+      return own(fail(path(), d.self, "not an object"), true);
     std::uint64_t id = 0;
     if (auto e = device_id(d, path, &id))
       return own(std::move(*e), true);
@@ -773,24 +803,24 @@ class TableReader final : public JsonStreamReader {
     }
     device_records_.push_back(record);
     if (d.ip.present() && !d.ip.is_string())
-      own(fail(path + ".device_ip", d.ip, "not a string"), false);
+      own(fail(path() + ".device_ip", d.ip, "not a string"), false);
   }
 
   void end_instance(bool object) {
     if (t2_error_ || group_.problem)
       return;
     const InstanceUnit& inst = instance_;
-    const std::string path = instance_path(group_.index, inst.index);
+    auto path = [&] { return instance_path(group_.index, inst.index); };
     auto problem = [&](Error e) { group_.problem = std::move(e); };
     if (!object)
-      return problem(fail(path, inst.self, "not an object"));
+      return problem(fail(path(), inst.self, "not an object"));
     if (!inst.pod.present()) {
-      return problem(fail(path, inst.self,
+      return problem(fail(path(), inst.self,
                           fmt::format("no pod_name: old-style group_list rank tables (instances without pod_name) "
                                       "are not supported; {}",
                                       kKnownFormats)));
     }
-    if (auto e = name(inst.pod, path + ".pod_name"))
+    if (auto e = name(inst.pod, [&] { return path() + ".pod_name"; }))
       return problem(std::move(*e));
     PodRecord record;
     record.group = static_cast<std::uint32_t>(group_.index);
@@ -798,20 +828,21 @@ class TableReader final : public JsonStreamReader {
     record.pod_name = add(inst.pod.text);
     if (std::uint32_t first = pod_names_.insert(record.pod_name, static_cast<std::uint32_t>(pod_places_.size()));
         first != kNone) {
-      return problem(fail(path + ".pod_name", inst.pod,
+      return problem(fail(path() + ".pod_name", inst.pod,
                           fmt::format("repeated pod_name (also at group_list[{}].instance_list[{}].pod_name)",
                                       pod_places_[first].first, pod_places_[first].second)));
     }
     pod_places_.emplace_back(record.group, record.index);
     if (!inst.server.present())
-      return problem(fail(path, inst.self, "missing key \"server_id\""));
-    if (auto e = name(inst.server, path + ".server_id"))
+      return problem(fail(path(), inst.self, "missing key \"server_id\""));
+    if (auto e = name(inst.server, [&] { return path() + ".server_id"; }))
       return problem(std::move(*e));
     if (!inst.devices.present())
-      return problem(fail(path, inst.self, "missing key \"devices\""));
+      return problem(fail(path(), inst.self, "missing key \"devices\""));
     if (inst.devices.kind != Seen::Kind::kArray)
-      return problem(fail(path + ".devices", inst.devices, "not an array"));
-    if (auto e = devices_fit(inst.devices, path + ".devices", inst.device_count))
+      return problem(fail(path() + ".devices", inst.devices, "not an array"));
+    if (auto e = devices_fit(
+            inst.devices, [&] { return path() + ".devices"; }, inst.device_count))
       return problem(std::move(*e));
     record.server_id = add(inst.server.text);
     record.first = inst.first;
@@ -839,17 +870,18 @@ class TableReader final : public JsonStreamReader {
     if (t2_error_)
       return;
     const GroupUnit& g = group_;
-    const std::string path = group_path(g.index);
+    auto path = [&] { return group_path(g.index); };
     auto problem = [&](Error e) { t2_error_ = std::move(e); };
     if (!object)
-      return problem(fail(path, g.self, "not an object"));
+      return problem(fail(path(), g.self, "not an object"));
     if (g.name.present() && !g.name.is_string())
-      return problem(fail(path + ".group_name", g.name, "not a string"));
+      return problem(fail(path() + ".group_name", g.name, "not a string"));
     if (!g.instances.present())
-      return problem(fail(path, g.self, "missing key \"instance_list\""));
+      return problem(fail(path(), g.self, "missing key \"instance_list\""));
     if (g.instances.kind != Seen::Kind::kArray)
-      return problem(fail(path + ".instance_list", g.instances, "not an array"));
-    if (auto e = declared_count(g.instance_count, path + ".instance_count", g.instance_list_count, "instances"))
+      return problem(fail(path() + ".instance_list", g.instances, "not an array"));
+    if (auto e = declared_count(
+            g.instance_count, [&] { return path() + ".instance_count"; }, g.instance_list_count, "instances"))
       return problem(std::move(*e));
     if (g.problem)
       return problem(*g.problem);
@@ -858,9 +890,9 @@ class TableReader final : public JsonStreamReader {
       std::uint64_t count = 0;
       std::string what;
       if (!to_number(g.device_count, &count, &what))
-        return problem(fail(path + ".device_count", g.device_count, what));
+        return problem(fail(path() + ".device_count", g.device_count, what));
       if (count != g.listed) {
-        return problem(fail(path + ".device_count", g.device_count,
+        return problem(fail(path() + ".device_count", g.device_count,
                             fmt::format("declares {} but the group's instances list {} devices", count, g.listed)));
       }
       skipped = count == 0;  // CONTRACT.md §2: skip groups with device_count 0
@@ -895,7 +927,8 @@ class TableReader final : public JsonStreamReader {
   Result<void> finish_template2() {
     if (group_list_.kind != Seen::Kind::kArray)
       return fail("group_list", group_list_, "not an array");
-    if (auto e = declared_count(group_count_, "group_count", group_list_count_, "groups"))
+    if (auto e = declared_count(
+            group_count_, [] { return std::string("group_count"); }, group_list_count_, "groups"))
       return *e;
     if (t2_error_)
       return *t2_error_;

@@ -86,9 +86,9 @@ class Recorder : public JsonStreamReader {
     keys.emplace_back(key);
     return true;
   }
-  bool close(std::string_view message) override {
+  bool close(std::string_view form) override {
     levels_.pop_back();
-    forms[pointer()] = std::string(message);
+    forms[pointer()] = json_for_message_of_form(form);
     advance();
     return true;
   }
