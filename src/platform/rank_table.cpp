@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <exception>
 #include <limits>
 #include <tuple>
@@ -12,10 +11,12 @@
 #include "platform/json.h"
 #include "platform/text.h"
 
-// How a table is read: one pass over the text (parse_json_stream), which keeps
-// only what the checks need, then the checks in the order the rules are
-// written in rank_table.h, so that a table with several faults is refused for
-// the same one whatever order its keys come in:
+// How a table is read: its top-level "status" first (peek_top_level_string),
+// and nothing more of a table that is not complete; then one pass over the
+// text (parse_json_stream), which keeps only what the checks need, then the
+// checks in the order the rules are written in rank_table.h, so that a table
+// with several faults is refused for the same one whatever order its keys
+// come in:
 //
 //   1. the JSON itself (syntax, depth, repeated keys), anywhere in the text;
 //   2. the top level: an object, "status", "version", the format;
