@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <deque>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "loop/loop.h"
 #include "machine.h"
 #include "notify/notify.h"
+#include "platform/fs.h"
 #include "platform/path.h"
 #include "proc/escalation.h"
 #include "proc/signals.h"
@@ -190,6 +193,8 @@ class JobRunner {
       return;
     }
     table_path_ = location->path;
+    table_file_.emplace(table_path_);
+    input_.fs = &table_file_->file_system();
     inotify_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
     if (inotify_) {
       watch_directory();
@@ -258,10 +263,26 @@ class JobRunner {
     return 0;
   }
 
+  // Plans again when the table may have changed: a look at an unchanged file
+  // (see FileWatch) costs a stat, not a read and a parse of up to 16 MiB.
+  // What a look read and parsed is freed by the time it is done: its pages go
+  // back to the system, so that waiting on (and then running from) a large
+  // table leaves PID 1 at its usual size.
   void try_plan() {
     if (state_ != State::kWaitRankTable) {
       return;
     }
+    if (!table_file_->changed(std::chrono::system_clock::now())) {
+      log_debug("the rank table {} is as it was: not read again", table_path_);
+      return;
+    }
+    log_debug("reading the rank table {}", table_path_);
+    plan_from_table();
+    table_file_->release();
+    ::malloc_trim(0);
+  }
+
+  void plan_from_table() {
     auto plan = make_plan(input_);
     if (plan && plan->rank_table && plan->rank_table->ready) {
       plan_ = std::move(*plan);
@@ -329,6 +350,12 @@ class JobRunner {
         return;
       }
     }
+    // What was written (a copy of the rank table among it, up to 16 MiB) and
+    // the table itself are not needed again: PID 1 runs the job at its usual
+    // size, whatever the table's.
+    plan_.files = {};
+    plan_.rank_table.reset();
+    ::malloc_trim(0);
     ranks_.reserve(plan_.processes.size());
     for (const auto& spec : plan_.processes) {
       if (!spawn_rank(spec)) {
@@ -522,6 +549,7 @@ class JobRunner {
   Loop& loop_;
   Environment env_;
   RealFileSystem fs_;
+  std::optional<FileWatch> table_file_;  // wait_rank_table: the table, and what planning reads through
   PlanInput input_;
   Plan plan_;
   Notifier notifier_;

@@ -1,7 +1,8 @@
 // Job modes (today: the Ascend rank-table launch), run as PID 1.
 //
 // Executes a Plan on the loop through the states of init/machine.h: waits for
-// the rank table (inotify on its directory, a slow poll beside it), creates
+// the rank table (inotify on its directory, a slow poll beside it; read again
+// only when it may have changed, see FileWatch), creates
 // the directories and files the plan names, starts one process per local
 // device in its own session with its output relayed (src/log), watches them,
 // and at the first failure, timeout or SIGTERM/SIGINT stops them all (SIGTERM

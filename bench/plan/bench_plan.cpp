@@ -22,7 +22,8 @@
 // 3. PID 1 (issue 9; needs root, skipped otherwise): the real trainit as PID 1
 //   of a new PID namespace, waiting on the 16 MiB "initializing" table: its
 //   VmHWM after the first look, the CPU it spends on 10 events in the table's
-//   directory that leave the table as it is, then, once the table is replaced
+//   directory that leave the table as it is (once the table is 3.5 s old:
+//   FileWatch::kSettle), then, once the table is replaced
 //   by a complete one (8 devices, or 60,000 pods with --max-local-devices
 //   4096), its VmRSS with the ranks running (steady state, target <= 2 MB)
 //   and its VmHWM over the whole run.
@@ -117,6 +118,12 @@ using Clock = std::chrono::steady_clock;
 constexpr int kDevicesPerHost = 16;
 const std::string kTablePath = "/user/config/jobstart_hccl.json";
 
+// Host `host`'s server_id in every table made here.
+std::string server_ip(int host) {
+  return std::to_string(10 + host / 65536) + "." + std::to_string(host / 256 % 256) + "." + std::to_string(host % 256) +
+         ".1";
+}
+
 // A table of `devices` devices, 16 per host, numbers as strings (as the
 // platform writes them). Template 2 lists its pods last-first.
 std::string make_table(bool template2, int devices) {
@@ -201,9 +208,7 @@ void run_once(Row& row, const trainit::FileSystem& fs) {
   const int hosts = (row.devices + kDevicesPerHost - 1) / kDevicesPerHost;
   const int host = row.last_host ? hosts - 1 : 0;
   who.instance_name = "ma-job-bench-worker-" + std::to_string(host);
-  who.host_ip = parsed->table->servers[row.template2 ? 0 : static_cast<std::size_t>(host)].server_id;
-  if (row.template2)
-    who.host_ip.clear();
+  who.host_ip = row.template2 ? "" : server_ip(host);
   auto t1 = Clock::now();
   auto entry = trainit::select_host(*parsed->table, who, kTablePath);
   std::string converted = trainit::to_template1_json(*parsed->table);
@@ -233,11 +238,6 @@ void run_once(Row& row, const trainit::FileSystem& fs) {
 
 constexpr std::size_t kTableLimit = std::size_t{16} << 20;  // RankTableLimits::max_bytes
 constexpr std::size_t kBigTable = kTableLimit - 4096;       // "16 MiB": just under the limit
-
-std::string server_ip(int host) {
-  return std::to_string(10 + host / 65536) + "." + std::to_string(host / 256 % 256) + "." + std::to_string(host % 256) +
-         ".1";
-}
 
 // A template-2 table: pods ma-job-bench-worker-<p> in order, each on its own
 // server with `per_pod` devices; `pods` of them, or as many as fit in
@@ -288,6 +288,37 @@ std::string make_servers_table(std::size_t max_bytes) {
     rank += kDevicesPerHost;
   }
   return out + "]}";
+}
+
+// Tables made to cost the most per byte: template 1 devices in their
+// shortest form (integers, no device_ip), or a completed one-device table
+// with an ignored object of as many keys as fit.
+std::string make_dense_servers_table(std::size_t max_bytes) {
+  std::string out = R"({"status":"completed","server_list":[)";
+  std::string server;
+  int rank = 0;
+  for (int h = 0;; ++h) {
+    server = h == 0 ? "" : ",";
+    server += R"({"server_id":")" + server_ip(h) + R"(","device":[)";
+    for (int d = 0; d < kDevicesPerHost; ++d) {
+      server += d ? "," : "";
+      server += R"({"device_id":)" + std::to_string(d) + R"(,"rank_id":)" + std::to_string(rank + d) + "}";
+    }
+    server += "]}";
+    if (out.size() + server.size() + 2 > max_bytes)
+      break;
+    out += server;
+    rank += kDevicesPerHost;
+  }
+  return out + "]}";
+}
+
+std::string make_many_keys_table(std::size_t max_bytes) {
+  std::string out = R"({"status":"completed","server_list":[{"server_id":")" + server_ip(0) +
+                    R"(","device":[{"device_id":"0","rank_id":"0"}]}],"x":{)";
+  for (int k = 0; out.size() + 24 < max_bytes; ++k)
+    out += (k ? ",\"k" : "\"k") + std::to_string(k) + "\":0";
+  return out + "}}";
 }
 
 long status_kb(pid_t pid, const char* field) {
@@ -421,6 +452,9 @@ void memory_table(const char* self, const std::string& dir) {
   add("16 MiB template 2, one-device pods", make_pods_table("completed", 0, 1, kBigTable));
   add("16 MiB template 2, 16-device pods", make_pods_table("completed", 0, 16, kBigTable));
   add("16 MiB template 1, 16-device servers", make_servers_table(kBigTable), 16, server_ip(0));
+  add("16 MiB template 1, shortest devices (integers, no device_ip)", make_dense_servers_table(kBigTable), 16,
+      server_ip(0));
+  add("16 MiB, one device and an ignored object of 1.3 M keys", make_many_keys_table(kBigTable));
   std::printf(
       "\nbench_plan: peak RSS (VmHWM) of one make_plan() from a file, each in a fresh process; target <= "
       "64 MB\n\n");
@@ -508,6 +542,7 @@ void run_pid1(const std::string& trainit, const std::string& tmp, const std::str
   const std::string table = dir + "/config/jobstart_hccl.json";
   if (!write_text(table, initializing))
     die("cannot write " + table);
+  const auto written = Clock::now();
   std::vector<std::string> args = {trainit,
                                    "--status-file",
                                    dir + "/status.json",
@@ -580,6 +615,10 @@ void run_pid1(const std::string& trainit, const std::string& tmp, const std::str
     row.first_look_s = std::chrono::duration<double>(Clock::now() - t0).count();
     settle();
     row.first_look_hwm_kb = status_kb(pid, "VmHWM");
+    // Events on a table left alone: since issue 9 trainit trusts a file's
+    // stamp once it is a few seconds old (a write within the file system's
+    // time granularity could hide behind it before that).
+    std::this_thread::sleep_until(written + std::chrono::milliseconds(3500));
     const long before = cpu_ticks(pid);
     const std::string poke = dir + "/config/poke";
     for (int i = 0; i < 10; ++i) {  // each one an event in the table's directory

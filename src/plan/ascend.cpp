@@ -65,6 +65,7 @@ Result<Plan> plan_ascend(const PlanInput& input) {
     return waiting_plan(std::move(rank_table));
   }
   auto parsed = parse_rank_table(*text, rank_table.source, limits);
+  std::string().swap(*text);  // the table is parsed: its text is not kept while the plan is made
   if (!parsed)
     return parsed.error();
   if (!parsed->table) {
@@ -121,11 +122,11 @@ Result<Plan> plan_ascend(const PlanInput& input) {
   const bool hccl_timeout_set = env.get("HCCL_CONNECT_TIMEOUT").has_value();
   const auto process_log_set = env.get("ASCEND_PROCESS_LOG_PATH");
   const std::string rank_size = std::to_string(table.rank_size);
-  const RankServer& server = table.servers[host->server];
+  const auto devices = table.devices_of(host->server);
 
   plan.processes.reserve(host->count);
   for (std::size_t i = 0; i < host->count; ++i) {
-    const RankDevice& device = server.devices[host->first + i];
+    const RankDevice& device = devices[host->first + i];
     const std::string index = std::to_string(i);
     const std::string rank = std::to_string(device.rank_id);
     ProcessSpec process;

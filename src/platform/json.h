@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,5 +34,68 @@ struct JsonLimits {
 // `value` for an error message: compact ASCII-only JSON, at most `max_bytes`
 // ("..." marks a cut).
 [[nodiscard]] std::string json_for_message(const Json& value, std::size_t max_bytes = 80);
+
+// --- Reading a document without holding it ----------------------------------
+//
+// For documents too large to keep whole (a rank table may be 16 MiB, and its
+// DOM ten times that): the text is checked as parse_json() checks it, with the
+// same errors word for word, while a reader is told, in document order, what
+// it holds. What a reader needs for its own error messages comes with each
+// value: enough of a container's compact form when it closes, for
+// json_for_message_of_form(), and json_for_message(JsonScalar) for a scalar. Memory: a few KiB
+// per open container, and the keys of each open object, whatever the
+// document's size.
+
+// A value that is not a container. `string` views the parser's buffer and is
+// valid only during the call that hands it over.
+struct JsonScalar {
+  enum class Type { kNull, kBoolean, kInteger, kUnsigned, kFloat, kString };
+  Type type = Type::kNull;
+  bool boolean = false;
+  std::int64_t integer = 0;   // kInteger: what the text wrote with a minus sign
+  std::uint64_t natural = 0;  // kUnsigned
+  double real = 0;            // kFloat
+  std::string_view string;    // kString: valid UTF-8
+};
+
+// `value` for an error message, exactly as json_for_message() prints the same
+// value held in a Json.
+[[nodiscard]] std::string json_for_message(const JsonScalar& value, std::size_t max_bytes = 80);
+
+// What json_for_message() prints (at up to 80 bytes) of a container whose
+// compact form starts with `form`, as JsonStreamReader::close() gives it.
+[[nodiscard]] std::string json_for_message_of_form(std::string_view form);
+
+// What parse_json_stream() tells; returning false from any call stops the
+// reading there.
+class JsonStreamReader {
+ public:
+  virtual ~JsonStreamReader() = default;
+  virtual bool scalar(const JsonScalar& value) = 0;
+  // An object (or an array) starts; its values follow, then close().
+  virtual bool open(bool object) = 0;
+  // The key of the next value of the innermost object (never a repeat).
+  virtual bool key(std::string_view key) = 0;
+  // The innermost container ends. `form` is the start of its compact form
+  // (dump()), enough of it for a message: json_for_message_of_form(form) is
+  // what json_for_message() prints of the container.
+  virtual bool close(std::string_view form) = 0;
+};
+
+// Reads `text` as parse_json() does, telling `reader`. Returns true when the
+// whole text was read, false when `reader` stopped it first; the errors are
+// parse_json's (errnum EFBIG or EBADMSG).
+[[nodiscard]] Result<bool> parse_json_stream(std::string_view text, std::string_view file, const JsonLimits& limits,
+                                             JsonStreamReader& reader);
+
+// The string value of `key` in the top-level object of `text`, found without
+// reading past it, so that a large document can be asked one question
+// cheaply. nullopt when that does not tell: the text is not an object, has
+// no such key at the top level or not a string there, or breaks, or nests
+// deeper than `max_depth`, before it (a key of a nested object never counts).
+// Nothing after the value is looked at: the text may end there, or go on
+// with anything.
+[[nodiscard]] std::optional<std::string> peek_top_level_string(std::string_view text, std::string_view key,
+                                                               unsigned max_depth = JsonLimits{}.max_depth);
 
 }  // namespace trainit

@@ -17,8 +17,11 @@
 // with a message naming the format.
 //
 // Numbers are JSON integers or strict decimal strings (see parse_decimal).
-// A table whose "status" is not "completed" is not validated further: it is
-// still being written (ParsedRankTable::table is empty). A completed table is
+// A table whose top-level "status" is not "completed" is not validated
+// further: it is still being written (ParsedRankTable::table is empty). That
+// status is looked at first, without reading the rest of the table (see
+// peek_top_level_string), so a large table that is still being written costs
+// little, and may even be torn after its status. A completed table is
 // validated whole before anything may start: rank_ids exactly 0..N-1,
 // device_ids unique per server and below max_local_devices, server_ids and
 // pod_names unique, no server without devices, declared counts equal to what
@@ -29,6 +32,10 @@
 // e.g. `/x/jobstart_hccl.json: server_list[1].device[3].rank_id = "3":
 // repeated rank_id (also at server_list[0].device[1].rank_id)`.
 //
+// Memory: the table is read as a stream (parse_json_stream), never held as a
+// document; what parsing keeps is proportional to the table (its devices,
+// names and addresses, a few dozen bytes each), whatever max_local_devices is.
+//
 // Strings from a table (server_id, pod_name, device_ip) are only compared and
 // copied into the converted table; callers must never use them as paths.
 #pragma once
@@ -36,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,36 +62,58 @@ struct RankTableLimits {
   unsigned max_depth = 64;                        // JSON nesting
 };
 
+// A string of the table (server_id, pod_name, device_ip): where it is in
+// RankTable::strings.
+struct TableText {
+  std::uint32_t offset = 0;
+  std::uint32_t size = 0;
+};
+
 struct RankDevice {
   unsigned device_id = 0;  // the table's (physical) id, < max_local_devices
   unsigned rank_id = 0;    // 0..rank_size-1
-  std::optional<std::string> device_ip;
+  bool has_ip = false;     // the table gives a device_ip: RankTable::device_ip()
+  TableText ip;
 };
 
-// One server of the (template-1 view of the) table, devices in rank-table
-// order: listed order for template 1, conversion order for template 2.
+// One server of the (template-1 view of the) table. Its devices are
+// RankTable::devices[first, first + count), in rank-table order: listed order
+// for template 1, conversion order for template 2.
 struct RankServer {
-  std::string server_id;
-  std::vector<RankDevice> devices;
+  TableText server_id;
+  std::uint32_t first = 0;
+  std::uint32_t count = 0;
 };
 
 // A template-2 instance (pod), in conversion order. Its devices are
-// servers[server].devices[first, first + count); count is 0 (and server
+// devices_of(server)[first, first + count); count is 0 (and server
 // meaningless) for a pod of a group whose device_count is 0.
 struct RankPod {
-  std::string pod_name;
-  std::string server_id;
-  std::size_t server = 0;
-  std::size_t first = 0;
-  std::size_t count = 0;
+  TableText pod_name;
+  TableText server_id;
+  std::uint32_t server = 0;
+  std::uint32_t first = 0;
+  std::uint32_t count = 0;
 };
 
 struct RankTable {
   RankTableFormat format = RankTableFormat::kTemplate1;
   std::string version;              // template 1's "version" ("" when absent and for template 2)
   std::vector<RankServer> servers;  // by first appearance
+  std::vector<RankDevice> devices;  // every device, server after server
   std::vector<RankPod> pods;        // template 2 only
   unsigned rank_size = 0;           // devices listed in the whole table
+  std::string strings;              // every server_id, pod_name and device_ip, back to back
+
+  [[nodiscard]] std::string_view text(TableText t) const { return std::string_view(strings).substr(t.offset, t.size); }
+  [[nodiscard]] std::string_view server_id(std::size_t server) const { return text(servers[server].server_id); }
+  [[nodiscard]] std::span<const RankDevice> devices_of(std::size_t server) const {
+    return std::span<const RankDevice>(devices).subspan(servers[server].first, servers[server].count);
+  }
+  [[nodiscard]] std::optional<std::string_view> device_ip(const RankDevice& device) const {
+    return device.has_ip ? std::optional<std::string_view>(text(device.ip)) : std::nullopt;
+  }
+  [[nodiscard]] std::string_view pod_name(std::size_t pod) const { return text(pods[pod].pod_name); }
 };
 
 struct ParsedRankTable {
@@ -109,7 +139,7 @@ struct HostEntry {
   std::string server_id;
   std::string pod_name;  // template 2 only
   std::size_t server = 0;
-  std::size_t first = 0;  // its devices: table.servers[server].devices[first, first + count)
+  std::size_t first = 0;  // its devices: table.devices_of(server)[first, first + count)
   std::size_t count = 0;
 };
 

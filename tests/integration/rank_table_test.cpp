@@ -5,13 +5,17 @@
 // file holds by the time trainit looks again, and the job starts once the
 // table is complete.
 //
+// And an unchanged table is not read again on every event.
+//
 // The ranks are tests/helpers/job_rank (see job_support.h).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -119,6 +123,57 @@ TEST(RankTableRewrite, TableRewrittenInPlaceInTwoWritesOverAndOverIsNeverRefused
   // Otherwise the writer never caught trainit looking mid-rewrite, and this
   // test showed nothing.
   EXPECT_GT(torn, 0u) << "no look found the table torn";
+}
+
+// When the table last changed (its ctime), on the wall clock.
+std::chrono::system_clock::time_point changed_at(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return {};
+  }
+  return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::seconds(st.st_ctim.tv_sec) + std::chrono::nanoseconds(st.st_ctim.tv_nsec)));
+}
+
+// Events in the table's directory that leave the table alone cost a stat, not
+// a read: once the table has been left alone for a few seconds (FileWatch's
+// 3 s, within which a write could hide behind an equal stamp), trainit does
+// not read it again until it changes, then reads it at once.
+TEST(RankTableLook, AnUnchangedTableIsNotReadAgainOnEachEventAndAChangeIsSeenAtOnce) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  ASSERT_TRUE(job::write_file(job.table(), job::template1("initializing", 2)));
+  Trainit t(job.spec({"-vv", "--rank-table-timeout", "60"}, {"record"}));
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(wait_err(t, "its status is \"initializing\"")) << t.transcript();
+  const std::string poke = job.config() + "/unrelated";
+  auto looks = [&] {
+    return count(t.err(), "the rank table " + job.table() + " is as it was") +
+           count(t.err(), "reading the rank table " + job.table());
+  };
+  // Past the settling time, one more look (an event, or the 2 s poll) can
+  // trust what it finds.
+  const auto settled = changed_at(job.table()) + 3500ms;
+  ASSERT_TRUE(job::wait_until([&] { return std::chrono::system_clock::now() >= settled; }, 10s));
+  size_t seen = looks();
+  ASSERT_TRUE(job::write_file(poke, "x"));
+  ASSERT_TRUE(job::wait_until([&] { return looks() > seen; })) << t.transcript();
+
+  const size_t reads = count(t.err(), "reading the rank table");
+  for (int i = 0; i < 10; ++i) {
+    seen = looks();
+    ASSERT_TRUE(job::write_file(poke, std::to_string(i)));  // IN_MODIFY, IN_CLOSE_WRITE in the directory
+    ASSERT_TRUE(job::wait_until([&] { return looks() > seen; }))
+        << "event " << i << " was not looked at" << t.transcript();
+  }
+  EXPECT_EQ(count(t.err(), "reading the rank table"), reads) << "an unchanged table was read again" << t.transcript();
+  EXPECT_TRUE(job.starts().empty());
+
+  const auto before = Clock::now();
+  ASSERT_TRUE(job::write_file(job.table(), job::template1("completed", 2)));
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  ASSERT_EQ(job.starts().size(), 2u) << t.transcript();
+  EXPECT_LT(job.starts()[0].second - before, 1s) << "the change was not seen at once" << t.transcript();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // it, and the error is checked to name the file, the key path and the value.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <string>
 
 #include "platform/rank_table.h"
@@ -50,6 +51,45 @@ TEST(RankTableDocument, AnIncompleteTableIsPendingNotValidated) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->status, "initializing");
   EXPECT_FALSE(r->table.has_value());
+}
+
+// The top-level "status" is looked at first; a table that is not complete is
+// not read further, so it may be torn (or anything) after its status.
+TEST(RankTableDocument, ATableNotCompleteIsPendingWhateverFollowsItsStatus) {
+  for (std::string text :
+       {std::string(R"({"status":"initializing","server_list":[{"server_id":"10.0.0.1","dev)"),
+        std::string(R"({"status":"initializing" ,,, not JSON)"),
+        std::string(R"({"status":"initializing","status":"completed"})"), std::string(R"({"status":"")")}) {
+    auto r = parse_rank_table(text, kFile);
+    ASSERT_TRUE(r.ok()) << text << ": " << r.error().message;
+    EXPECT_EQ(r->status, text.find("\"\"") == std::string::npos ? "initializing" : "");
+    EXPECT_FALSE(r->table.has_value());
+  }
+  OJson last = template1({2});
+  last.erase("status");
+  last["status"] = "initializing";  // after the servers: it is found all the same
+  auto r = parse_rank_table(last.dump(), kFile);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->status, "initializing");
+  EXPECT_FALSE(r->table.has_value());
+}
+
+TEST(RankTableDocument, OnlyTheTopLevelStatusCounts) {
+  OJson t = template1({2});
+  std::string text = t.dump();
+  text.insert(1, R"("x":{"status":"initializing","y":[{"status":"initializing"}]},)");
+  auto r = parse_rank_table(text, kFile);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->table.has_value()) << "a nested status was taken for the table's";
+  EXPECT_EQ(r->table->rank_size, 2u);
+
+  auto torn = parse_rank_table(R"({"x":{"status":"initializing"},"server_list":[)", kFile);
+  ASSERT_FALSE(torn.ok());
+  EXPECT_EQ(torn.error().errnum, EBADMSG) << torn.error().message;
+  EXPECT_TRUE(
+      refusal_text(R"([{"status":"initializing"}])").ends_with(": not an object: a rank table is a JSON object"));
+  EXPECT_EQ(refusal_text(R"({"x":{"status":"initializing"}})"),
+            kFile + R"(: top level = {"x":{"status":"initializing"}}: missing key "status")");
 }
 
 TEST(RankTableDocument, SyntaxSizeDepthAndRepeatedKeysAreRefused) {
@@ -125,9 +165,9 @@ TEST(Template1, ReadsStringAndIntegerNumbersAlike) {
   ASSERT_EQ(strings.servers.size(), 2u);
   EXPECT_EQ(strings.format, RankTableFormat::kTemplate1);
   EXPECT_EQ(to_template1_json(strings), to_template1_json(integers));
-  EXPECT_EQ(strings.servers[1].server_id, "10.0.0.2");
-  EXPECT_EQ(strings.servers[1].devices[1].rank_id, 3u);
-  EXPECT_EQ(strings.servers[1].devices[1].device_ip, "192.168.1.2");
+  EXPECT_EQ(strings.server_id(1), "10.0.0.2");
+  EXPECT_EQ(strings.devices_of(1)[1].rank_id, 3u);
+  EXPECT_EQ(strings.device_ip(strings.devices_of(1)[1]), "192.168.1.2");
 }
 
 TEST(Template1, NumbersMustBeStrictDecimalsOrNonNegativeIntegers) {
@@ -244,15 +284,15 @@ TEST(Template1, RanksMayBeListedInAnyOrder) {
   t["server_list"][0]["device"][0]["rank_id"] = "3";
   t["server_list"][1]["device"][1]["rank_id"] = "0";
   RankTable table = parsed(t);
-  EXPECT_EQ(table.servers[0].devices[0].rank_id, 3u);
-  EXPECT_EQ(table.servers[1].devices[1].rank_id, 0u);
+  EXPECT_EQ(table.devices_of(0)[0].rank_id, 3u);
+  EXPECT_EQ(table.devices_of(1)[1].rank_id, 0u);
 }
 
 TEST(Template1, DeviceIpIsOptionalButAStringWhenPresent) {
   OJson t = template1({2});
   t["server_list"][0]["device"][0].erase("device_ip");
   RankTable table = parsed(t);
-  EXPECT_FALSE(table.servers[0].devices[0].device_ip.has_value());
+  EXPECT_FALSE(table.device_ip(table.devices_of(0)[0]).has_value());
   EXPECT_EQ(to_template1_json(table),
             R"({"status":"completed","version":"1.0","server_count":"1","server_list":[{"server_id":"10.0.0.1",)"
             R"("device":[{"device_id":"0","rank_id":"0"},{"device_id":"1","device_ip":"192.168.0.2","rank_id":"1"}]}]})"
@@ -269,10 +309,10 @@ TEST(Template2, ConvertsWithRanksNumberedInPodSuffixOrder) {
   std::swap(list[0], list[2]);  // listed as worker-2, worker-1, worker-0
   RankTable table = parsed(t);
   ASSERT_EQ(table.pods.size(), 3u);
-  EXPECT_EQ(table.pods[0].pod_name, "ma-job-x-worker-0");
-  EXPECT_EQ(table.pods[2].pod_name, "ma-job-x-worker-2");
-  EXPECT_EQ(table.servers[0].server_id, "10.0.0.1");
-  EXPECT_EQ(table.servers[2].devices[1].rank_id, 5u);
+  EXPECT_EQ(table.pod_name(0), "ma-job-x-worker-0");
+  EXPECT_EQ(table.pod_name(2), "ma-job-x-worker-2");
+  EXPECT_EQ(table.server_id(0), "10.0.0.1");
+  EXPECT_EQ(table.devices_of(2)[1].rank_id, 5u);
   EXPECT_EQ(table.rank_size, 6u);
 }
 
@@ -282,7 +322,7 @@ TEST(Template2, SortsNumericallyNotAsText) {
   list[0]["pod_name"] = "job-10";
   list[1]["pod_name"] = "job-9";
   RankTable table = parsed(t);
-  EXPECT_EQ(table.pods[0].pod_name, "job-9");
+  EXPECT_EQ(table.pod_name(0), "job-9");
 }
 
 TEST(Template2, KeepsListedOrderWhenANameHasNoNumericSuffix) {
@@ -292,10 +332,10 @@ TEST(Template2, KeepsListedOrderWhenANameHasNoNumericSuffix) {
   list[1]["pod_name"] = "trainer-3";
   list[2]["pod_name"] = "trainer-a";
   RankTable table = parsed(t);
-  EXPECT_EQ(table.pods[0].pod_name, "trainer-b");
-  EXPECT_EQ(table.pods[1].pod_name, "trainer-3");
-  EXPECT_EQ(table.pods[2].pod_name, "trainer-a");
-  EXPECT_EQ(table.servers[0].devices[0].rank_id, 0u);
+  EXPECT_EQ(table.pod_name(0), "trainer-b");
+  EXPECT_EQ(table.pod_name(1), "trainer-3");
+  EXPECT_EQ(table.pod_name(2), "trainer-a");
+  EXPECT_EQ(table.devices_of(0)[0].rank_id, 0u);
 }
 
 TEST(Template2, GroupsAreNumberedInOrderAndZeroDeviceGroupsSkipped) {
@@ -312,8 +352,8 @@ TEST(Template2, GroupsAreNumberedInOrderAndZeroDeviceGroupsSkipped) {
   t["group_count"] = "3";
   RankTable table = parsed(t);
   ASSERT_EQ(table.servers.size(), 2u) << "the ps group's server is not in the converted table";
-  EXPECT_EQ(table.servers[1].server_id, "10.0.0.7");
-  EXPECT_EQ(table.servers[1].devices[0].rank_id, 2u);
+  EXPECT_EQ(table.server_id(1), "10.0.0.7");
+  EXPECT_EQ(table.devices_of(1)[0].rank_id, 2u);
   ASSERT_EQ(table.pods.size(), 3u);
   EXPECT_EQ(table.pods[0].count, 0u);
   EXPECT_EQ(table.rank_size, 3u);
@@ -327,7 +367,7 @@ TEST(Template2, TwoPodsOnOneServerShareItsEntry) {
   list[1]["devices"][1]["device_id"] = "3";
   RankTable table = parsed(t);
   ASSERT_EQ(table.servers.size(), 1u);
-  EXPECT_EQ(table.servers[0].devices.size(), 4u);
+  EXPECT_EQ(table.devices_of(0).size(), 4u);
   EXPECT_EQ(table.pods[1].first, 2u);
   EXPECT_EQ(table.pods[1].count, 2u);
 }
@@ -475,7 +515,7 @@ TEST(SelectHost, TemplateTwoPicksThePodByInstanceName) {
   auto host = select_host(table, {"", "ma-job-x-worker-1"}, kFile);
   ASSERT_TRUE(host.ok()) << host.error().message;
   EXPECT_EQ(host->pod_name, "ma-job-x-worker-1");
-  EXPECT_EQ(table.servers[host->server].devices[host->first].rank_id, 2u);
+  EXPECT_EQ(table.devices_of(host->server)[host->first].rank_id, 2u);
   auto none = select_host(table, {"10.0.0.1", ""}, kFile);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().message, kFile +
