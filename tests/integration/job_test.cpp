@@ -459,6 +459,68 @@ TEST(JobStop, RankExiting0EarlyLeavesTheOthersRunningAndTheJobExits0) {
   }
 }
 
+// A child of this test whose pid (and so its process group and session) is
+// `pid`, made by setting the next pid the kernel hands out; -1 when other
+// forks on the machine took it every time.
+pid_t fork_with_pid(pid_t pid) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    if (!write_file("/proc/sys/kernel/ns_last_pid", std::to_string(pid - 1))) {
+      return -1;
+    }
+    pid_t child = ::fork();
+    if (child == 0) {
+      if (::getpid() != pid) {
+        ::_exit(0);
+      }
+      ::setsid();
+      for (;;) {
+        ::pause();
+      }
+    }
+    if (child == pid) {
+      return child;
+    }
+    if (child > 0) {
+      ::waitpid(child, nullptr, 0);
+    }
+  }
+  return -1;
+}
+
+// Not PID 1 (under systemd, say), trainit's stop must not reach a process
+// outside its tree that took the pid, and so the group id, of a rank that
+// exited before the stop.
+TEST(JobStop, StopDoesNotSignalAStrangerHoldingTheGroupIdOfARankAlreadyReaped) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  ASSERT_TRUE(write_file(job.table(), template1("completed", 2)));
+  Spec spec = job.spec({"--grace", "5"}, {"on-term", "exit", "exit-if", "0", "0", "ready", "pause"});
+  spec.layout = Layout::kNoNamespace;
+  Trainit t(spec);
+  TRAINIT_ASSERT_STARTED(t);
+  pid_t reaped = -1;
+  ASSERT_TRUE(wait_until([&] {
+    auto status = Json::parse(slurp(job.status()), nullptr, false);
+    if (status.is_discarded() || status["ranks"].size() != 2 || status["ranks"][0]["state"] != "exited") {
+      return false;
+    }
+    reaped = status["ranks"][0]["pid"].get<pid_t>();
+    return true;
+  })) << "rank 0 did not exit"
+      << t.transcript();
+  const pid_t stranger = fork_with_pid(reaped);
+  ASSERT_EQ(stranger, reaped) << "could not take pid " << reaped;
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  const Exit exit = t.wait();
+  int status = 0;
+  const pid_t gone = ::waitpid(stranger, &status, WNOHANG);
+  ::kill(stranger, SIGKILL);
+  ::waitpid(stranger, nullptr, 0);
+  EXPECT_EQ(exit, Exit::code(143)) << t.transcript();
+  EXPECT_EQ(gone, 0) << "the stranger in group " << reaped << " was killed by signal "
+                     << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
 TEST(JobStop, CommandThatCannotBeExecutedExits127WithNothingLeft) {
   TRAINIT_REQUIRE_ROOT();
   Job job;

@@ -1,7 +1,8 @@
 // What reading a rank table costs in memory (issue 9): the most bytes live at
 // once while parse_rank_table() or make_plan() runs, counted by replacing the
-// global operator new/delete of this test binary (they count, then call
-// malloc/free: every test of the binary goes through them unchanged).
+// global operator new/delete of this test binary, which holds nothing else
+// (they count, then call malloc/free; the nothrow forms too, so that no block
+// is freed by an allocator that did not make it, ASan's included).
 //
 //   - a huge --max-local-devices costs nothing per server;
 //   - a table still being written is not read past its status;
@@ -59,6 +60,26 @@ void operator delete(void* p) noexcept {
   counted_delete(p);
 }
 void operator delete[](void* p) noexcept {
+  counted_delete(p);
+}
+void* operator new(std::size_t size, const std::nothrow_t& /*tag*/) noexcept {
+  try {
+    return counted_new(size);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, const std::nothrow_t& /*tag*/) noexcept {
+  try {
+    return counted_new(size);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void operator delete(void* p, const std::nothrow_t& /*tag*/) noexcept {
+  counted_delete(p);
+}
+void operator delete[](void* p, const std::nothrow_t& /*tag*/) noexcept {
   counted_delete(p);
 }
 void operator delete(void* p, std::size_t /*size*/) noexcept {
