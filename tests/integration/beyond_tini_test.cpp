@@ -331,6 +331,7 @@ void expect_only_descendants_touched(Trainit& t, const TempDir& dir) {
 
 TEST(Subreaper, StopTouchesOnlyDescendantsAndABystanderSurvives) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   TempDir dir;
   Trainit t(under_init(dir, {"serve", "main", "exit", "0"}));
   TRAINIT_ASSERT_STARTED(t);
@@ -343,6 +344,7 @@ TEST(Subreaper, StopTouchesOnlyDescendantsAndABystanderSurvives) {
 
 TEST(Subreaper, DrainTouchesOnlyDescendantsAndABystanderSurvives) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   TempDir dir;
   // PROGRAM exits 0 after 0.3 s. (Not at the end of stdin: the stub init
   // holds a copy of the harness's end of trainit's stdin.)
@@ -358,6 +360,7 @@ TEST(Subreaper, DrainTouchesOnlyDescendantsAndABystanderSurvives) {
 
 TEST(Subreaper, DrainsItsSetsidDescendantsWithoutANamespace) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   TempDir dir;
   Spec spec = it3(dir, {"--grace", "5"}, {"daemon", "d", "exit", "100", "exit", "4"});
   spec.layout = Layout::kNoNamespace;
@@ -368,6 +371,7 @@ TEST(Subreaper, DrainsItsSetsidDescendantsWithoutANamespace) {
 
 TEST(Subreaper, StopWithNoDrainStillSignalsTheRestWhenTheChildExitsAtOnce) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   TempDir dir;
   // PROGRAM exits the moment it takes SIGTERM, before the sweep of the rest
   // is due; with --no-drain trainit leaves then, and must sweep on its way.

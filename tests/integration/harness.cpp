@@ -12,6 +12,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -19,6 +20,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "emulation.h"
 
 namespace trainit::test {
 namespace {
@@ -56,9 +59,28 @@ struct ChildPlan {
   const char* tty = nullptr;  // Spec::terminal: the pty's slave side
 };
 
-void prepare(Exec& e, const std::string& path, std::vector<std::string> args, std::vector<std::string> env) {
+// Whether `path` is an aarch64 executable (ELF, machine EM_AARCH64).
+bool is_aarch64(const std::string& path) {
+  unsigned char header[20] = {};
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(header), sizeof(header));
+  return in && std::memcmp(header, "\x7f\x45\x4c\x46", 4) == 0 && header[18] == 183 &&
+         header[19] == 0;  // little-endian
+}
+
+// Under emulation an aarch64 program (trainit) starts as `EMULATOR PROGRAM
+// ARGS...`, which needs no binfmt_misc; anything else as it is. `root` is
+// where the program's path is looked up (Spec::root), the emulator's too.
+void prepare(Exec& e, const std::string& path, std::vector<std::string> args, std::vector<std::string> env,
+             const std::string& root = "") {
   e.argv_storage = std::move(args);
   e.argv_storage.insert(e.argv_storage.begin(), path);
+  if (kEmulated && is_aarch64(root + path)) {
+    e.argv_storage.insert(e.argv_storage.begin(), kEmulator);
+    // qemu-user gives its program the environment in reverse order: given
+    // reversed, the program sees Spec::env's order.
+    std::reverse(env.begin(), env.end());
+  }
   e.env_storage = std::move(env);
   for (auto& a : e.argv_storage) {
     e.argv.push_back(a.data());
@@ -99,6 +121,47 @@ void say(int fd, const char* text) {
   say(STDERR_FILENO, text);
   say(STDERR_FILENO, "\n");
   ::_exit(199);
+}
+
+// A child in new namespaces (`flags`: CLONE_NEWPID, CLONE_NEWNS), as
+// clone(2) makes one. qemu-user emulates a clone without CLONE_VM as fork and
+// turns down every namespace flag (EINVAL); there the same child comes in
+// steps that qemu hands to the kernel as they are: unshare(CLONE_NEWPID)
+// puts this thread's next child in a new PID namespace, a plain fork makes
+// it (PID 1 there), the child unshares its mount namespace, and setns() gives
+// this thread's later children our own PID namespace back. Natively the first
+// clone succeeds. Returns as fork does, errno set on failure.
+pid_t clone_namespaced(unsigned long flags) {
+  pid_t pid = raw_clone(flags);
+  if (pid >= 0 || errno != EINVAL) {
+    return pid;
+  }
+  int own = ::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+  if (own < 0) {
+    return -1;
+  }
+  if ((flags & CLONE_NEWPID) != 0 && ::unshare(CLONE_NEWPID) < 0) {
+    int e = errno;
+    ::close(own);
+    errno = e;
+    return -1;
+  }
+  pid = raw_clone(0);
+  if (pid == 0) {
+    if ((flags & CLONE_NEWNS) != 0 && ::unshare(CLONE_NEWNS) < 0) {
+      child_fail("unshare(CLONE_NEWNS)");
+    }
+    return 0;
+  }
+  int e = errno;
+  if (::setns(own, CLONE_NEWPID) < 0) {
+    // Every later child of this thread would land in that namespace.
+    std::perror("harness: setns back to our PID namespace");
+    std::abort();
+  }
+  ::close(own);
+  errno = e;
+  return pid;
 }
 
 void install_stdio(const ChildPlan& p) {
@@ -279,7 +342,7 @@ void mount_proc() {
 // trainit's parent when it must be able to die first (-p): reports trainit's
 // pid, then lives until `release` reaches end of file.
 [[noreturn]] void intermediate(const ChildPlan& p, int report, int release) {
-  pid_t trainit = raw_clone(CLONE_NEWPID | CLONE_NEWNS);
+  pid_t trainit = clone_namespaced(CLONE_NEWPID | CLONE_NEWNS);
   if (trainit == 0) {
     mount_proc();
     install_stdio(p);
@@ -359,6 +422,10 @@ std::string helper_path(std::string_view name) {
   return std::string(TRAINIT_HELPERS_DIR) + "/" + std::string(name);
 }
 
+std::string helper_binary_path(std::string_view name) {
+  return std::string(TRAINIT_HELPERS_BUILD_DIR) + "/" + std::string(name);
+}
+
 std::ostream& operator<<(std::ostream& os, const Exit& e) {
   switch (e.kind) {
     case Exit::Kind::kExited:
@@ -433,7 +500,7 @@ Trainit::Trainit(Spec spec) {
 
 void Trainit::start(const Spec& spec) {
   ChildPlan plan;
-  prepare(plan.trainit, spec.program, spec.args, spec.env);
+  prepare(plan.trainit, spec.program, spec.args, spec.env, spec.root);
   if (!spec.bystander.empty()) {
     prepare(plan.bystander, spec.bystander[0], {spec.bystander.begin() + 1, spec.bystander.end()}, spec.env);
   }
@@ -541,7 +608,7 @@ void Trainit::start(const Spec& spec) {
       }
     } else {
       unsigned long flags = spec.layout == Layout::kNoNamespace ? 0 : CLONE_NEWPID | CLONE_NEWNS;
-      pid_t pid = raw_clone(flags);
+      pid_t pid = clone_namespaced(flags);
       if (pid == 0) {
         if (spec.layout == Layout::kUnderInit) {
           stub_init(plan);
@@ -837,6 +904,9 @@ bool copy_for_other_users(const TempDir& dir, const std::vector<std::string>& he
   std::vector<std::pair<std::string, std::string>> copies = {{trainit_path(), dir / "trainit"}};
   for (const auto& name : helpers) {
     copies.emplace_back(helper_path(name), dir / name);
+    if (kEmulated) {  // helper_path() is the launcher of NAME.aarch64 beside it
+      copies.emplace_back(helper_binary_path(name), dir / (name + ".aarch64"));
+    }
   }
   constexpr auto kRunnable = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                              fs::perms::others_read | fs::perms::others_exec;  // 0755

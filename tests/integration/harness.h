@@ -41,6 +41,8 @@
 #include <thread>
 #include <vector>
 
+#include "emulation.h"
+
 namespace trainit::test {
 
 using Clock = std::chrono::steady_clock;
@@ -51,7 +53,10 @@ inline constexpr Clock::duration kTimeout = 10s;
 
 // Absolute paths of the binaries under test.
 std::string trainit_path();
-std::string helper_path(std::string_view name);  // tests/helpers/<name>
+// What runs tests/helpers/<name>: the helper itself, or under emulation a
+// host launcher that runs it with qemu-user (tests/helpers/emulated_launcher.c).
+std::string helper_path(std::string_view name);
+std::string helper_binary_path(std::string_view name);  // the helper itself
 
 enum class Layout { kPid1, kNoNamespace, kUnderInit };
 

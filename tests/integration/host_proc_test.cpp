@@ -11,6 +11,8 @@
 #include <fstream>
 #include <string>
 
+#include "emulation.h"
+
 namespace {
 
 TEST(HostProc, Pid1SeeingTheHostsProcStillStopsASetsidDaemonOnDrain) {
@@ -24,8 +26,9 @@ TEST(HostProc, Pid1SeeingTheHostsProcStillStopsASetsidDaemonOnDrain) {
   // trap and said so through the fifo; the daemon's loop is the daemon.
   std::ofstream(script) << "setsid sh -c 'trap \"echo done > " << marker << "; exit 0\" TERM; echo > " << ready
                         << "; while :; do sleep 0.05; done' &\nread line < " << ready << "\nexit 0\n";
-  const std::string command =
-      "timeout -s KILL 20 unshare --pid --fork " + std::string(TRAINIT_BIN) + " --grace 5 -- sh " + script;
+  const std::string command = "timeout -s KILL 20 unshare --pid --fork " +
+                              (trainit::test::kEmulated ? trainit::test::kEmulator + " " : "") +
+                              std::string(TRAINIT_BIN) + " --grace 5 -- sh " + script;
   int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << command;

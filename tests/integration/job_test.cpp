@@ -492,6 +492,7 @@ pid_t fork_with_pid(pid_t pid) {
 // exited before the stop.
 TEST(JobStop, StopDoesNotSignalAStrangerHoldingTheGroupIdOfARankAlreadyReaped) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   Job job;
   ASSERT_TRUE(write_file(job.table(), template1("completed", 2)));
   Spec spec = job.spec({"--grace", "5"}, {"on-term", "exit", "exit-if", "0", "0", "ready", "pause"});
@@ -529,6 +530,7 @@ TEST(JobStop, CommandThatCannotBeExecutedExits127WithNothingLeft) {
   spec.args = {"--status-file", job.status(), "--", job.path("no-such-program")};
   Outcome r = run(spec);
   EXPECT_EQ(r.exit, Exit::code(127)) << r.transcript;
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kVforkIsFork);
   EXPECT_NE(r.err.find("no-such-program"), std::string::npos) << r.transcript;
 }
 

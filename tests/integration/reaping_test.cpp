@@ -64,6 +64,7 @@ TEST(Reaping, DashWWarnsOncePerReapedOrphan) {
 
 TEST(Reaping, NotPid1TrainitIsASubreaperThatAdoptsAndReapsOrphans) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   // In the test's own PID namespace, as a plain child of the test.
   Trainit t({.args = {"-w", "--", helper_path("orphans"), "one"}, .layout = Layout::kNoNamespace});
   TRAINIT_ASSERT_STARTED(t);
@@ -79,6 +80,7 @@ TEST(Reaping, NotPid1TrainitIsASubreaperThatAdoptsAndReapsOrphans) {
 
 TEST(Reaping, UnderAnotherInitTrainitIsASubreaperThatAdoptsAndReapsOrphans) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   // PID 2 under a stub PID 1: without the subreaper, the orphan would go to
   // the stub (ppid 1) and trainit would never see it.
   Outcome r = run({.args = {"-w", "--", helper_path("orphans"), "one"}, .layout = Layout::kUnderInit});
@@ -93,6 +95,7 @@ TEST(Reaping, UnderAnotherInitTrainitIsASubreaperThatAdoptsAndReapsOrphans) {
 
 TEST(Reaping, NotPid1SignalsReachOnlyTrainitsDescendants) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   // Beside trainit (PID 2) runs a bystander: trainit's stops and forwarding,
   // with -g and the SIGKILL escalation, must never touch it.
   Trainit t({.args = {"-g", "--", helper_path("sigreport"), "family"},
@@ -115,6 +118,7 @@ TEST(Reaping, NotPid1SignalsReachOnlyTrainitsDescendants) {
 
 TEST(Reaping, NotPid1AGraceSigkillReachesOnlyTheChildsGroup) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   Trainit t({.args = {"--grace", "0.2", "--", "sh", "-c", "trap '' TERM; echo child ready; exec sleep 60"},
              .layout = Layout::kUnderInit,
              .bystander = {helper_path("sigreport"), "wait"}});
@@ -132,6 +136,7 @@ TEST(Reaping, NotPid1AGraceSigkillReachesOnlyTheChildsGroup) {
 
 TEST(Reaping, NotPid1AStopReachesDescendantsInOtherSessions) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   // Subreaper mode: a daemon that left PROGRAM's process group (setsid) is
   // still trainit's descendant, and a stop must reach it, the SIGKILL after
   // the grace at the latest. Otherwise trainit, draining, waits for it forever.

@@ -41,6 +41,7 @@ TEST(Stop, TreeThatForksWhileSweptIsGoneRightAfterTheGraceAsPid1TenRuns) {
 
 TEST(Stop, TreeThatForksWhileSweptIsGoneRightAfterTheGraceAsSubreaperTenRuns) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   stubborn_tree_is_gone_right_after_the_grace(Layout::kUnderInit, 10);
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "emulation.h"
 #include "proc/spawn.h"
 
 namespace trainit {
@@ -24,6 +25,7 @@ TEST(ExitCode, ExitedStatusIsItsCodeAndASignalIs128PlusIt) {
 }
 
 TEST(ExitCode, SpawnIntoAMissingWorkingDirectoryIs71NotNotFound) {
+  TRAINIT_SKIP_UNDER_EMULATION(trainit::test::emulation::kVforkIsFork);
   SpawnOptions o;
   o.argv = {"/bin/true"};
   o.cwd = "/nonexistent/trainit-exit-code-test";
@@ -34,6 +36,7 @@ TEST(ExitCode, SpawnIntoAMissingWorkingDirectoryIs71NotNotFound) {
 }
 
 TEST(ExitCode, MissingProgramIs127AndAFileThatCannotRunIs126) {
+  TRAINIT_SKIP_UNDER_EMULATION(trainit::test::emulation::kVforkIsFork);
   SpawnOptions missing;
   missing.argv = {"/nonexistent/trainit-program"};
   auto r = spawn(missing);

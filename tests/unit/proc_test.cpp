@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/fd.h"
+#include "emulation.h"
 #include "loop/loop.h"
 #include "proc/escalation.h"
 #include "proc/signals.h"
@@ -103,6 +104,7 @@ TEST(Spawn, EnvironmentIsExactlyTheOneGiven) {
 }
 
 TEST(Spawn, MissingProgramIs127AndNotExecutableIs126) {
+  TRAINIT_SKIP_UNDER_EMULATION(trainit::test::emulation::kVforkIsFork);
   SpawnOptions o;
   o.argv = {"/nonexistent/program"};
   auto missing = spawn(o);

@@ -1,0 +1,68 @@
+// Whether the tests run under an emulator, and how they skip what it cannot do.
+//
+// The aarch64 preset cross-compiles trainit and its tests and runs them under
+// qemu-user (cmake/aarch64-linux-gnu.cmake); the build defines
+// TRAINIT_EMULATOR, the emulator's path, for the tests only, and only there.
+// A test that meets something qemu-user does not do as a kernel does skips
+// with TRAINIT_SKIP_UNDER_EMULATION and says what: on real hardware, aarch64
+// or x86-64, it always runs.
+#pragma once
+
+#include <csignal>
+#include <string>
+
+namespace trainit::test {
+
+#ifdef TRAINIT_EMULATOR
+inline constexpr bool kEmulated = true;
+inline const std::string kEmulator = TRAINIT_EMULATOR;
+#else
+inline constexpr bool kEmulated = false;
+inline const std::string kEmulator;
+#endif
+
+// What qemu-user 7.2 (Debian 12's qemu-user-static) does not do as a kernel
+// does, each the reason of the skips it causes.
+namespace emulation {
+// Its prctl() turns PR_SET_CHILD_SUBREAPER down (EINVAL): trainit runs there
+// only as PID 1, and a test process cannot adopt trainit.
+inline constexpr const char* kNoSubreaper =
+    "prctl(PR_SET_CHILD_SUBREAPER) fails with EINVAL, so trainit cannot run other than as PID 1 and the test cannot "
+    "adopt it";
+// It runs vfork as fork: the child neither shares trainit's memory nor holds
+// trainit until it execs, so what the child fails to do is seen only as its
+// exit status (127, 126, 71), not reported by spawn.
+inline constexpr const char* kVforkIsFork =
+    "vfork runs as fork: the child's report of a failed exec or set-up never reaches trainit's memory, only its "
+    "exit status does";
+// It has no host signal left to stand for real-time signals 63 and 64 of its
+// program: kill() of those is EINVAL, and a mask or ignore of them is lost.
+inline constexpr const char* kNoTopSignals = "real-time signals 63 and 64 cannot be sent (EINVAL)";
+// It installs its own host handler for every signal its program's parent left
+// ignored (the program still sees SIG_IGN): an emulated trainit's children
+// start with those at SIG_DFL unless trainit itself set them.
+inline constexpr const char* kIgnoredNotInherited =
+    "an ignored signal inherited by an emulated process is not passed on to its children (qemu's own host handler "
+    "takes its place)";
+// It keeps SIGBUS to itself, and has no host signal for 63 and 64: blocks of
+// those do not pass through an emulated execve.
+inline constexpr const char* kBlockedNotInherited =
+    "SIGBUS and real-time signals 63 and 64 blocked by the parent are not blocked in an emulated child (qemu keeps "
+    "SIGBUS to itself and cannot represent 63 and 64)";
+}  // namespace emulation
+
+// The highest signal that can be sent: SIGRTMAX, less the two that
+// qemu-user cannot carry (emulation::kNoTopSignals).
+inline int highest_signal() {
+  return kEmulated ? SIGRTMAX - 2 : SIGRTMAX;
+}
+
+}  // namespace trainit::test
+
+// Skips the test (GTEST_SKIP) under emulation only, naming why.
+#define TRAINIT_SKIP_UNDER_EMULATION(why)                                                  \
+  do {                                                                                     \
+    if (::trainit::test::kEmulated) {                                                      \
+      GTEST_SKIP() << "under qemu-user (" << ::trainit::test::kEmulator << "): " << (why); \
+    }                                                                                      \
+  } while (0)
