@@ -1,16 +1,28 @@
 #!/bin/sh
 # Installs every Debian package trainit's build, tests and benchmarks need.
 # One list, used by the README, CI (.ci/run) and container/Dockerfile.
-#   container/deps.sh           build + tests + benchmarks
+#   container/deps.sh           build + tests + benchmarks, x86-64 and aarch64
 #   container/deps.sh --build   only what building trainit needs
+#   container/deps.sh --cross   only what building the aarch64 trainit needs
+#
+# The aarch64 build (cmake --workflow --preset aarch64) uses Debian's cross
+# toolchain and multiarch: the arm64 architecture is added to dpkg once, and
+# the arm64 libraries install beside the host's. Its tests run under
+# qemu-user; nothing is registered with binfmt_misc.
 set -eu
 
 BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev"
 TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
       python3 tini dumb-init catatonit"
+CROSS="make cmake pkg-config nlohmann-json3-dev g++-aarch64-linux-gnu libfmt-dev:arm64"
+CROSS_TEST="build-essential qemu-user-static libgtest-dev:arm64 libsystemd-dev:arm64"
 
-packages="$BUILD"
-[ "${1:-}" = "--build" ] || packages="$BUILD $TEST"
+case "${1:-}" in
+  --build) packages="$BUILD" ;;
+  --cross) packages="$CROSS" ;;
+  "") packages="$BUILD $TEST $CROSS $CROSS_TEST" ;;
+  *) echo "usage: $0 [--build | --cross]" >&2; exit 64 ;;
+esac
 
 missing=""
 for p in $packages; do
@@ -19,6 +31,10 @@ done
 if [ -n "$missing" ]; then
   echo "deps.sh: installing:$missing"
   export DEBIAN_FRONTEND=noninteractive
+  case "$missing" in
+    *:arm64*)
+      dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64 ;;
+  esac
   apt-get update -qq
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
