@@ -16,9 +16,10 @@
 # Everything it makes is its own: namespaces named $E2E_ID-*, one private
 # test subnet ($E2E_SUBNET.0/24) that exists only inside them, files under
 # $E2E_DIR and /etc/netns/$E2E_ID-* (what `ip netns exec` bind-mounts over
-# /etc/hosts and /etc/resolv.conf), and a private home per host: inside each
-# host the user's home directory ($HOME/.ssh included) is a bind mount of
-# $E2E_DIR/hI/home, so the machine's own is never read or written. The
+# /etc/hosts and /etc/resolv.conf), and what each host has as a container
+# would: its own /tmp and /run (empty tmpfs) and a private home: the user's
+# home directory ($HOME/.ssh included) is a bind mount of $E2E_DIR/hI/home, so
+# the machine's own is never read or written. The
 # binaries a host runs are copied into $E2E_DIR/bin (0755), reachable from
 # any uid whatever the checkout's permissions. An EXIT trap removes it all,
 # whether the scenario passed, failed or was interrupted.
@@ -36,10 +37,11 @@ E2E_TASK=worker
 E2E_HOSTS=0
 E2E_UNLISTED="${E2E_UNLISTED:-}"
 E2E_NETNS_DIR_WAS_THERE=$([ -d /etc/netns ] && echo 1 || echo 0)
-E2E_DIR=$(mktemp -d /tmp/trainit-e2e.XXXXXX)
+E2E_DIR=$(mktemp -d /var/tmp/trainit-e2e.XXXXXX)
 chmod 0755 "$E2E_DIR"
 mkdir -p "$E2E_DIR/bin"
 install -m 0755 "$TRAINIT_BIN" "$E2E_DIR/bin/trainit"
+install -m 0755 "$(dirname "${BASH_SOURCE[0]}")/rank.py" "$E2E_DIR/bin/rank.py"
 
 e2e_log() { printf '[e2e %s] %s\n' "$(date +%T.%3N)" "$*" >&2; }
 fail() {
@@ -139,7 +141,9 @@ host_start() {
     set +e
     # shellcheck disable=SC2016
     ip netns exec "$(host_ns "$i")" unshare --pid --fork --mount-proc --uts --propagation private \
-      sh -c 'hostname "$1" && mkdir -p "$3" && mount --bind "$2" "$3" && shift 3 && exec "$@"' \
+      sh -c 'hostname "$1" && mount -t tmpfs -o mode=1777 tmpfs /tmp && mount -t tmpfs -o mode=0755 tmpfs /run &&
+             { [ -d "$3" ] || mount -t tmpfs -o mode=0755 tmpfs "${3%/*}/"; } && mkdir -p "$3" &&
+             mount --bind "$2" "$3" && shift 3 && exec "$@"' \
       sh "$E2E_VJ-$E2E_TASK-$i" "$dir/home" "$home" \
       setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups \
       env -i "${env[@]}" "$E2E_DIR/bin/trainit" "$@" >"$dir/out" 2>&1 </dev/null
@@ -189,3 +193,62 @@ expect_nothing_left() {
 expect_output() {
   grep -qF -- "$2" "$E2E_DIR/h$1/out" || fail "host $1's output lacks '$2'"
 }
+
+# --- the multi-host Ascend job ---------------------------------------------
+
+# Writes a complete template-1 rank table of every host (E2E_GPUS devices
+# each, ranks numbered host by host) where host I's trainit looks for it, and
+# prints nothing. host_ascend_env I prints the variables that point host I at
+# it, its logs and its status file.
+ascend_tables() {
+  local i d rank=0 servers=""
+  for ((i = 0; i < E2E_HOSTS; i++)); do
+    local devices=""
+    for ((d = 0; d < ${E2E_GPUS:-2}; d++)); do
+      devices+="${devices:+,}{\"device_id\":\"$d\",\"device_ip\":\"192.168.$i.$((d + 1))\",\"rank_id\":\"$rank\"}"
+      rank=$((rank + 1))
+    done
+    servers+="${servers:+,}{\"server_id\":\"$(host_ip "$i")\",\"device\":[$devices]}"
+  done
+  for ((i = 0; i < E2E_HOSTS; i++)); do
+    mkdir -p "$E2E_DIR/h$i/table" "$E2E_DIR/h$i/ma/log"
+    printf '{"status":"completed","version":"1.0","server_count":"%d","server_list":[%s]}\n' \
+      "$E2E_HOSTS" "$servers" >"$E2E_DIR/h$i/table/jobstart_hccl.json"
+  done
+}
+host_ascend_env() {
+  echo "RANK_TABLE_FILE=$E2E_DIR/h$1/table"
+  echo "MA_MOUNT_PATH=$E2E_DIR/h$1/ma"
+}
+# host_start_ascend I [VAR=value ...] -- TRAINIT_ARGS... -- COMMAND...
+host_start_ascend() {
+  local i=$1
+  shift
+  local -a env
+  mapfile -t env < <(host_ascend_env "$i")
+  host_start "$i" "${env[@]}" "$@"
+}
+status_of() { cat "$E2E_DIR/h$1/status.json"; }
+
+# The host pid of host I's trainit (PID 1 of its PID namespace).
+trainit_pid() {
+  local pid
+  for pid in $(ip netns pids "$(host_ns "$1")"); do
+    if grep -q '^NSpid:.*[[:space:]]1$' "/proc/$pid/status" 2>/dev/null; then
+      echo "$pid"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Waits until FILE exists (a rank's mark); fails after SECONDS.
+wait_file() {
+  local deadline=$((SECONDS + $2))
+  while [ ! -e "$1" ]; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "no $1 after $2 s"
+    sleep 0.05
+  done
+}
+
+now_ms() { date +%s%3N; }
