@@ -31,13 +31,19 @@ inline in_addr loopback() {
 }
 
 // Steps `loop` until `done()` or `limit`; returns whether `done()` came true.
+// `done` is asked once per step (it may take something, a frame say).
 template <typename Pred>
 bool step_until(Loop& loop, Pred done, Duration limit = 5s) {
   const auto until = Clock::now() + limit;
-  while (!done() && Clock::now() < until) {
+  for (;;) {
+    if (done()) {
+      return true;
+    }
+    if (Clock::now() >= until) {
+      return false;
+    }
     EXPECT_GE(loop.run_once(10), 0);
   }
-  return done();
 }
 
 // Steps `loop` for `span`: for asserting that something does NOT happen.
@@ -94,6 +100,8 @@ class RawPeer {
     sa.sin_port = htons(port);
     connected_ = ::connect(fd_.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) == 0;
   }
+  // An accepted connection (the test plays the server).
+  explicit RawPeer(Fd fd) : fd_(std::move(fd)), connected_(true) {}
   [[nodiscard]] bool connected() const { return connected_; }
   [[nodiscard]] int fd() const { return fd_.get(); }
 
