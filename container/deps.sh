@@ -5,7 +5,7 @@
 #   container/deps.sh --build   only what building trainit needs
 set -eu
 
-BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev"
+BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev libsodium-dev"
 TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
       python3 tini dumb-init catatonit"
 
