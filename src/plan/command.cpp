@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <exception>
+#include <utility>
 
 #include "base/exit_code.h"
 #include "plan/plan_json.h"
@@ -12,7 +13,9 @@ namespace trainit {
 namespace {
 
 constexpr std::string_view kUsage =
-    "usage: trainit plan [--mode ascend|exec|auto] [--max-local-devices N] [--] COMMAND [ARG...]\n"
+    "usage: trainit plan [--mode ascend|exec|mpi|auto] [--max-local-devices N] [--control-port PORT]\n"
+    "                    [--ssh-authorized-keys PATH] [--ssh-identity PATH] [--private-dir PATH]\n"
+    "                    [--as-user NAME] [--] COMMAND [ARG...]\n"
     "\n"
     "Prints, as JSON (schema trainit.plan/v1), what trainit would start for COMMAND\n"
     "in this environment, and exits: 0 planned, 64 usage error, 78 refused\n"
@@ -21,9 +24,18 @@ constexpr std::string_view kUsage =
     "  --mode MODE              ascend: one process per device of this host from the\n"
     "                           rank table; exec: COMMAND once, as given; auto (the\n"
     "                           default): ascend when RANK_TABLE_FILE or\n"
-    "                           RANK_TABLE_FILE_V_1_0 is set, exec otherwise\n"
+    "                           RANK_TABLE_FILE_V_1_0 is set, exec otherwise;\n"
+    "                           mpi: sshd on every host, mpirun COMMAND on host 0\n"
     "  --max-local-devices N    devices one host may have (device_id < N), 1..4096;\n"
     "                           default 16\n"
+    "  --control-port PORT      host 0's port for the other hosts; default 36660\n"
+    "  --ssh-authorized-keys PATH  the keys sshd accepts (mpi); default\n"
+    "                           $HOME/.ssh/authorized_keys\n"
+    "  --ssh-identity PATH      the key mpirun's ssh offers (mpi); default ssh's own\n"
+    "  --private-dir PATH       trainit's own files for the job (mpi); default\n"
+    "                           /tmp/trainit-$MA_VJ_NAME\n"
+    "  --as-user NAME           plan as trainit running as NAME would (root: as root);\n"
+    "                           default the user running `trainit plan`\n"
     "  -h, --help               this text\n";
 
 Error usage(std::string message) {
@@ -36,8 +48,9 @@ std::string_view plan_usage() noexcept {
   return kUsage;
 }
 
-Result<PlanArgs> parse_plan_args(std::span<const std::string> args) {
+Result<PlanArgs> parse_plan_args(std::span<const std::string> args, const PlanOptions& defaults) {
   PlanArgs parsed;
+  parsed.options = defaults;
   std::size_t i = args.empty() ? 0 : 1;  // args[0] is "plan"
   auto value_of = [&](std::string_view option, std::string_view arg) -> Result<std::string> {
     if (arg.size() > option.size() && arg[option.size()] == '=')
@@ -66,11 +79,44 @@ Result<PlanArgs> parse_plan_args(std::span<const std::string> args) {
         parsed.options.mode = RequestedMode::kAscend;
       } else if (*value == "exec") {
         parsed.options.mode = RequestedMode::kExec;
+      } else if (*value == "mpi") {
+        parsed.options.mode = RequestedMode::kMpi;
       } else {
-        return usage(fmt::format("plan: --mode {}: not one of ascend, exec, auto", quote_for_message(*value)));
+        return usage(fmt::format("plan: --mode {}: not one of ascend, exec, mpi, auto", quote_for_message(*value)));
       }
       continue;
     }
+    if (arg == "--control-port" || arg.starts_with("--control-port=")) {
+      auto value = value_of("--control-port", arg);
+      if (!value)
+        return value.error();
+      auto port = parse_decimal(*value);
+      if (!port || *port < 1 || *port > 65535)
+        return usage(fmt::format("plan: --control-port {}: not a port in 1..65535", quote_for_message(*value)));
+      parsed.options.control_port = static_cast<std::uint16_t>(*port);
+      continue;
+    }
+    bool matched = false;
+    for (auto [option, target] :
+         {std::pair{std::string_view("--ssh-authorized-keys"), &parsed.options.ssh_authorized_keys},
+          std::pair{std::string_view("--ssh-identity"), &parsed.options.ssh_identity},
+          std::pair{std::string_view("--private-dir"), &parsed.options.private_dir},
+          std::pair{std::string_view("--as-user"), &parsed.options.user}}) {
+      if (arg != option && !(arg.starts_with(option) && arg.size() > option.size() && arg[option.size()] == '='))
+        continue;
+      auto value = value_of(option, arg);
+      if (!value)
+        return value.error();
+      if (value->empty())
+        return usage(fmt::format("plan: {} needs a value", option));
+      *target = std::move(*value);
+      if (option == "--as-user")
+        parsed.options.is_root = *target == "root";
+      matched = true;
+      break;
+    }
+    if (matched)
+      continue;
     if (arg == "--max-local-devices" || arg.starts_with("--max-local-devices=")) {
       auto value = value_of("--max-local-devices", arg);
       if (!value)
@@ -94,10 +140,11 @@ Result<PlanArgs> parse_plan_args(std::span<const std::string> args) {
   return parsed;
 }
 
-CommandOutput run_plan_command(std::span<const std::string> args, const Environment& env, const FileSystem& fs) {
+CommandOutput run_plan_command(std::span<const std::string> args, const Environment& env, const FileSystem& fs,
+                               const PlanOptions& defaults) {
   CommandOutput result;
   try {
-    auto parsed = parse_plan_args(args);
+    auto parsed = parse_plan_args(args, defaults);
     if (!parsed) {
       result.exit_code = exit_code::kUsage;
       result.err = fmt::format("trainit: error: {}\n", parsed.error().message);

@@ -34,10 +34,13 @@ struct PlanArgs {
   std::vector<std::string> command;
   bool help = false;
 };
-[[nodiscard]] Result<PlanArgs> parse_plan_args(std::span<const std::string> args);
+// `defaults`: the options before the words are read; what the caller knows of
+// itself (PlanOptions::is_root and user: `trainit plan` plans as the user who
+// runs it, unless --as-user says otherwise).
+[[nodiscard]] Result<PlanArgs> parse_plan_args(std::span<const std::string> args, const PlanOptions& defaults = {});
 
 [[nodiscard]] CommandOutput run_plan_command(std::span<const std::string> args, const Environment& env,
-                                             const FileSystem& fs);
+                                             const FileSystem& fs, const PlanOptions& defaults = {});
 
 [[nodiscard]] std::string_view plan_usage() noexcept;
 

@@ -40,7 +40,7 @@ TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
   expect_usage_error(run({}), "plan: no command given (trainit plan [options] -- COMMAND [ARG...])");
   expect_usage_error(run({"--"}), "plan: no command given (trainit plan [options] -- COMMAND [ARG...])");
   expect_usage_error(run({"--mode", "torchrun", "--", "x"}),
-                     "plan: --mode \"torchrun\": not one of ascend, exec, auto");
+                     "plan: --mode \"torchrun\": not one of ascend, exec, mpi, auto");
   expect_usage_error(run({"--mode"}), "plan: --mode needs a value");
   expect_usage_error(run({"--max-local-devices", "0", "x"}),
                      "plan: --max-local-devices \"0\": not a number in 1..4096");
