@@ -42,13 +42,26 @@ constexpr std::string_view kUsage =
     "\n"
     "Job modes:\n"
     "  --mode MODE       auto (default: ascend when RANK_TABLE_FILE or\n"
-    "                    RANK_TABLE_FILE_V_1_0 is set, else exec), exec, ascend\n"
+    "                    RANK_TABLE_FILE_V_1_0 is set, else exec), exec, ascend,\n"
+    "                    mpi (sshd on every host, mpirun on host 0)\n"
     "  --rank-table-timeout SECONDS  how long to wait for a complete rank table\n"
     "                    (default 1800; then exit 75)\n"
     "  --max-local-devices N  devices allowed per host in the rank table, 1-4096\n"
     "                    (default 16)\n"
     "  --status-file PATH  where the job's status JSON is kept\n"
     "                    (default /tmp/trainit-status-<host>.json)\n"
+    "\n"
+    "Several hosts (MA_NUM_HOSTS > 1) and --mode mpi:\n"
+    "  --peer-timeout SECONDS  for peer names to resolve and peers' sshd to\n"
+    "                    answer (default 600; then exit 69)\n"
+    "  --barrier-timeout SECONDS  for every host to check in (default 1800;\n"
+    "                    then exit 75)\n"
+    "  --peer-loss SECONDS  a host not heard from this long is lost (default 10)\n"
+    "  --control-port PORT  host 0's control channel (default 36660)\n"
+    "  --job-secret-file PATH  the hosts' shared secret (else TRAINIT_JOB_SECRET)\n"
+    "  --ssh-authorized-keys PATH  keys the job's sshd accepts (mpi; default\n"
+    "                    $HOME/.ssh/authorized_keys)\n"
+    "  --ssh-identity PATH  the key mpirun's ssh offers (mpi; default ssh's)\n"
     "\n"
     "Exit status: the child's, or 128+N when it died of signal N; 64 bad usage;\n"
     "126 program not executable; 127 program not found; 70/71 internal errors.\n";
@@ -133,12 +146,31 @@ Result<void> apply_short(char flag, const char* value, Options& o) {
 
 // Applies a long option that takes a value.
 Result<void> apply_long(std::string_view name, std::string_view value, Options& o) {
-  if (name == "grace" || name == "stop-delay" || name == "rank-table-timeout") {
+  if (name == "grace" || name == "stop-delay" || name == "rank-table-timeout" || name == "peer-timeout" ||
+      name == "barrier-timeout" || name == "peer-loss") {
     auto seconds = parse_seconds(value);
     if (!seconds) {
       return usage_error(fmt::format("--{}: expected seconds such as 8 or 0.5, got '{}'", name, value));
     }
-    (name == "grace" ? o.grace : name == "stop-delay" ? o.stop_delay : o.rank_table_timeout) = *seconds;
+    (name == "grace"                ? o.grace
+     : name == "stop-delay"         ? o.stop_delay
+     : name == "rank-table-timeout" ? o.rank_table_timeout
+     : name == "peer-timeout"       ? o.peer_timeout
+     : name == "barrier-timeout"    ? o.barrier_timeout
+                                    : o.peer_loss) = *seconds;
+  } else if (name == "control-port") {
+    int port = 0;
+    if (!parse_int(value, 1, 65535, &port)) {
+      return usage_error(fmt::format("--control-port: expected a port in 1-65535, got '{}'", value));
+    }
+    o.control_port = static_cast<uint16_t>(port);
+  } else if (name == "job-secret-file" || name == "ssh-authorized-keys" || name == "ssh-identity") {
+    if (value.empty() || value[0] != '/') {
+      return usage_error(fmt::format("--{}: expected an absolute path, got '{}'", name, value));
+    }
+    (name == "job-secret-file" ? o.job_secret_file
+     : name == "ssh-identity"  ? o.ssh_identity
+                               : o.ssh_authorized_keys) = std::string(value);
   } else if (name == "mode") {
     if (value == "auto") {
       o.mode = RequestedMode::kAuto;
@@ -146,8 +178,10 @@ Result<void> apply_long(std::string_view name, std::string_view value, Options& 
       o.mode = RequestedMode::kExec;
     } else if (value == "ascend") {
       o.mode = RequestedMode::kAscend;
+    } else if (value == "mpi") {
+      o.mode = RequestedMode::kMpi;
     } else {
-      return usage_error(fmt::format("--mode: expected auto, exec or ascend, got '{}'", value));
+      return usage_error(fmt::format("--mode: expected auto, exec, ascend or mpi, got '{}'", value));
     }
   } else if (name == "max-local-devices") {
     auto n = parse_max_local_devices(value);
@@ -171,8 +205,7 @@ Result<void> apply_long(std::string_view name, std::string_view value, Options& 
     } else {
       return usage_error(fmt::format("--restart: expected no, on-failure or always, got '{}'", value));
     }
-  } else if (name == "ready" || name == "mode" || name == "rank-table-timeout" || name == "max-local-devices" ||
-             name == "status-file") {
+  } else if (name == "ready") {
     if (value != "spawn" && value != "notify") {
       return usage_error(fmt::format("--ready: expected spawn or notify, got '{}'", value));
     }
@@ -241,7 +274,9 @@ Result<Options> parse_cli(int argc, const char* const* argv, const GetEnv& geten
         o.forward_only = true;
       } else if (name == "grace" || name == "stop-delay" || name == "restart" || name == "max-restarts" ||
                  name == "ready" || name == "mode" || name == "rank-table-timeout" || name == "max-local-devices" ||
-                 name == "status-file") {
+                 name == "status-file" || name == "peer-timeout" || name == "barrier-timeout" || name == "peer-loss" ||
+                 name == "control-port" || name == "job-secret-file" || name == "ssh-authorized-keys" ||
+                 name == "ssh-identity") {
         if (!has_value) {
           if (i + 1 >= argc) {
             return usage_error(fmt::format("--{} needs a value", name));

@@ -39,7 +39,15 @@ struct Options {
   unsigned max_local_devices = kDefaultLocalDevices;         // --max-local-devices N
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
   std::string status_file;                                   // --status-file PATH; empty: the default
-  std::vector<std::string> command;                          // PROGRAM ARGS...
+  // Several hosts (issue 10).
+  Duration peer_timeout = std::chrono::seconds(600);      // --peer-timeout SECONDS: names resolved, sshd up
+  Duration barrier_timeout = std::chrono::seconds(1800);  // --barrier-timeout SECONDS: every host checked in
+  Duration peer_loss = std::chrono::seconds(10);          // --peer-loss SECONDS: a silent host is lost
+  uint16_t control_port = kDefaultControlPort;            // --control-port PORT
+  std::string job_secret_file;                            // --job-secret-file PATH (else TRAINIT_JOB_SECRET)
+  std::string ssh_authorized_keys;                        // --ssh-authorized-keys PATH (mpi)
+  std::string ssh_identity;                               // --ssh-identity PATH (mpi)
+  std::vector<std::string> command;                       // PROGRAM ARGS...
 };
 
 using GetEnv = std::function<const char*(const char* name)>;

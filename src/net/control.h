@@ -10,6 +10,9 @@
 //             first stop host 0 learns of is the job's (its own stop() or a
 //             client's): later ones are logged and dropped, and a client
 //             whose own stop lost the race still hears the one that won.
+//   finish    a client's finish(): every rank of its host exited 0; host 0's
+//             on_finished fires once per host, and unfinished() shrinks.
+//             Host 0 then release()s the job once its own ranks are done too.
 //   release   host 0's release(code): "host 0's job ended with this code";
 //             each client's on_release fires with it, once.
 //   liveness  both sides send a heartbeat every min(heartbeat, peer_loss/4);
@@ -87,6 +90,7 @@ struct ControlEvents {
   std::function<void(int exit_code)> on_release;     // client: host 0's job ended with this code
   std::function<void(unsigned host)> on_lost;        // that host has not been heard of for peer_loss
   std::function<void(unsigned host)> on_checked_in;  // server: that client checked in (once per host)
+  std::function<void(unsigned host)> on_finished;    // server: every rank of that client's host exited 0
 };
 
 class ControlServer {
@@ -115,6 +119,8 @@ class ControlServer {
   // whether all of it left.
   bool flush(Duration max);
 
+  // Clients that have not finish()ed yet, ascending.
+  [[nodiscard]] std::vector<unsigned> unfinished() const;
   // Hosts that have not checked in yet (0 too, until check_in()), ascending.
   [[nodiscard]] std::vector<unsigned> missing() const;
   [[nodiscard]] uint16_t port() const noexcept { return port_; }
@@ -127,6 +133,7 @@ class ControlServer {
     Link* link = nullptr;  // its current connection, if any
     bool joined = false;   // handshake done once: its loss counts from then on
     bool checked_in = false;
+    bool finished = false;
     bool lost = false;
     Clock::time_point last_heard{};
   };
@@ -136,6 +143,7 @@ class ControlServer {
   void on_frame(Link* link, wire::Frame& frame);
   void on_hello(Link* link, const std::string& payload);
   void on_check_in(Link* link);
+  void on_finished(Link* link);
   void on_stop(Link* link, const std::string& payload);
   int on_tick();
   void maybe_go();
@@ -178,6 +186,9 @@ class ControlClient {
 
   // This host is ready: sent now if connected, else on connection.
   void check_in();
+  // Every rank of this host exited 0: FINISHED to host 0 (now, or on
+  // connection); the host then waits for on_release.
+  void finish();
   // Stops the job: STOP to host 0 (now, or on connection), which relays it.
   // Returns false (and sends nothing) when a stop came first.
   bool stop(const StopNotice& notice);
@@ -225,6 +236,7 @@ class ControlClient {
   bool lost_ = false;
   Clock::time_point last_heard_{};
   bool checked_in_ = false;
+  bool finished_ = false;
   std::optional<StopNotice> own_stop_;
   bool go_ = false;
   bool stopped_ = false;  // host 0 told us of a stop

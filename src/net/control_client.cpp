@@ -189,6 +189,9 @@ void ControlClient::on_welcome(const std::string& payload) {
   if (checked_in_) {
     conn_->send(Type::kCheckIn);
   }
+  if (finished_) {
+    conn_->send(Type::kFinished);
+  }
   if (own_stop_ && !stopped_) {
     conn_->send(Type::kStop, net::encode_stop(*own_stop_));
   }
@@ -259,6 +262,13 @@ void ControlClient::check_in() {
   checked_in_ = true;
   if (state_ == State::kReady) {
     conn_->send(Type::kCheckIn);
+  }
+}
+
+void ControlClient::finish() {
+  finished_ = true;
+  if (state_ == State::kReady) {
+    conn_->send(Type::kFinished);
   }
 }
 

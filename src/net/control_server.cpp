@@ -172,6 +172,9 @@ void ControlServer::on_frame(Link* link, wire::Frame& frame) {
     case Type::kCheckIn:
       on_check_in(link);
       return;
+    case Type::kFinished:
+      on_finished(link);
+      return;
     case Type::kStop:
       on_stop(link, frame.payload);
       return;
@@ -247,6 +250,27 @@ void ControlServer::on_check_in(Link* link) {
     link->conn->send(Type::kGo);  // it reconnected after the barrier
   }
   maybe_go();
+}
+
+void ControlServer::on_finished(Link* link) {
+  const auto index = static_cast<unsigned>(link->host);
+  Host& host = hosts_[index];
+  if (host.finished) {
+    return;
+  }
+  host.finished = true;
+  log_debug("control: host {} finished", index);
+  (void)emit(alive_, events_.on_finished, index);
+}
+
+std::vector<unsigned> ControlServer::unfinished() const {
+  std::vector<unsigned> hosts;
+  for (unsigned i = 1; i < hosts_.size(); ++i) {
+    if (!hosts_[i].finished) {
+      hosts.push_back(i);
+    }
+  }
+  return hosts;
 }
 
 void ControlServer::check_in() {

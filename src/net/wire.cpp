@@ -30,7 +30,7 @@ void store_u16(std::string& out, uint16_t value) {
 }
 
 bool known_type(uint16_t type) noexcept {
-  return type >= static_cast<uint16_t>(Type::kChallenge) && type <= static_cast<uint16_t>(Type::kHeartbeat);
+  return type >= static_cast<uint16_t>(Type::kChallenge) && type <= static_cast<uint16_t>(Type::kFinished);
 }
 
 }  // namespace
@@ -55,6 +55,8 @@ const char* type_name(Type type) noexcept {
       return "RELEASE";
     case Type::kHeartbeat:
       return "HEARTBEAT";
+    case Type::kFinished:
+      return "FINISHED";
   }
   return "?";
 }

@@ -25,6 +25,8 @@
 //                     none), cause
 //   8 RELEASE   s->c  i32 exit code: host 0's job ended with it
 //   9 HEARTBEAT both  empty
+//  10 FINISHED  c->s  empty: every rank of this host exited 0; it waits for
+//                     RELEASE (its leaving is not a loss from then on)
 #pragma once
 
 #include <cstddef>
@@ -50,6 +52,7 @@ enum class Type : uint16_t {
   kStop = 7,
   kRelease = 8,
   kHeartbeat = 9,
+  kFinished = 10,
 };
 [[nodiscard]] const char* type_name(Type type) noexcept;
 

@@ -51,13 +51,15 @@ KnownGeometry table_geometry(const RankTable& table, const HostEntry& host, std:
 }
 
 // Several hosts: the geometry they meet by (HostsPlan); nullopt for one.
-// MA_NUM_HOSTS must agree with the table; a single-host job with
-// MA_NUM_HOSTS unset or 1 reads no other geometry variable.
+// The platform says how many hosts the job has (MA_NUM_HOSTS): more than one,
+// and the table must agree. Unset or 1, this host runs its own devices of
+// the table alone, as the reference launcher does, whatever else the table
+// lists, and reads no other geometry variable.
 Result<std::optional<HostsPlan>> plan_hosts(const PlanInput& input, const KnownGeometry& known) {
   auto declared = input.env.num_hosts();
   if (!declared)
     return declared.error();
-  if (known.hosts <= 1 && declared->value_or(1) <= 1)
+  if (declared->value_or(1) <= 1)
     return std::optional<HostsPlan>();
   auto geometry = job_geometry(input.env, known);
   if (!geometry)

@@ -148,7 +148,7 @@ host_start() {
       setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups \
       env -i "${env[@]}" "$E2E_DIR/bin/trainit" "$@" >"$dir/out" 2>&1 </dev/null
     echo $? >"$dir/rc.tmp" && mv "$dir/rc.tmp" "$dir/rc"
-  ) &
+  ) 2>>"$dir/harness.err" &
 }
 
 # Prints host I's exit code once it exited; fails after SECONDS.

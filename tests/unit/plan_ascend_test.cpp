@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -338,12 +339,27 @@ TEST_F(AscendPlan, ATableOfSeveralHostsMeetsAtABarrierBeforeAnyRankStarts) {
                                       "ma-job-3f2a-worker-2.ma-job-3f2a"}));
 }
 
-TEST_F(AscendPlan, WithoutGeometryVariablesTheTableGivesTheHostCountAndIndex) {
+// The platform's MA_NUM_HOSTS says whether the hosts meet; without it a
+// container runs its own devices of a table of several pods alone, as the
+// reference launcher (and trainit before the barrier) does.
+TEST_F(AscendPlan, WithoutAHostCountATableOfSeveralPodsRunsThisPodAlone) {
   fs.add_file(kTable, template2({2, 2}).dump());
   Plan plan = planned({{"MA_CURRENT_INSTANCE_NAME", "ma-job-x-worker-1"}});
+  EXPECT_FALSE(plan.hosts.has_value());
+  EXPECT_EQ(plan.processes.size(), 2u) << "this pod's devices";
+  EXPECT_EQ(std::count(plan.states.begin(), plan.states.end(), State::kHostBarrier), 0);
+}
+
+TEST_F(AscendPlan, AHostCountOfSeveralMeetsTheOtherHostsAtTheBarrier) {
+  fs.add_file(kTable, template2({2, 2}).dump());
+  Plan plan = planned({{"MA_CURRENT_INSTANCE_NAME", "ma-job-x-worker-1"},
+                       {"MA_NUM_HOSTS", "2"},
+                       {"MA_TASK_INDEX", "1"},
+                       {"MA_TASK_NAME", "worker"}});
   ASSERT_TRUE(plan.hosts.has_value());
-  EXPECT_EQ(plan.hosts->hosts, 2u) << "pods with devices";
-  EXPECT_EQ(plan.hosts->index, 1u) << "this pod's position in the table";
+  EXPECT_EQ(plan.hosts->hosts, 2u);
+  EXPECT_EQ(plan.hosts->index, 1u);
+  EXPECT_EQ(std::count(plan.states.begin(), plan.states.end(), State::kHostBarrier), 1);
 }
 
 TEST_F(AscendPlan, AHostCountThatDisagreesWithTheTableIsRefusedNamingBoth) {
