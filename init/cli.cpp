@@ -62,6 +62,8 @@ constexpr std::string_view kUsage =
     "  --ssh-authorized-keys PATH  keys the job's sshd accepts (mpi; default\n"
     "                    $HOME/.ssh/authorized_keys)\n"
     "  --ssh-identity PATH  the key mpirun's ssh offers (mpi; default ssh's)\n"
+    "  --private-dir PATH  trainit's own files for the job (mpi; default\n"
+    "                    /tmp/trainit-<MA_VJ_NAME>)\n"
     "\n"
     "Exit status: the child's, or 128+N when it died of signal N; 64 bad usage;\n"
     "126 program not executable; 127 program not found; 70/71 internal errors.\n";
@@ -164,12 +166,14 @@ Result<void> apply_long(std::string_view name, std::string_view value, Options& 
       return usage_error(fmt::format("--control-port: expected a port in 1-65535, got '{}'", value));
     }
     o.control_port = static_cast<uint16_t>(port);
-  } else if (name == "job-secret-file" || name == "ssh-authorized-keys" || name == "ssh-identity") {
+  } else if (name == "job-secret-file" || name == "ssh-authorized-keys" || name == "ssh-identity" ||
+             name == "private-dir") {
     if (value.empty() || value[0] != '/') {
       return usage_error(fmt::format("--{}: expected an absolute path, got '{}'", name, value));
     }
     (name == "job-secret-file" ? o.job_secret_file
      : name == "ssh-identity"  ? o.ssh_identity
+     : name == "private-dir"   ? o.private_dir
                                : o.ssh_authorized_keys) = std::string(value);
   } else if (name == "mode") {
     if (value == "auto") {
@@ -276,7 +280,7 @@ Result<Options> parse_cli(int argc, const char* const* argv, const GetEnv& geten
                  name == "ready" || name == "mode" || name == "rank-table-timeout" || name == "max-local-devices" ||
                  name == "status-file" || name == "peer-timeout" || name == "barrier-timeout" || name == "peer-loss" ||
                  name == "control-port" || name == "job-secret-file" || name == "ssh-authorized-keys" ||
-                 name == "ssh-identity") {
+                 name == "ssh-identity" || name == "private-dir") {
         if (!has_value) {
           if (i + 1 >= argc) {
             return usage_error(fmt::format("--{} needs a value", name));

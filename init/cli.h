@@ -47,6 +47,7 @@ struct Options {
   std::string job_secret_file;                            // --job-secret-file PATH (else TRAINIT_JOB_SECRET)
   std::string ssh_authorized_keys;                        // --ssh-authorized-keys PATH (mpi)
   std::string ssh_identity;                               // --ssh-identity PATH (mpi)
+  std::string private_dir;                                // --private-dir PATH (mpi); empty: /tmp/trainit-<job>
   std::vector<std::string> command;                       // PROGRAM ARGS...
 };
 

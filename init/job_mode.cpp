@@ -104,6 +104,7 @@ class JobRunner {
     input_.options.control_port = options.control_port;
     input_.options.ssh_authorized_keys = options.ssh_authorized_keys;
     input_.options.ssh_identity = options.ssh_identity;
+    input_.options.private_dir = options.private_dir;
     input_.options.is_root = ::geteuid() == 0;
     input_.options.user = input_.options.is_root ? "root" : "";
     input_.argv = options.command;
@@ -451,11 +452,18 @@ class JobRunner {
 
   void on_peer_timeout() {
     std::vector<std::string> missing = resolver_ ? resolver_->missing() : std::vector<std::string>{};
+    for (const auto& probe : probes_) {
+      if (!probe->succeeded()) {
+        missing.push_back(fmt::format("sshd at {} ({})", probe->endpoint(), errno_string(-probe->last_error())));
+      }
+    }
     resolver_.reset();
+    probes_.clear();
     if (!exit_code_) {
       exit_code_ = kUnavailable;
-      status_.cause = fmt::format("peer names not resolved within {:.0f} s: {}", seconds(options_.peer_timeout),
-                                  fmt::join(missing, ", "));
+      status_.cause = fmt::format("{} within {:.0f} s: {}",
+                                  state_ == State::kResolvePeers ? "peer names not resolved" : "peers not answering",
+                                  seconds(options_.peer_timeout), fmt::join(missing, ", "));
       log_error("{}", status_.cause);
     }
     fire(Event::kTimedOut, "peers did not resolve in time");
