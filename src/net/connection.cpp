@@ -142,15 +142,15 @@ bool Connection::read_frames() {
   return true;
 }
 
-void Connection::close(const std::string& why, bool malformed) {
+// `why` is taken by value: the callback may destroy *this, failure_ included.
+void Connection::close(std::string why, bool malformed) {
   if (closed_) {
     return;
   }
   closed_ = true;
   io_.reset();
-  const ClosedFn on_closed = on_closed_;  // the callback may destroy *this
-  const std::string reason = why;         // `why` may be a member
-  on_closed(reason, malformed);
+  const ClosedFn on_closed = on_closed_;
+  on_closed(std::move(why), malformed);
 }
 
 }  // namespace trainit::net

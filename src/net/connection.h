@@ -29,7 +29,7 @@ namespace trainit::net {
 class Connection {
  public:
   using FrameFn = std::function<void(wire::Frame& frame)>;
-  using ClosedFn = std::function<void(const std::string& why, bool malformed)>;
+  using ClosedFn = std::function<void(std::string why, bool malformed)>;
 
   // More than this queued for a peer that does not read ends the connection.
   static constexpr size_t kMaxQueued = 1 << 20;
@@ -55,7 +55,7 @@ class Connection {
   // Reads what the socket holds; returns false when *this is closed or gone.
   bool read_frames();
   // Reports the end, once; the owner may destroy *this meanwhile.
-  void close(const std::string& why, bool malformed);
+  void close(std::string why, bool malformed);
 
   Loop& loop_;
   Fd fd_;

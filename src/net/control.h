@@ -5,6 +5,7 @@
 //
 //   barrier   each client check_in()s when its host is ready, host 0 too;
 //             once all H have, every host gets on_go (host 0 included).
+//             Never after a stop.
 //   stop      any host stop()s with its failure; host 0 relays it to every
 //             other host and each side's on_stop fires, at most once. The
 //             first stop host 0 learns of is the job's (its own stop() or a
@@ -33,6 +34,8 @@
 // round); without, any allowed address may claim any host index. A
 // connection that breaks the rules (bad frame, wrong job id, host index or
 // count, secret) is closed with one warning line and affects nothing else.
+// (These warnings are logged here, against src/'s habit of leaving logging
+// to its caller: such a connection is nobody's, no caller hears of it.)
 //
 // Everything runs on the loop (io and timer sources, no threads) and no call
 // blocks, except flush(): call it before the process exits so that a last

@@ -39,8 +39,8 @@ namespace trainit::wire {
 inline constexpr uint32_t kMagic = 0x54524954;  // "TRIT"
 inline constexpr uint16_t kVersion = 1;
 inline constexpr size_t kHeaderSize = 12;
-inline constexpr size_t kMaxFrame = 64 * 1024;  // largest payload
-inline constexpr size_t kMaxHelloFrame = 4096;  // largest payload before the handshake is done
+inline constexpr size_t kMaxFrame = size_t{64} * 1024;  // largest payload
+inline constexpr size_t kMaxHelloFrame = 4096;          // largest payload before the handshake is done
 
 enum class Type : uint16_t {
   kChallenge = 1,
