@@ -218,7 +218,10 @@ struct PlanInput {
 // errnum is EBADMSG says that the rank table's text, as read, is not one
 // well-formed JSON document (see parse_json), which is also how a table
 // caught mid-write reads: the run waits for the next version of the file,
-// `trainit plan` refuses it. The table is read once per call.
+// `trainit plan` refuses it. The table is read once per call. An MPI plan of
+// several hosts names its peers by DNS name until it is made again with
+// PlanInput::peer_addresses, which the run does after resolve_peers (the
+// hostfile and ssh config then hold the addresses; nothing else changes).
 [[nodiscard]] Result<Plan> make_plan(const PlanInput& input);
 
 // The environment every planned process starts from: trainit's own, minus
