@@ -2,8 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-
+#include "base/number.h"
 #include "proc/signals.h"
 
 namespace trainit {
@@ -77,13 +76,11 @@ constexpr std::string_view kLicense =
     "SOFTWARE.\n";
 
 bool parse_int(std::string_view text, int min, int max, int* out) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
-    return false;
+  auto value = parse_decimal(text, static_cast<std::uint64_t>(min), static_cast<std::uint64_t>(max));
+  if (value) {
+    *out = static_cast<int>(*value);
   }
-  *out = value;
-  return true;
+  return value.has_value();
 }
 
 Error usage_error(std::string message) {

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "base/env.h"
+#include "base/number.h"
 #include "plan/ascend.h"
 #include "plan/exec.h"
 #include "platform/text.h"
@@ -61,8 +62,8 @@ Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
 }
 
 std::optional<unsigned> parse_max_local_devices(std::string_view text) noexcept {
-  auto n = parse_decimal(text);
-  if (!n || *n < kMinLocalDevices || *n > kMaxLocalDevices)
+  auto n = parse_decimal(text, kMinLocalDevices, kMaxLocalDevices);
+  if (!n)
     return std::nullopt;
   return static_cast<unsigned>(*n);
 }

@@ -111,7 +111,7 @@ inline constexpr unsigned kDefaultLocalDevices = 16;
 inline constexpr unsigned kMinLocalDevices = 1;
 inline constexpr unsigned kMaxLocalDevices = 4096;
 
-// A value of --max-local-devices: decimal digits (see parse_decimal) naming a
+// A value of --max-local-devices: decimal digits (base/number.h) naming a
 // number in kMinLocalDevices..kMaxLocalDevices; nullopt for anything else.
 [[nodiscard]] std::optional<unsigned> parse_max_local_devices(std::string_view text) noexcept;
 

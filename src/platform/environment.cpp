@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "base/number.h"
 #include "platform/path.h"
 #include "platform/text.h"
 

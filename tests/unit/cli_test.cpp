@@ -121,6 +121,20 @@ TEST(Cli, BadInputIsAOneLineErrorNamingTheProblem) {
   }
 }
 
+// Every number of the command line and its variables has the one form of
+// base/number.h: digits without sign or leading zero.
+TEST(Cli, NumbersTakeTheOneDecimalForm) {
+  EXPECT_TRUE(parse({"-e", "0", "-e", "255", "true"}).ok());
+  EXPECT_TRUE(parse({"--max-restarts", "0", "true"}).ok());
+  for (const char* bad : {"016", "+1", "-0", " 1", "1 ", "0x1", "1e2"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_FALSE(parse({"-e", bad, "true"}).ok());
+    EXPECT_FALSE(parse({"--max-restarts", bad, "true"}).ok());
+    EXPECT_FALSE(parse({"true"}, {{"TINI_VERBOSITY", bad}}).ok());
+  }
+  EXPECT_FALSE(parse({"--grace", "08", "true"}).ok());
+}
+
 // The run and `trainit plan` accept the same --max-local-devices values, up
 // to the same limit, and read them alike.
 TEST(Cli, MaxLocalDevicesTakesTheSameValuesAsTrainitPlan) {

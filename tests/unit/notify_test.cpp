@@ -231,20 +231,25 @@ TEST(Notifier, SendingToASupervisorThatStoppedReadingNeverBlocks) {
 
 TEST(Notifier, WatchdogIntervalIsHalfOfWatchdogUsecForThisProcessOnly) {
   const std::string me = std::to_string(::getpid());
+  const std::string me_and_more = me + "x";
   struct Case {
     const char* usec;
     const char* pid;
     Duration want;
   };
   const Case cases[] = {
-      {"200000", nullptr, 100ms},       // no WATCHDOG_PID: ours
-      {"200000", me.c_str(), 100ms},    // our pid
-      {"30000000", nullptr, 15s},       // WatchdogSec=30
-      {"200000", "1", Duration{0}},     // someone else's watchdog (we are not PID 1 here)
+      {"200000", nullptr, 100ms},                    // no WATCHDOG_PID: ours
+      {"200000", me.c_str(), 100ms},                 // our pid
+      {"30000000", nullptr, 15s},                    // WatchdogSec=30
+      {"200000", "1", Duration{0}},                  // someone else's watchdog (we are not PID 1 here)
+      {"200000", me_and_more.c_str(), Duration{0}},  // not a pid: not ours
+      {"0200000", nullptr, Duration{0}},             // numbers in base/number.h's one form
+      {"+200000", nullptr, Duration{0}},
       {"0", nullptr, Duration{0}},      // off
       {"-5", nullptr, Duration{0}},     // nonsense
       {"100ms", nullptr, Duration{0}},  // not a number of microseconds
-      {"", nullptr, Duration{0}},      {nullptr, nullptr, Duration{0}},
+      {"", nullptr, Duration{0}},
+      {nullptr, nullptr, Duration{0}},
   };
   for (const Case& c : cases) {
     SupervisorEnv env("@trainit-unit-watchdog", c.usec, c.pid);
