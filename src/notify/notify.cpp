@@ -96,7 +96,7 @@ std::vector<std::string> environment_for_children(char** environ, bool* changed)
   std::vector<std::string> env;
   *changed = false;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (is_supervisor_variable(*e)) {
+    if (is_withheld_from_children(*e)) {
       *changed = true;
     } else {
       env.emplace_back(*e);

@@ -282,6 +282,29 @@ TEST(ChildEnvironment, DropsExactlyTheSupervisorsVariables) {
             (std::vector<std::string>{"PATH=/bin", "NOTIFY_SOCKET_EXTRA=kept", "MY_WATCHDOG_USEC=kept", "HOME=/root"}));
 }
 
+// trainit's own configuration stays with trainit, as NOTIFY_SOCKET does.
+TEST(ChildEnvironment, DropsTrainitsAndTinisVariables) {
+  std::vector<std::string> storage = {
+      "PATH=/bin",        "TRAINIT_GRACE=2",           "TRAINIT_NO_DRAIN=1",      "TRAINIT_JOB_SECRET=s3cret",
+      "TRAINIT_GRCAE=2",  "TRAINIT_LOCAL_RANK=3",      "TRAINIT_COLL_TIMEOUT=30", "TINI_VERBOSITY=2",
+      "TINI_SUBREAPER=",  "TINI_KILL_PROCESS_GROUP=1", "TINI_OTHER=kept",         "MY_TRAINIT_GRACE=kept",
+      "TRAINITGRACE=kept"};
+  std::vector<char*> environ_like;
+  for (auto& s : storage) {
+    environ_like.push_back(s.data());
+  }
+  environ_like.push_back(nullptr);
+  bool changed = false;
+  auto env = environment_for_children(environ_like.data(), &changed);
+  EXPECT_TRUE(changed);
+  // TRAINIT_COLL_TIMEOUT is documented as the ranks': passed on.
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "TRAINIT_COLL_TIMEOUT=30", "TINI_OTHER=kept",
+                                           "MY_TRAINIT_GRACE=kept", "TRAINITGRACE=kept"}));
+  EXPECT_TRUE(is_withheld_from_children("NOTIFY_SOCKET=/x"));
+  EXPECT_TRUE(is_withheld_from_children("TRAINIT_MODE"));
+  EXPECT_FALSE(is_withheld_from_children("HOME=/root"));
+}
+
 TEST(ChildEnvironment, UnchangedWithoutSupervisorVariables) {
   std::string a = "A=1", b = "B=2";
   char* environ_like[] = {a.data(), b.data(), nullptr};
