@@ -99,14 +99,8 @@ class JobRunner {
                    fmt::format("processes still ran {:.3f} s after SIGTERM: SIGKILL", seconds(options_.grace)));
             }) {
     relay_.set_error_handler([this](size_t rank, const Error& e) { on_log_error(rank, e); });
+    input_.options = plan_options(options);
     input_.options.mode = options.mode == RequestedMode::kMpi ? RequestedMode::kMpi : RequestedMode::kAscend;
-    input_.options.max_local_devices = options.max_local_devices;
-    input_.options.control_port = options.control_port;
-    input_.options.ssh_authorized_keys = options.ssh_authorized_keys;
-    input_.options.ssh_identity = options.ssh_identity;
-    input_.options.private_dir = options.private_dir;
-    input_.options.is_root = ::geteuid() == 0;
-    input_.options.user = input_.options.is_root ? "root" : "";
     input_.argv = options.command;
     input_.env = env_;
     input_.fs = &fs_;

@@ -72,13 +72,6 @@ Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
   return env.has_rank_table_variable() ? Mode::kAscend : Mode::kExec;
 }
 
-std::optional<unsigned> parse_max_local_devices(std::string_view text) noexcept {
-  auto n = parse_decimal(text);
-  if (!n || *n < kMinLocalDevices || *n > kMaxLocalDevices)
-    return std::nullopt;
-  return static_cast<unsigned>(*n);
-}
-
 Result<Plan> make_plan(const PlanInput& input) {
   try {
     if (input.argv.empty())
@@ -86,15 +79,13 @@ Result<Plan> make_plan(const PlanInput& input) {
     auto mode = resolve_mode(input.options.mode, input.env);
     if (!mode)
       return mode.error();
-    switch (*mode) {
-      case Mode::kAscend:
-        return plan_ascend(input);
-      case Mode::kMpi:
-        return plan_mpi(input);
-      case Mode::kExec:
-        break;
+    Result<Plan> plan = *mode == Mode::kAscend ? plan_ascend(input)
+                        : *mode == Mode::kMpi  ? plan_mpi(input)
+                                               : plan_exec(input);
+    if (plan) {
+      plan->settings = input.settings;
     }
-    return plan_exec(input);
+    return plan;
   } catch (const std::exception& e) {  // allocation failure: planners throw nothing else
     return Error{fmt::format("cannot plan: {}", one_line(e.what()))};
   }
@@ -104,7 +95,7 @@ std::vector<EnvVar> child_base_env(const Environment& env) {
   std::vector<EnvVar> out;
   out.reserve(env.vars().size() + 8);
   for (const EnvVar& var : env.vars()) {
-    if (!is_supervisor_variable(var.name)) {
+    if (!is_withheld_from_children(var.name)) {
       out.push_back(var);
     }
   }

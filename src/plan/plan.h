@@ -144,6 +144,15 @@ struct MpiPlan {
   bool addresses = false;       // the hostfile and ssh config name peers by address, not DNS name
 };
 
+// One of trainit's settings (an option, from the command line or its
+// variable), as `trainit plan` shows it. init/cli.cpp makes them; a plan
+// only carries them.
+struct Setting {
+  std::string name;                  // the option's long name: "grace"
+  std::optional<std::string> value;  // as text ("0.3", "on-failure"); nullopt: none (no limit, the default path)
+  std::string source;                // "default", "command line" or "variable TRAINIT_GRACE"
+};
+
 struct Plan {
   Mode mode = Mode::kExec;
   std::vector<State> states;
@@ -160,18 +169,14 @@ struct Plan {
   std::vector<std::string> dirs;       // created (mkdir -p, 0755) before the first spawn, in order
   std::vector<FileSpec> files;         // written after dirs, before the first spawn
   std::vector<ProcessSpec> processes;  // in spawn order
+  std::vector<Setting> settings;       // PlanInput's, for `trainit plan` to show
 };
 
 // --max-local-devices: how many devices one host may have in a rank table
-// (device_id < N). The run (init/cli.cpp) and `trainit plan` accept the same
-// values, through parse_max_local_devices().
+// (device_id < N). The run and `trainit plan` read it alike (init/cli.cpp).
 inline constexpr unsigned kDefaultLocalDevices = 16;
 inline constexpr unsigned kMinLocalDevices = 1;
 inline constexpr unsigned kMaxLocalDevices = 4096;
-
-// A value of --max-local-devices: decimal digits (see parse_decimal) naming a
-// number in kMinLocalDevices..kMaxLocalDevices; nullopt for anything else.
-[[nodiscard]] std::optional<unsigned> parse_max_local_devices(std::string_view text) noexcept;
 
 struct PlanOptions {
   RequestedMode mode = RequestedMode::kAuto;
@@ -204,6 +209,7 @@ struct PlanInput {
   // Empty before. A plan made again with them writes the addresses into the
   // MPI hostfile and ssh config (the reference's hostfile holds addresses).
   std::vector<std::string> peer_addresses;
+  std::vector<Setting> settings;  // carried into the plan as they are
 };
 
 // Picks the mode: an explicit --mode wins; auto refuses when MA_RUN_METHOD
@@ -225,8 +231,9 @@ struct PlanInput {
 [[nodiscard]] Result<Plan> make_plan(const PlanInput& input);
 
 // The environment every planned process starts from: trainit's own, minus
-// its supervisor's variables (base/env.h, the filter exec mode uses too): a
-// child must not talk to trainit's own supervisor in its name.
+// its supervisor's variables and its own (base/env.h, the filter exec mode
+// uses too): a child must not talk to trainit's own supervisor in its name,
+// nor be configured as if it were trainit.
 [[nodiscard]] std::vector<EnvVar> child_base_env(const Environment& env);
 
 // Where a job mode's logs go (CONTRACT.md §3): <MA_MOUNT_PATH>/log when that

@@ -152,6 +152,14 @@ std::string plan_to_json(const Plan& plan) {
   for (const ProcessSpec& p : plan.processes)
     processes.push_back(process_json(p));
   out["processes"] = std::move(processes);
+  Ordered settings = Ordered::object();
+  for (const Setting& s : plan.settings) {
+    Ordered setting = Ordered::object();
+    setting["value"] = s.value ? Ordered(*s.value) : Ordered(nullptr);
+    setting["source"] = s.source;
+    settings[s.name] = std::move(setting);
+  }
+  out["settings"] = std::move(settings);
   return out.dump(2, ' ', false, Ordered::error_handler_t::replace) + "\n";
 }
 

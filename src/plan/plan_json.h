@@ -39,7 +39,11 @@
 //       "group": "process_group" | "session",
 //       "output": {"mode": "inherit"} |
 //                 {"mode": "log_and_console", "log_file", "console_prefix"}
-//     }]
+//     }],
+//     "settings": {                        // every option, in --help's order
+//       "grace": {"value": "8" | null,     // as text; null: none (no limit, the default path)
+//                 "source": "default" | "command line" | "variable TRAINIT_GRACE"}
+//     }
 //   }
 //
 // Values of environment variables whose names look secret (see

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/number.h"
 #include "platform/geometry.h"
 #include "platform/path.h"
 #include "platform/text.h"
