@@ -31,6 +31,7 @@ struct Seen {
   std::vector<int> releases;
   std::vector<unsigned> lost;
   std::vector<unsigned> checked_in;
+  std::vector<unsigned> finished;
 };
 
 ControlEvents record(Seen& seen) {
@@ -40,6 +41,7 @@ ControlEvents record(Seen& seen) {
   events.on_release = [&seen](int code) { seen.releases.push_back(code); };
   events.on_lost = [&seen](unsigned host) { seen.lost.push_back(host); };
   events.on_checked_in = [&seen](unsigned host) { seen.checked_in.push_back(host); };
+  events.on_finished = [&seen](unsigned host) { seen.finished.push_back(host); };
   return events;
 }
 
@@ -229,6 +231,24 @@ TEST_F(NetControl, ReleaseReachesEveryClientAndFlushSendsItAtOnce) {
   ASSERT_TRUE(step_until(loop_, [&] { return one.seen.releases.size() == 1 && two.seen.releases.size() == 1; }));
   EXPECT_EQ(one.seen.releases, std::vector<int>{7});
   EXPECT_EQ(two.seen.releases, std::vector<int>{7});
+}
+
+TEST_F(NetControl, FinishedHostsAreToldToHost0OnceEachAndUnfinishedShrinksToNone) {
+  start_server(3);
+  Client& one = add_client(1, 3);
+  Client& two = add_client(2, 3);
+  pass_the_barrier();
+  EXPECT_EQ(server_->unfinished(), (std::vector<unsigned>{1, 2}));
+  two.channel->finish();
+  two.channel->finish();  // once
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.finished.size() == 1; }));
+  EXPECT_EQ(server_->unfinished(), std::vector<unsigned>{1});
+  one.channel->finish();
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.finished.size() == 2; }));
+  step_for(loop_, 50ms);
+  EXPECT_EQ(server_seen_.finished, (std::vector<unsigned>{2, 1}));
+  EXPECT_TRUE(server_->unfinished().empty());
+  EXPECT_TRUE(server_seen_.stops.empty()) << "finishing is not a stop";
 }
 
 TEST_F(NetControl, AClientThatConnectsLateHearsTheStopAndReleaseItMissed) {
