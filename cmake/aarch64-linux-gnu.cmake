@@ -3,7 +3,8 @@
 # installs what this file names:
 #   g++-aarch64-linux-gnu    the compilers, and the arm64 C library in
 #                            /usr/aarch64-linux-gnu (static libc.a included)
-#   libfmt-dev:arm64, libgtest-dev:arm64, libsystemd-dev:arm64
+#   libfmt-dev:arm64, libsodium-dev:arm64, libgtest-dev:arm64,
+#   libsystemd-dev:arm64
 #                            Debian multiarch: arm64 libraries and CMake
 #                            packages in /usr/lib/aarch64-linux-gnu
 #   qemu-user-static         runs the aarch64 test binaries on any host
@@ -20,7 +21,10 @@ set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
 set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
-set(PKG_CONFIG_EXECUTABLE aarch64-linux-gnu-pkg-config)
+# pkg-config (libsodium) reads only the arm64 .pc files: the host's
+# pkg-config, pointed at the multiarch directories (Debian 12 ships no
+# aarch64-linux-gnu-pkg-config without dpkg-cross's wrapper).
+set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
 
 # ctest (and gtest_discover_tests at build time) run every aarch64 executable
 # through this. The test binaries are static, and the one dynamic helper finds

@@ -11,10 +11,10 @@
 # qemu-user; nothing is registered with binfmt_misc.
 set -eu
 
-BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev"
+BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev libsodium-dev"
 TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
-      python3 tini dumb-init catatonit"
-CROSS="make cmake pkg-config nlohmann-json3-dev g++-aarch64-linux-gnu libfmt-dev:arm64"
+      python3 tini dumb-init catatonit openssh-server openssh-client openmpi-bin libopenmpi-dev"
+CROSS="make cmake pkg-config nlohmann-json3-dev g++-aarch64-linux-gnu libfmt-dev:arm64 libsodium-dev:arm64"
 CROSS_TEST="build-essential qemu-user-static libgtest-dev:arm64 libsystemd-dev:arm64"
 
 case "${1:-}" in
@@ -36,6 +36,10 @@ if [ -n "$missing" ]; then
       dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64 ;;
   esac
   apt-get update -qq
+  # Packages install, services do not start (openssh-server would start the
+  # machine's own sshd): the e2e tests start their own, in their namespaces.
+  policy=/usr/sbin/policy-rc.d
+  [ -e "$policy" ] || { printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && trap 'rm -f "$policy"' EXIT; }
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi

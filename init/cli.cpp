@@ -1,54 +1,426 @@
 #include "cli.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
-#include <charconv>
+#include <algorithm>
+#include <array>
 
+#include "base/env.h"
+#include "base/number.h"
+#include "platform/text.h"
 #include "proc/signals.h"
 
 namespace trainit {
 namespace {
 
-constexpr std::string_view kUsage =
+// --- Reading values: each returns the reason only, the parser says where ----
+
+Error reason(std::string_view text) {
+  return Error{std::string(text), 0};
+}
+
+Result<Duration> seconds_value(std::string_view value) {
+  auto seconds = parse_seconds(value);
+  if (!seconds) {
+    return reason("expected seconds such as 8 or 0.5 (at most 86400)");
+  }
+  return *seconds;
+}
+
+// "8", "0.3", "1.25": the shortest text parse_seconds() reads back.
+std::string seconds_text(Duration d) {
+  const auto whole = std::chrono::duration_cast<std::chrono::seconds>(d);
+  std::string text = std::to_string(whole.count());
+  if (auto ns = (d - whole).count(); ns != 0) {
+    std::string fraction = fmt::format("{:09}", ns);
+    fraction.erase(fraction.find_last_not_of('0') + 1);
+    text += "." + fraction;
+  }
+  return text;
+}
+
+std::string bool_text(bool on) {
+  return on ? "true" : "false";
+}
+
+// The readers several rows share.
+Result<void> set_seconds(Duration& out, std::string_view value) {
+  auto seconds = seconds_value(value);
+  if (!seconds) {
+    return seconds.error();
+  }
+  out = *seconds;
+  return {};
+}
+
+Result<void> set_path(std::string& out, std::string_view value) {
+  if (value.empty() || value[0] != '/') {
+    return reason("expected an absolute path");
+  }
+  out = std::string(value);
+  return {};
+}
+
+std::optional<std::string> optional_text(const std::string& value) {
+  return value.empty() ? std::nullopt : std::optional(value);
+}
+
+// --- The table --------------------------------------------------------------
+
+// -Wextra's -Wmissing-field-initializers names every member a designated
+// initializer leaves out, default member initializer or not: each row below
+// gives only what it needs and relies on the defaults for the rest.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+constexpr OptionSpec kOptions[] = {
+    {.name = "help",
+     .short_name = 'h',
+     .kind = Kind::kAction,
+     .set = [](Options& o, bool) { o.action = Action::kHelp; },
+     .help = "show this help and exit"},
+    {.name = "version",
+     .kind = Kind::kAction,
+     .set = [](Options& o, bool) { o.action = Action::kVersion; },
+     .help = "show the version and exit"},
+    {.name = "license",
+     .short_name = 'l',
+     .kind = Kind::kAction,
+     .set = [](Options& o, bool) { o.action = Action::kLicense; },
+     .help = "show the license and exit"},
+    {.name = "verbosity",
+     .short_name = 'v',
+     .kind = Kind::kLevel,
+     .value_name = "N",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto n = parse_decimal(value, 0, 10);
+       if (!n) {
+         return reason("expected an integer in 0-10");
+       }
+       o.verbosity = static_cast<int>(*n);
+       return {};
+     },
+     .set = [](Options& o, bool) { ++o.verbosity; },
+     .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.verbosity); },
+     .tini_variable = "TINI_VERBOSITY",
+     .help = "how much trainit says: 0 errors, 1 (default) and\n"
+             "warnings, 2 info, 3 debug; each -v is one more"},
+    {.name = "subreaper",
+     .short_name = 's',
+     .kind = Kind::kFlag,
+     .set = [](Options&, bool) {},  // nothing to set: trainit is a subreaper whenever it is not PID 1
+     .show = [](const Options&) -> std::optional<std::string> { return std::nullopt; },
+     .tini_variable = "TINI_SUBREAPER",
+     .help = "register as a child subreaper (tini's; done anyway\n"
+             "when not PID 1)"},
+    {.name = "parent-death-signal",
+     .short_name = 'p',
+     .value_name = "SIGNAL",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       int signo = signal_from_name(value);
+       if (signo == 0) {
+         return reason("unknown signal (a name such as SIGKILL or KILL, a number, SIGRTMIN+N)");
+       }
+       o.parent_death_signal = signo;
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       if (o.parent_death_signal == 0) {
+         return std::nullopt;
+       }
+       return std::string(signal_name(o.parent_death_signal));
+     },
+     .help = "have trainit receive SIGNAL when its parent dies\n"
+             "(e.g. SIGKILL)"},
+    {.name = "kill-process-group",
+     .short_name = 'g',
+     .kind = Kind::kFlag,
+     .set = [](Options& o, bool on) { o.kill_process_group = on; },
+     .show = [](const Options& o) -> std::optional<std::string> { return bool_text(o.kill_process_group); },
+     .tini_variable = "TINI_KILL_PROCESS_GROUP",
+     .help = "send signals to the child's whole process group"},
+    {.name = "warn-on-reap",
+     .short_name = 'w',
+     .kind = Kind::kFlag,
+     .set = [](Options& o, bool on) { o.warn_on_reap = on; },
+     .show = [](const Options& o) -> std::optional<std::string> { return bool_text(o.warn_on_reap); },
+     .help = "warn each time an orphaned zombie is reaped"},
+    {.name = "exit-zero",
+     .short_name = 'e',
+     .kind = Kind::kList,
+     .value_name = "CODE",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto code = parse_decimal(value, 0, 255);
+       if (!code) {
+         return reason("expected an exit code in 0-255");
+       }
+       o.exit_zero.set(static_cast<std::size_t>(*code));
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       std::string codes;
+       for (std::size_t code = 0; code < o.exit_zero.size(); ++code) {
+         if (o.exit_zero.test(code)) {
+           codes += (codes.empty() ? "" : ",") + std::to_string(code);
+         }
+       }
+       return codes.empty() ? std::nullopt : std::optional(codes);
+     },
+     .help = "exit 0 when the child exits with CODE (0-255;\n"
+             "repeatable; the variable takes a list: 2,143)"},
+    {.name = "grace",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto seconds = seconds_value(value);
+       if (!seconds) {
+         return seconds.error();
+       }
+       o.grace = *seconds;
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.grace); },
+     .help = "how long processes get between SIGTERM and SIGKILL,\n"
+             "when trainit is stopped or drains (fractions\n"
+             "allowed; default 8)"},
+    {.name = "stop-delay",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto seconds = seconds_value(value);
+       if (!seconds) {
+         return seconds.error();
+       }
+       o.stop_delay = *seconds;
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.stop_delay); },
+     .help = "wait this long before passing on SIGTERM/SIGINT\n"
+             "(default 0)"},
+    {.name = "no-drain",
+     .kind = Kind::kFlag,
+     .set = [](Options& o, bool on) { o.drain = !on; },
+     .show = [](const Options& o) -> std::optional<std::string> { return bool_text(!o.drain); },
+     .help = "exit as soon as the child exits, as tini does,\n"
+             "instead of stopping every remaining process first"},
+    {.name = "forward-only",
+     .kind = Kind::kFlag,
+     .set = [](Options& o, bool on) { o.forward_only = on; },
+     .show = [](const Options& o) -> std::optional<std::string> { return bool_text(o.forward_only); },
+     .help = "pass SIGTERM/SIGINT to the child only, as tini does,\n"
+             "instead of stopping every process with the SIGKILL\n"
+             "escalation"},
+    {.name = "restart",
+     .value_name = "POLICY",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value == "no") {
+         o.restart = Restart::kNo;
+       } else if (value == "on-failure") {
+         o.restart = Restart::kOnFailure;
+       } else if (value == "always") {
+         o.restart = Restart::kAlways;
+       } else {
+         return reason("expected no, on-failure or always");
+       }
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return std::string(o.restart == Restart::kNo          ? "no"
+                          : o.restart == Restart::kOnFailure ? "on-failure"
+                                                             : "always");
+     },
+     .help = "restart the child: no (default), on-failure, always"},
+    {.name = "max-restarts",
+     .value_name = "N",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto n = parse_decimal(value, 0, 1'000'000);
+       if (!n) {
+         return reason("expected an integer in 0-1000000");
+       }
+       o.max_restarts = static_cast<int>(*n);
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.max_restarts < 0 ? std::nullopt : std::optional(std::to_string(o.max_restarts));
+     },
+     .help = "give up after N restarts in a row (default: no limit)"},
+    {.name = "ready",
+     .value_name = "WHEN",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value != "spawn" && value != "notify") {
+         return reason("expected spawn or notify");
+       }
+       o.ready = value == "spawn" ? Ready::kSpawn : Ready::kNotify;
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return std::string(o.ready == Ready::kSpawn ? "spawn" : "notify");
+     },
+     .help = "when to send READY=1 to NOTIFY_SOCKET: spawn\n"
+             "(default: once the child runs) or notify (trainit\n"
+             "serves the child its own NOTIFY_SOCKET and passes on\n"
+             "its READY=1 and STATUS=)"},
+    {.name = "mode",
+     .value_name = "MODE",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value == "auto") {
+         o.mode = RequestedMode::kAuto;
+       } else if (value == "exec") {
+         o.mode = RequestedMode::kExec;
+       } else if (value == "ascend") {
+         o.mode = RequestedMode::kAscend;
+       } else if (value == "mpi") {
+         o.mode = RequestedMode::kMpi;
+       } else {
+         return reason("expected auto, exec, ascend or mpi");
+       }
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       switch (o.mode) {
+         case RequestedMode::kAuto:
+           return "auto";
+         case RequestedMode::kExec:
+           return "exec";
+         case RequestedMode::kAscend:
+           return "ascend";
+         case RequestedMode::kMpi:
+           return "mpi";
+       }
+       return std::nullopt;
+     },
+     .help = "auto (default: ascend when RANK_TABLE_FILE or\n"
+             "RANK_TABLE_FILE_V_1_0 is set, else exec), exec,\n"
+             "ascend, mpi (sshd on every host, mpirun on host 0)",
+     .heading = "Job modes:"},
+    {.name = "rank-table-timeout",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto seconds = seconds_value(value);
+       if (!seconds) {
+         return seconds.error();
+       }
+       o.rank_table_timeout = *seconds;
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.rank_table_timeout); },
+     .help = "how long to wait for a complete rank table\n"
+             "(default 1800; then exit 75)"},
+    {.name = "max-local-devices",
+     .value_name = "N",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto n = parse_decimal(value, kMinLocalDevices, kMaxLocalDevices);
+       if (!n) {
+         return Error{fmt::format("expected an integer in {}-{}", kMinLocalDevices, kMaxLocalDevices), 0};
+       }
+       o.max_local_devices = static_cast<unsigned>(*n);
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.max_local_devices); },
+     .help = "devices allowed per host in the rank table, 1-4096\n"
+             "(default 16)"},
+    {.name = "status-file",
+     .value_name = "PATH",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value.empty() || value[0] != '/') {
+         return reason("expected an absolute path");
+       }
+       o.status_file = std::string(value);
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.status_file.empty() ? std::nullopt : std::optional(o.status_file);
+     },
+     .help = "where the job's status JSON is kept\n"
+             "(default /tmp/trainit-status-<host>.json)"},
+    {.name = "peer-timeout",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_seconds(o.peer_timeout, value); },
+     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.peer_timeout); },
+     .help = "for every peer name to resolve and every peer's sshd\n"
+             "to answer (default 600; then exit 69)",
+     .heading = "Several hosts (MA_NUM_HOSTS > 1) and --mode mpi:"},
+    {.name = "barrier-timeout",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_seconds(o.barrier_timeout, value); },
+     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.barrier_timeout); },
+     .help = "for every host to check in (default 1800; then\n"
+             "exit 75)"},
+    {.name = "peer-loss",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_seconds(o.peer_loss, value); },
+     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.peer_loss); },
+     .help = "a host not heard from this long is lost: the job\n"
+             "stops everywhere (default 10)"},
+    {.name = "control-port",
+     .value_name = "PORT",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto port = parse_decimal(value, 1, 65535);
+       if (!port) {
+         return reason("expected a port in 1-65535");
+       }
+       o.control_port = static_cast<uint16_t>(*port);
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.control_port); },
+     .help = "host 0's control channel (default 36660)"},
+    {.name = "job-secret-file",
+     .value_name = "PATH",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.job_secret_file, value); },
+     .show = [](const Options& o) { return optional_text(o.job_secret_file); },
+     .help = "the hosts' shared secret (else TRAINIT_JOB_SECRET)"},
+    {.name = "ssh-authorized-keys",
+     .value_name = "PATH",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.ssh_authorized_keys, value); },
+     .show = [](const Options& o) { return optional_text(o.ssh_authorized_keys); },
+     .help = "the keys the job's sshd accepts (mpi; default\n"
+             "$HOME/.ssh/authorized_keys)"},
+    {.name = "ssh-identity",
+     .value_name = "PATH",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.ssh_identity, value); },
+     .show = [](const Options& o) { return optional_text(o.ssh_identity); },
+     .help = "the key mpirun's ssh offers (mpi; default ssh's)"},
+    {.name = "private-dir",
+     .value_name = "PATH",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.private_dir, value); },
+     .show = [](const Options& o) { return optional_text(o.private_dir); },
+     .help = "trainit's own files for the job (mpi; default\n"
+             "/tmp/trainit-<MA_VJ_NAME>)"},
+    {.name = "as-user",
+     .value_name = "NAME",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value.empty()) {
+         return reason("expected a user name");
+       }
+       o.as_user = std::string(value);
+       return {};
+     },
+     .show = [](const Options& o) { return optional_text(o.as_user); },
+     .help = "trainit plan only: plan as trainit running as NAME\n"
+             "would (default: the user running it)"},
+};
+#pragma GCC diagnostic pop
+
+constexpr std::size_t kOptionCount = std::size(kOptions);
+
+// --- Texts --------------------------------------------------------------------
+
+constexpr std::string_view kUsageHead =
     "Usage: trainit [OPTIONS] [--] PROGRAM [ARGS...]\n"
-    "       trainit plan [OPTIONS] -- PROGRAM [ARGS...]\n"
+    "       trainit plan [OPTIONS] [--] PROGRAM [ARGS...]\n"
     "Run PROGRAM as the child of a correct init (PID 1): signals forwarded,\n"
-    "zombies reaped, the child's exit code returned.\n"
+    "zombies reaped, the child's exit code returned. `trainit plan` prints what\n"
+    "a start would do, as JSON (trainit plan --help).\n"
     "\n"
-    "Options:\n"
-    "  -h, --help        show this help and exit\n"
-    "  --version         show the version and exit\n"
-    "  -l                show the license and exit\n"
-    "  -v                more output (repeat for more; TINI_VERBOSITY sets the start)\n"
-    "  -s                register as a child subreaper (done anyway when not PID 1;\n"
-    "                    TINI_SUBREAPER)\n"
-    "  -p SIGNAL         have trainit receive SIGNAL when its parent dies (e.g. SIGKILL)\n"
-    "  -g                send signals to the child's whole process group\n"
-    "                    (TINI_KILL_PROCESS_GROUP)\n"
-    "  -w                warn each time an orphaned zombie is reaped\n"
-    "  -e CODE           exit 0 when the child exits with CODE (0-255; repeatable)\n"
-    "  --grace SECONDS   how long processes get between SIGTERM and SIGKILL, when\n"
-    "                    trainit is stopped or drains (fractions allowed; default 8)\n"
-    "  --stop-delay SECONDS  wait this long before passing on SIGTERM/SIGINT (default 0)\n"
-    "  --no-drain        exit as soon as the child exits, as tini does, instead of\n"
-    "                    stopping every remaining process first\n"
-    "  --forward-only    pass SIGTERM/SIGINT to the child only, as tini does, instead\n"
-    "                    of stopping every process with the SIGKILL escalation\n"
-    "  --restart POLICY  restart the child: no (default), on-failure, always\n"
-    "  --max-restarts N  give up after N restarts in a row (default: no limit)\n"
-    "  --ready WHEN      when to send READY=1 to NOTIFY_SOCKET: spawn (default: once\n"
-    "                    the child runs) or notify (trainit serves the child its own\n"
-    "                    NOTIFY_SOCKET and passes on its READY=1 and STATUS=)\n"
+    "Options, each with its variable (env:):\n";
+
+constexpr std::string_view kUsageTail =
     "\n"
-    "Job modes:\n"
-    "  --mode MODE       auto (default: ascend when RANK_TABLE_FILE or\n"
-    "                    RANK_TABLE_FILE_V_1_0 is set, else exec), exec, ascend\n"
-    "  --rank-table-timeout SECONDS  how long to wait for a complete rank table\n"
-    "                    (default 1800; then exit 75)\n"
-    "  --max-local-devices N  devices allowed per host in the rank table, 1-4096\n"
-    "                    (default 16)\n"
-    "  --status-file PATH  where the job's status JSON is kept\n"
-    "                    (default /tmp/trainit-status-<host>.json)\n"
+    "Variables: every option but -h, --version and -l can be given as\n"
+    "TRAINIT_<OPTION>, the long name in capitals with '-' as '_'. Flags take\n"
+    "1, true, yes or on (0, false, no or off: not given); an empty variable is\n"
+    "unset. The command line wins over a variable, TRAINIT_<OPTION> over tini's.\n"
+    "Other TRAINIT_* names are warned about, but for these, documented:\n"
+    "{}"
+    "None of trainit's variables is passed on to PROGRAM or the ranks{}.\n"
     "\n"
     "Exit status: the child's, or 128+N when it died of signal N; 64 bad usage;\n"
     "126 program not executable; 127 program not found; 70/71 internal errors.\n";
@@ -76,130 +448,372 @@ constexpr std::string_view kLicense =
     "OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE\n"
     "SOFTWARE.\n";
 
-bool parse_int(std::string_view text, int min, int max, int* out) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+// What a variable of `option` holds, for --help: TRAINIT_GRACE=SECONDS.
+std::string variable_example(const OptionSpec& option) {
+  switch (option.kind) {
+    case Kind::kFlag:
+      return variable_name(option) + "=1";
+    case Kind::kList:
+      return fmt::format("{}={},...", variable_name(option), option.value_name);
+    default:
+      return fmt::format("{}={}", variable_name(option), option.value_name);
+  }
+}
+
+// --- Parsing ------------------------------------------------------------------
+
+// An option as the command line gave it, applied once the variables are.
+struct Given {
+  std::size_t option;
+  std::string_view value;  // kValue, kList; kLevel's long form
+  bool is_short;           // spelled -x (for kLevel: one level more)
+};
+
+// How `option` was written, for a message: "-e" or "--exit-zero".
+std::string spelled(const OptionSpec& option, bool is_short) {
+  return is_short ? fmt::format("-{}", option.short_name) : fmt::format("--{}", option.name);
+}
+
+const OptionSpec* find_long(std::string_view name) {
+  for (const OptionSpec& option : kOptions) {
+    if (option.name == name) {
+      return &option;
+    }
+  }
+  return nullptr;
+}
+
+const OptionSpec* find_short(char flag) {
+  for (const OptionSpec& option : kOptions) {
+    if (option.short_name != 0 && option.short_name == flag) {
+      return &option;
+    }
+  }
+  return nullptr;
+}
+
+std::size_t index_of(const OptionSpec* option) {
+  return static_cast<std::size_t>(option - kOptions);
+}
+
+bool takes_value(const OptionSpec& option, bool is_short) {
+  return option.kind == Kind::kValue || option.kind == Kind::kList || (option.kind == Kind::kLevel && !is_short);
+}
+
+// Reads the options of argv into `given` and returns where PROGRAM starts.
+Result<int> read_command_line(int argc, const char* const* argv, std::vector<Given>& given) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      return i + 1;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      return i;  // the program: everything from here on is its
+    }
+    if (arg[1] == '-') {
+      std::string_view name = arg.substr(2);
+      std::string_view value;
+      const auto eq = name.find('=');
+      if (eq != std::string_view::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      }
+      const OptionSpec* option = find_long(name);
+      if (option == nullptr) {
+        return Error{fmt::format("unknown option {}", quote_for_message(arg)), 0};
+      }
+      if (!takes_value(*option, false) && eq != std::string_view::npos) {
+        return Error{fmt::format("--{} takes no value, got {}", name, quote_for_message(arg)), 0};
+      }
+      if (takes_value(*option, false) && eq == std::string_view::npos) {
+        if (i + 1 >= argc) {
+          return Error{fmt::format("--{} needs a value", name), 0};
+        }
+        value = argv[++i];
+      }
+      given.push_back({index_of(option), value, false});
+      continue;
+    }
+    for (std::size_t k = 1; k < arg.size(); ++k) {
+      const OptionSpec* option = find_short(arg[k]);
+      if (option == nullptr) {
+        return Error{fmt::format("unknown option {}", quote_for_message(fmt::format("-{}", arg[k]))), 0};
+      }
+      std::string_view value;
+      if (takes_value(*option, true)) {
+        if (k + 1 < arg.size()) {
+          value = arg.substr(k + 1);
+        } else if (i + 1 < argc) {
+          value = argv[++i];
+        } else {
+          return Error{fmt::format("-{} needs a value", arg[k]), 0};
+        }
+        k = arg.size();
+      }
+      given.push_back({index_of(option), value, true});
+    }
+  }
+  return i;
+}
+
+// 1, true, yes, on; 0, false, no, off (in any case).
+std::optional<bool> parse_flag(std::string_view text) {
+  auto is = [text](std::string_view word) {
+    return std::equal(text.begin(), text.end(), word.begin(), word.end(), [](char a, char b) {
+      return (a >= 'A' && a <= 'Z' ? static_cast<char>(a - 'A' + 'a') : a) == b;
+    });
+  };
+  if (is("1") || is("true") || is("yes") || is("on")) {
+    return true;
+  }
+  if (is("0") || is("false") || is("no") || is("off")) {
     return false;
   }
-  *out = value;
-  return true;
+  return std::nullopt;
 }
 
-Error usage_error(std::string message) {
-  return Error{std::move(message), 0};
-}
-
-// Applies the short flag `flag`; `value` is its argument for -p and -e.
-Result<void> apply_short(char flag, const char* value, Options& o) {
-  switch (flag) {
-    case 'h':
-      o.action = Action::kHelp;
-      return {};
-    case 'l':
-      o.action = Action::kLicense;
-      return {};
-    case 'v':
-      ++o.verbosity;
-      return {};
-    case 's':  // tini's: trainit is a subreaper whenever it is not PID 1
-      return {};
-    case 'g':
-      o.kill_process_group = true;
-      return {};
-    case 'w':
-      o.warn_on_reap = true;
-      return {};
-    case 'p': {
-      int signo = signal_from_name(value);
-      if (signo == 0) {
-        return usage_error(fmt::format("-p: unknown signal '{}'", value));
+// Applies `value` of `option`'s variable `name`.
+Result<void> apply_variable(const OptionSpec& option, std::string_view name, std::string_view value, Options& o) {
+  auto bad = [&](std::string_view why) {
+    return Error{fmt::format("{}={}: {}", name, quote_for_message(value), why), 0};
+  };
+  switch (option.kind) {
+    case Kind::kAction:
+      return {};  // never: actions have no variable
+    case Kind::kFlag: {
+      auto on = parse_flag(value);
+      if (!on) {
+        return bad("expected 1, true, yes or on, or 0, false, no or off");
       }
-      o.parent_death_signal = signo;
+      option.set(o, *on);
       return {};
     }
-    case 'e': {
-      int code;
-      if (!parse_int(value, 0, 255, &code)) {
-        return usage_error(fmt::format("-e: exit code must be an integer in 0-255, got '{}'", value));
+    case Kind::kList: {
+      std::string_view rest = value;
+      while (!rest.empty()) {
+        const auto end = std::min(rest.find_first_of(", \t"), rest.size());
+        if (end > 0) {
+          if (auto r = option.apply(o, rest.substr(0, end)); !r) {
+            return bad(fmt::format("{}: {}", quote_for_message(rest.substr(0, end)), r.error().message));
+          }
+        }
+        rest.remove_prefix(std::min(end + 1, rest.size()));
       }
-      o.exit_zero.set(static_cast<size_t>(code));
       return {};
     }
-    default:
-      return usage_error(fmt::format("unknown option '-{}'", flag));
-  }
-}
-
-// Applies a long option that takes a value.
-Result<void> apply_long(std::string_view name, std::string_view value, Options& o) {
-  if (name == "grace" || name == "stop-delay" || name == "rank-table-timeout") {
-    auto seconds = parse_seconds(value);
-    if (!seconds) {
-      return usage_error(fmt::format("--{}: expected seconds such as 8 or 0.5, got '{}'", name, value));
-    }
-    (name == "grace" ? o.grace : name == "stop-delay" ? o.stop_delay : o.rank_table_timeout) = *seconds;
-  } else if (name == "mode") {
-    if (value == "auto") {
-      o.mode = RequestedMode::kAuto;
-    } else if (value == "exec") {
-      o.mode = RequestedMode::kExec;
-    } else if (value == "ascend") {
-      o.mode = RequestedMode::kAscend;
-    } else {
-      return usage_error(fmt::format("--mode: expected auto, exec or ascend, got '{}'", value));
-    }
-  } else if (name == "max-local-devices") {
-    auto n = parse_max_local_devices(value);
-    if (!n) {
-      return usage_error(fmt::format("--max-local-devices: expected an integer in {}-{}, got '{}'", kMinLocalDevices,
-                                     kMaxLocalDevices, value));
-    }
-    o.max_local_devices = *n;
-  } else if (name == "status-file") {
-    if (value.empty() || value[0] != '/') {
-      return usage_error(fmt::format("--status-file: expected an absolute path, got '{}'", value));
-    }
-    o.status_file = std::string(value);
-  } else if (name == "restart") {
-    if (value == "no") {
-      o.restart = Restart::kNo;
-    } else if (value == "on-failure") {
-      o.restart = Restart::kOnFailure;
-    } else if (value == "always") {
-      o.restart = Restart::kAlways;
-    } else {
-      return usage_error(fmt::format("--restart: expected no, on-failure or always, got '{}'", value));
-    }
-  } else if (name == "ready" || name == "mode" || name == "rank-table-timeout" || name == "max-local-devices" ||
-             name == "status-file") {
-    if (value != "spawn" && value != "notify") {
-      return usage_error(fmt::format("--ready: expected spawn or notify, got '{}'", value));
-    }
-    o.ready = value == "spawn" ? Ready::kSpawn : Ready::kNotify;
-  } else if (!parse_int(value, 0, 1'000'000, &o.max_restarts)) {
-    return usage_error(fmt::format("--max-restarts: expected an integer in 0-1000000, got '{}'", value));
+    case Kind::kValue:
+    case Kind::kLevel:
+      if (auto r = option.apply(o, value); !r) {
+        return bad(r.error().message);
+      }
+      return {};
   }
   return {};
 }
 
-Result<void> apply_env(const GetEnv& getenv, Options& o) {
-  // TINI_SUBREAPER, like -s, is accepted and needs nothing: trainit is a
-  // subreaper whenever it is not PID 1.
-  if (getenv("TINI_KILL_PROCESS_GROUP") != nullptr) {
-    o.kill_process_group = true;
+// The option whose variable is `name` (TRAINIT_NO_DRAIN), or null.
+const OptionSpec* option_of_variable(std::string_view name) {
+  if (!name.starts_with(kTrainitPrefix)) {
+    return nullptr;
   }
-  if (const char* v = getenv("TINI_VERBOSITY"); v != nullptr && !parse_int(v, 0, 10, &o.verbosity)) {
-    return usage_error(fmt::format("TINI_VERBOSITY must be an integer in 0-10, got '{}'", v));
+  name.remove_prefix(kTrainitPrefix.size());
+  for (const OptionSpec& option : kOptions) {
+    if (option.kind != Kind::kAction &&
+        std::equal(name.begin(), name.end(), option.name.begin(), option.name.end(), [](char v, char n) {
+          return v == (n == '-' ? '_' : n >= 'a' && n <= 'z' ? static_cast<char>(n - 'a' + 'A') : n);
+        })) {
+      return &option;
+    }
+  }
+  return nullptr;
+}
+
+// Levenshtein distance, for names of at most a few dozen bytes.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) {
+    row[j] = j;
+  }
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The warning for TRAINIT_* name `name` that is no option's nor documented,
+// with the option's variable it may be a typo of.
+std::string unknown_variable_warning(std::string_view name) {
+  constexpr std::size_t kMaxTypo = 2;
+  std::string closest;
+  std::size_t best = kMaxTypo + 1;
+  if (name.size() < 64) {
+    for (const OptionSpec& option : kOptions) {
+      std::string candidate = variable_name(option);
+      if (std::size_t d = candidate.empty() ? best : edit_distance(name, candidate); d < best) {
+        best = d;
+        closest = std::move(candidate);
+      }
+    }
+  }
+  return fmt::format("{} is not one of trainit's variables (trainit --help lists them): ignored{}", one_line(name),
+                     closest.empty() ? "" : fmt::format("; did you mean {}?", closest));
+}
+
+bool is_documented_variable(std::string_view name) {
+  return std::any_of(std::begin(kDocumentedVariables), std::end(kDocumentedVariables),
+                     [name](const DocumentedVariable& v) { return v.name == name; });
+}
+
+// The variables of each option (the first of a name wins, as for getenv),
+// and a warning for each TRAINIT_* name that is no one's.
+struct Variables {
+  std::array<std::optional<std::string_view>, kOptionCount> trainit;  // TRAINIT_<OPTION>'s value
+  std::array<std::optional<std::string_view>, kOptionCount> tini;     // tini's variable's value
+};
+
+Variables read_variables(const char* const* envp, std::vector<std::string>& warnings) {
+  Variables found;
+  for (const char* const* e = envp; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry = *e;
+    const auto eq = entry.find('=');
+    if (eq == std::string_view::npos) {
+      continue;
+    }
+    const std::string_view name = entry.substr(0, eq);
+    const std::string_view value = entry.substr(eq + 1);
+    if (name.starts_with(kTrainitPrefix)) {
+      if (const OptionSpec* option = option_of_variable(name)) {
+        auto& slot = found.trainit[index_of(option)];
+        if (!slot) {
+          slot = value;
+        }
+      } else if (!is_documented_variable(name)) {
+        warnings.push_back(unknown_variable_warning(name));
+      }
+    } else if (name.starts_with("TINI_")) {
+      for (const OptionSpec& option : kOptions) {
+        if (option.tini_variable == name && !found.tini[index_of(&option)]) {
+          found.tini[index_of(&option)] = value;
+        }
+      }
+    }
+  }
+  return found;
+}
+
+Result<void> apply_variables(const Variables& found, const std::array<bool, kOptionCount>& on_command_line,
+                             Options& o) {
+  for (std::size_t i = 0; i < kOptionCount; ++i) {
+    const OptionSpec& option = kOptions[i];
+    if (on_command_line[i]) {
+      continue;  // the command line wins: its variables stay unread
+    }
+    if (const auto& value = found.trainit[i]; value && !value->empty()) {
+      if (auto r = apply_variable(option, variable_name(option), *value, o); !r) {
+        return r;
+      }
+      o.origins[i] = {SettingSource::kVariable, variable_name(option)};
+    } else if (const auto& tini = found.tini[i]; tini && (option.kind == Kind::kFlag || !tini->empty())) {
+      if (option.kind == Kind::kFlag) {
+        option.set(o, true);  // tini's flags are on when set at all, whatever their value
+      } else if (auto r = apply_variable(option, option.tini_variable, *tini, o); !r) {
+        return r;
+      }
+      o.origins[i] = {SettingSource::kVariable, std::string(option.tini_variable)};
+    }
+  }
+  return {};
+}
+
+Result<void> apply_given(const Given& g, Options& o) {
+  const OptionSpec& option = kOptions[g.option];
+  o.origins[g.option] = {SettingSource::kCommandLine, {}};
+  if (option.kind == Kind::kAction || option.kind == Kind::kFlag || (option.kind == Kind::kLevel && g.is_short)) {
+    option.set(o, true);
+    return {};
+  }
+  if (auto r = option.apply(o, g.value); !r) {
+    return Error{fmt::format("{} {}: {}", spelled(option, g.is_short), quote_for_message(g.value), r.error().message),
+                 0};
   }
   return {};
 }
 
 }  // namespace
 
-std::string_view usage_text() {
-  return kUsage;
+std::span<const OptionSpec> option_table() noexcept {
+  return kOptions;
 }
+
+std::string variable_name(const OptionSpec& option) {
+  if (option.kind == Kind::kAction) {
+    return {};
+  }
+  std::string name(kTrainitPrefix);
+  for (char c : option.name) {
+    name += c == '-' ? '_' : c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
+  }
+  return name;
+}
+
+std::string usage_text() {
+  constexpr std::size_t kColumn = 26;  // where the help of each option starts
+  constexpr std::size_t kWidth = 80;
+  const std::string indent(kColumn, ' ');
+  std::string text(kUsageHead);
+  for (const OptionSpec& option : kOptions) {
+    if (!option.heading.empty()) {
+      text += fmt::format("\n{}\n", option.heading);
+    }
+    std::string head = option.short_name != 0 ? fmt::format("  -{}, --{}", option.short_name, option.name)
+                                              : fmt::format("  --{}", option.name);
+    if (!option.value_name.empty()) {
+      head += fmt::format(" {}", option.value_name);
+    }
+    text += head;
+    text += head.size() + 2 <= kColumn ? std::string(kColumn - head.size(), ' ') : "\n" + indent;
+    std::string_view help = option.help;
+    for (auto nl = help.find('\n'); nl != std::string_view::npos; nl = help.find('\n')) {
+      text += fmt::format("{}\n{}", help.substr(0, nl), indent);
+      help.remove_prefix(nl + 1);
+    }
+    text += fmt::format("{}\n", help);
+    if (option.kind != Kind::kAction) {
+      std::string env = fmt::format("{}env: {}", indent, variable_example(option));
+      if (!option.tini_variable.empty()) {
+        const bool fits = env.size() + 2 + option.tini_variable.size() <= kWidth;
+        env += fmt::format("{}{}", fits ? ", " : "\n" + indent + "     ", option.tini_variable);
+      }
+      text += env + "\n";
+    }
+  }
+  std::string documented;
+  std::size_t line = 0;
+  for (const DocumentedVariable& v : kDocumentedVariables) {
+    if (line > 0 && line + 1 + v.name.size() > kWidth) {
+      documented += "\n";
+      line = 0;
+    }
+    documented += fmt::format("{}{}", line == 0 ? "  " : " ", v.name);
+    line += (line == 0 ? 2 : 1) + v.name.size();
+  }
+  std::string passed_on;
+  for (const DocumentedVariable& v : kDocumentedVariables) {
+    if (v.passed_on) {
+      passed_on += fmt::format("{}{}", passed_on.empty() ? ",\nbut " : " and ", v.name);
+    }
+  }
+  text += fmt::format(kUsageTail, documented + "\n", passed_on.empty() ? "" : passed_on + ", theirs");
+  return text;
+}
+
 std::string_view license_text() {
   return kLicense;
 }
@@ -207,80 +821,68 @@ std::string_view version_text() {
   return "trainit version " TRAINIT_VERSION "\n";
 }
 
-Result<Options> parse_cli(int argc, const char* const* argv, const GetEnv& getenv) {
+Result<Options> parse_cli(int argc, const char* const* argv, const char* const* envp) {
   Options o;
-  if (auto r = apply_env(getenv, o); !r) {
+  o.origins.resize(kOptionCount);
+  std::vector<Given> given;
+  auto program = read_command_line(argc, argv, given);
+  if (!program) {
+    return program.error();
+  }
+  std::array<bool, kOptionCount> on_command_line{};
+  for (const Given& g : given) {
+    on_command_line[g.option] = true;
+  }
+  const Variables found = read_variables(envp, o.warnings);
+  if (auto r = apply_variables(found, on_command_line, o); !r) {
     return r.error();
   }
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.size() < 2 || arg[0] != '-') {
-      break;  // the program: everything from here on is its
-    }
-    if (arg[1] == '-') {
-      std::string_view name = arg.substr(2);
-      std::string_view value;
-      bool has_value = false;
-      if (auto eq = name.find('='); eq != std::string_view::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-        has_value = true;
-      }
-      if (name == "help" && !has_value) {
-        o.action = Action::kHelp;
-      } else if (name == "version" && !has_value) {
-        o.action = Action::kVersion;
-      } else if (name == "no-drain" && !has_value) {
-        o.drain = false;
-      } else if (name == "forward-only" && !has_value) {
-        o.forward_only = true;
-      } else if (name == "grace" || name == "stop-delay" || name == "restart" || name == "max-restarts" ||
-                 name == "ready" || name == "mode" || name == "rank-table-timeout" || name == "max-local-devices" ||
-                 name == "status-file") {
-        if (!has_value) {
-          if (i + 1 >= argc) {
-            return usage_error(fmt::format("--{} needs a value", name));
-          }
-          value = argv[++i];
-        }
-        if (auto r = apply_long(name, value, o); !r) {
-          return r.error();
-        }
-      } else {
-        return usage_error(fmt::format("unknown option '{}'", arg));
-      }
-      continue;
-    }
-    for (size_t k = 1; k < arg.size(); ++k) {
-      char flag = arg[k];
-      const char* value = nullptr;
-      if (flag == 'p' || flag == 'e') {
-        if (k + 1 < arg.size()) {
-          value = argv[i] + k + 1;
-        } else if (i + 1 < argc) {
-          value = argv[++i];
-        } else {
-          return usage_error(fmt::format("-{} needs a value", flag));
-        }
-        k = arg.size();
-      }
-      if (auto r = apply_short(flag, value, o); !r) {
-        return r.error();
-      }
+  for (const Given& g : given) {
+    if (auto r = apply_given(g, o); !r) {
+      return r.error();
     }
   }
-  for (; i < argc; ++i) {
+  for (int i = *program; i < argc; ++i) {
     o.command.emplace_back(argv[i]);
   }
   if (o.action == Action::kRun && o.command.empty()) {
-    return usage_error("no program given to run");
+    return Error{"no program given to run", 0};
   }
   return o;
+}
+
+std::vector<Setting> settings_of(const Options& options) {
+  std::vector<Setting> settings;
+  for (std::size_t i = 0; i < kOptionCount; ++i) {
+    const OptionSpec& option = kOptions[i];
+    if (option.kind == Kind::kAction) {
+      continue;
+    }
+    const Origin& origin = i < options.origins.size() ? options.origins[i] : Origin{};
+    std::string source = origin.source == SettingSource::kDefault       ? "default"
+                         : origin.source == SettingSource::kCommandLine ? "command line"
+                                                                        : "variable " + origin.variable;
+    settings.push_back({std::string(option.name), option.show(options), std::move(source)});
+  }
+  return settings;
+}
+
+PlanOptions plan_options(const Options& options) {
+  PlanOptions p;
+  p.mode = options.mode;
+  p.max_local_devices = options.max_local_devices;
+  p.control_port = options.control_port;
+  p.ssh_authorized_keys = options.ssh_authorized_keys;
+  p.ssh_identity = options.ssh_identity;
+  p.private_dir = options.private_dir;
+  if (options.as_user.empty()) {
+    p.is_root = ::geteuid() == 0;
+    p.user = p.is_root ? "root" : "";
+  } else {
+    p.is_root = options.as_user == "root";
+    p.user = options.as_user;
+  }
+  return p;
 }
 
 }  // namespace trainit

@@ -1,11 +1,20 @@
-// The command line: tini's flags and variables, plus trainit's own.
+// The command line and trainit's variables: tini's flags and variables, plus
+// trainit's own options.
 //
-// parse_cli() is pure: argv and a getenv-like lookup in, Options or a one-line
-// error out. main() turns an error into usage on stderr and exit 64.
+// One table (option_table()) says what each option is: its long name, its
+// short flag if any, whether it takes a value, how a value is read into
+// Options, and its help. The parser, the variables (TRAINIT_<LONG_NAME>, and
+// tini's three), the --help text and the settings `trainit plan` shows are all
+// made from it: a new option is a new row, and gets its variable for free.
+//
+// parse_cli() is pure: argv and an environment in, Options or a one-line
+// error out. main() turns an error into usage on stderr and exit 64, and logs
+// Options::warnings.
 #pragma once
 
 #include <bitset>
-#include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,13 +29,20 @@ enum class Action { kRun, kHelp, kVersion, kLicense };
 enum class Restart { kNo, kOnFailure, kAlways };
 enum class Ready { kSpawn, kNotify };
 
+// Where an option's value came from.
+enum class SettingSource { kDefault, kVariable, kCommandLine };
+struct Origin {
+  SettingSource source = SettingSource::kDefault;
+  std::string variable;  // kVariable: its name (TRAINIT_GRACE, TINI_VERBOSITY)
+};
+
 struct Options {
   Action action = Action::kRun;
-  int verbosity = 1;                         // -v, TINI_VERBOSITY
-  int parent_death_signal = 0;               // -p SIGNAL
-  bool kill_process_group = false;           // -g, TINI_KILL_PROCESS_GROUP
-  bool warn_on_reap = false;                 // -w
-  std::bitset<256> exit_zero;                // -e CODE: these child exit codes become 0
+  int verbosity = 1;                         // -v, --verbosity N
+  int parent_death_signal = 0;               // -p, --parent-death-signal SIGNAL
+  bool kill_process_group = false;           // -g, --kill-process-group
+  bool warn_on_reap = false;                 // -w, --warn-on-reap
+  std::bitset<256> exit_zero;                // -e, --exit-zero CODE: these child exit codes become 0
   Duration grace = std::chrono::seconds(8);  // --grace SECONDS
   Duration stop_delay{0};                    // --stop-delay SECONDS
   bool drain = true;                         // --no-drain: exit at once when the child does (tini)
@@ -39,15 +55,76 @@ struct Options {
   unsigned max_local_devices = kDefaultLocalDevices;         // --max-local-devices N
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
   std::string status_file;                                   // --status-file PATH; empty: the default
-  std::vector<std::string> command;                          // PROGRAM ARGS...
+  // Several hosts (MA_NUM_HOSTS > 1) and --mode mpi.
+  Duration peer_timeout = std::chrono::seconds(600);      // --peer-timeout SECONDS: names resolved, sshd up
+  Duration barrier_timeout = std::chrono::seconds(1800);  // --barrier-timeout SECONDS: every host checked in
+  Duration peer_loss = std::chrono::seconds(10);          // --peer-loss SECONDS: a silent host is lost
+  uint16_t control_port = kDefaultControlPort;            // --control-port PORT
+  std::string job_secret_file;                            // --job-secret-file PATH (else TRAINIT_JOB_SECRET)
+  std::string ssh_authorized_keys;                        // --ssh-authorized-keys PATH (mpi)
+  std::string ssh_identity;                               // --ssh-identity PATH (mpi)
+  std::string private_dir;                                // --private-dir PATH (mpi); empty: /tmp/trainit-<job>
+  std::string as_user;                                    // --as-user NAME: trainit plan only
+  std::vector<std::string> command;                       // PROGRAM ARGS...
+
+  // Filled by parse_cli(): where each option of option_table() got its value
+  // (same order), and one line per TRAINIT_* variable that names nothing
+  // trainit knows (a typo must not pass silently).
+  std::vector<Origin> origins;
+  std::vector<std::string> warnings;
 };
 
-using GetEnv = std::function<const char*(const char* name)>;
+// What an option takes.
+enum class Kind {
+  kAction,  // -h, --version, -l: something to do instead of running; no variable
+  kFlag,    // no value; its variable says 1/true/yes/on or 0/false/no/off
+  kValue,   // one value (--grace 2, --grace=2, -pKILL); the last one given wins
+  kList,    // a value, repeatable (-e 2 -e 143); its variable is a list: "2,143" or "2 143"
+  kLevel,   // -v counts one up; --verbosity N and the variables give the level itself
+};
 
-Result<Options> parse_cli(int argc, const char* const* argv, const GetEnv& getenv);
+struct OptionSpec {
+  std::string_view name;        // the long name, without "--"; TRAINIT_<NAME> is its variable
+  char short_name = 0;          // tini's one-letter flag, or 0
+  Kind kind = Kind::kValue;     //
+  std::string_view value_name;  // kValue, kList, kLevel: in --help ("SECONDS")
+  // kValue, kList (one item), kLevel (a level): reads `value` into `o`. The
+  // error is only the reason ("expected seconds such as 8 or 0.5"): the
+  // parser names the option or variable and quotes the value.
+  Result<void> (*apply)(Options& o, std::string_view value) = nullptr;
+  void (*set)(Options& o, bool on) = nullptr;  // kFlag and kAction; kLevel: -v, one level more
+  // The value as `trainit plan` shows it; nullopt where it has none (no
+  // --max-restarts: no limit). Null for actions.
+  std::optional<std::string> (*show)(const Options& o) = nullptr;
+  std::string_view tini_variable;  // tini's variable for the same, or empty
+  std::string_view help;           // lines of --help, '\n' between them
+  std::string_view heading;        // starts a section of --help ("Job modes:")
+};
+
+// Every option, in --help's order.
+[[nodiscard]] std::span<const OptionSpec> option_table() noexcept;
+// "TRAINIT_" + the long name upper-cased, '-' as '_': TRAINIT_NO_DRAIN. Empty
+// for actions, which have none.
+[[nodiscard]] std::string variable_name(const OptionSpec& option);
+
+// `argv` (argv[0] is the program's name, or "plan") and the environment
+// (`envp`: "NAME=value" entries, null-terminated, as environ; may be null).
+// An option given on the command line wins over its variables (every one of
+// its variables is then left unread); TRAINIT_<NAME> wins over tini's. A
+// variable set but empty counts as unset, except tini's flags (TINI_SUBREAPER,
+// TINI_KILL_PROCESS_GROUP), which are on when set at all, as in tini.
+Result<Options> parse_cli(int argc, const char* const* argv, const char* const* envp);
+
+// What a plan needs of the options, the run's and `trainit plan`'s alike.
+// Who trainit runs as: the kernel's answer, or --as-user for a plan.
+[[nodiscard]] PlanOptions plan_options(const Options& options);
+
+// Each option but the actions, as `trainit plan` shows it: its value and
+// where it came from ("default", "command line", "variable TRAINIT_GRACE").
+[[nodiscard]] std::vector<Setting> settings_of(const Options& options);
 
 // The usage text (ends with a newline).
-[[nodiscard]] std::string_view usage_text();
+[[nodiscard]] std::string usage_text();
 [[nodiscard]] std::string_view license_text();
 [[nodiscard]] std::string_view version_text();
 

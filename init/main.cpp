@@ -46,13 +46,16 @@ bool job_variables_set() {
 }
 
 int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter& console) {
-  auto options = parse_cli(argc, argv, [](const char* name) { return ::getenv(name); });
+  auto options = parse_cli(argc, argv, environ);
   if (!options) {
     log_error("{}", options.error().message);
     console.append({}, usage_text(), {}, Stream::kErr);
     return exit_code::kUsage;
   }
   set_log_verbosity(options->verbosity);
+  for (const std::string& warning : options->warnings) {
+    log_warning("{}", warning);
+  }
   switch (options->action) {
     case Action::kHelp:
       console.append({}, usage_text(), {});
@@ -65,6 +68,10 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
       return 0;
     case Action::kRun:
       break;
+  }
+  if (!options->as_user.empty()) {
+    log_error("--as-user (TRAINIT_AS_USER) is for trainit plan: a run is whoever starts it");
+    return exit_code::kUsage;
   }
 
   Pid1 pid1;

@@ -1,24 +1,80 @@
 #include "plan_cmd.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <exception>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "base/exit_code.h"
 #include "base/log.h"
-#include "plan/command.h"
+#include "cli.h"
 #include "platform/environment.h"
-#include "platform/fs.h"
+#include "platform/text.h"
 
 namespace trainit {
+namespace {
+
+constexpr std::string_view kUsage =
+    "usage: trainit plan [OPTIONS] [--] COMMAND [ARG...]\n"
+    "\n"
+    "Prints, as JSON (schema trainit.plan/v1), what trainit would start for COMMAND\n"
+    "in this environment, with every setting and where it came from (default,\n"
+    "variable, command line), and exits: 0 planned, 64 usage error, 78 refused\n"
+    "configuration (the one-line error names the variable, file, key and value).\n"
+    "\n"
+    "OPTIONS are a run's (trainit --help), from the command line or TRAINIT_*\n"
+    "variables alike. Those that shape the plan:\n"
+    "  --mode MODE              ascend: one process per device of this host from the\n"
+    "                           rank table; exec: COMMAND once, as given; auto (the\n"
+    "                           default): ascend when RANK_TABLE_FILE or\n"
+    "                           RANK_TABLE_FILE_V_1_0 is set, exec otherwise\n"
+    "  --max-local-devices N    devices one host may have (device_id < N), 1-4096;\n"
+    "                           default 16\n"
+    "  -h, --help               this text\n";
+
+}  // namespace
+
+CommandOutput plan_command(int argc, const char* const* argv, const char* const* envp, const FileSystem& fs) {
+  try {
+    auto options = parse_cli(argc, argv, envp);
+    if (!options) {
+      return {exit_code::kUsage, "",
+              fmt::format("trainit: error: plan: {} (see trainit plan --help)\n", options.error().message)};
+    }
+    switch (options->action) {
+      case Action::kHelp:
+        return {0, std::string(kUsage), ""};
+      case Action::kVersion:
+        return {0, std::string(version_text()), ""};
+      case Action::kLicense:
+        return {0, std::string(license_text()), ""};
+      case Action::kRun:
+        break;
+    }
+    std::string warnings;
+    for (const std::string& warning : options->warnings) {
+      warnings += fmt::format("trainit: warning: {}\n", warning);
+    }
+    PlanInput input;
+    input.options = plan_options(*options);
+    input.argv = std::move(options->command);
+    input.env = Environment::from_envp(envp);
+    input.fs = &fs;
+    input.settings = settings_of(*options);
+    CommandOutput result = run_plan_command(input);
+    result.err.insert(0, warnings);
+    return result;
+  } catch (const std::exception& e) {
+    return {exit_code::kSoftware, "", fmt::format("trainit: error: plan: {}\n", one_line(e.what()))};
+  }
+}
 
 int plan_main(int argc, char** argv, char** envp) {
-  std::vector<std::string> args(argv, argv + argc);
   RealFileSystem fs;
-  CommandOutput result = run_plan_command(args, Environment::from_envp(envp), fs);
+  CommandOutput result = plan_command(argc, argv, envp, fs);
   if (int r = write_all(STDOUT_FILENO, result.out); r < 0) {
     log_error("plan: cannot write the plan to stdout: {}", errno_string(-r));
     return exit_code::kIoError;

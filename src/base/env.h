@@ -1,10 +1,34 @@
-// The one child-environment filter: which of trainit's own variables a child
-// never inherits. trainit plan shows the same environment the run gives.
+// The one child-environment filter: which variables a child never inherits
+// from trainit. trainit plan shows the same environment the run gives.
+//
+// And the names trainit owns besides its options' TRAINIT_<OPTION> (those
+// come from init/cli.h's table): the documented variables that are no
+// option, and tini's three.
 #pragma once
 
 #include <string_view>
 
 namespace trainit {
+
+// tini's variables, which trainit reads as tini does (init/cli.cpp).
+inline constexpr std::string_view kTiniVariables[] = {"TINI_VERBOSITY", "TINI_SUBREAPER", "TINI_KILL_PROCESS_GROUP"};
+
+// trainit's documented variables that are not options: no warning for them
+// (init/cli.cpp warns about any other TRAINIT_* name that is not an option's
+// variable). `passed_on`: a child inherits it (the ranks read it).
+struct DocumentedVariable {
+  std::string_view name;
+  bool passed_on;
+};
+inline constexpr DocumentedVariable kDocumentedVariables[] = {
+    {"TRAINIT_JOB_SECRET", false},   // the shared secret of the hosts' control channel
+    {"TRAINIT_COLL_TIMEOUT", true},  // how long a rank's collective waits: the ranks read it
+    {"TRAINIT_COLL_FD", false},      // set by trainit for each rank: its collective arena
+    {"TRAINIT_LOCAL_RANK", false},   // set by trainit for each rank
+    {"TRAINIT_LOCAL_SIZE", false},   // set by trainit for each rank
+};
+
+inline constexpr std::string_view kTrainitPrefix = "TRAINIT_";
 
 // Whether `entry` ("NAME=value", or a bare NAME) is one of trainit's
 // supervisor's variables: NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID. A child
@@ -13,6 +37,33 @@ namespace trainit {
 [[nodiscard]] constexpr bool is_supervisor_variable(std::string_view entry) noexcept {
   const std::string_view name = entry.substr(0, entry.find('='));
   return name == "NOTIFY_SOCKET" || name == "WATCHDOG_USEC" || name == "WATCHDOG_PID";
+}
+
+// Whether a child must not inherit `entry` ("NAME=value", or a bare NAME):
+// the supervisor's variables, and trainit's own configuration: every
+// TRAINIT_* name (the options' variables, the control channel's secret, a
+// typo of them, a stale TRAINIT_LOCAL_RANK from an outer trainit) but the
+// documented ones the ranks read, and tini's variables. A child that is
+// itself trainit or tini starts from its own defaults.
+[[nodiscard]] constexpr bool is_withheld_from_children(std::string_view entry) noexcept {
+  const std::string_view name = entry.substr(0, entry.find('='));
+  if (is_supervisor_variable(name)) {
+    return true;
+  }
+  for (std::string_view tini : kTiniVariables) {
+    if (name == tini) {
+      return true;
+    }
+  }
+  if (!name.starts_with(kTrainitPrefix)) {
+    return false;
+  }
+  for (const DocumentedVariable& v : kDocumentedVariables) {
+    if (name == v.name) {
+      return !v.passed_on;
+    }
+  }
+  return true;
 }
 
 }  // namespace trainit

@@ -1,42 +1,33 @@
 #include "base/time.h"
 
+#include <algorithm>
+
+#include "base/number.h"
+
 namespace trainit {
 
 std::optional<Duration> parse_seconds(std::string_view text) noexcept {
-  constexpr long long kMaxSeconds = 24LL * 3600;
-  long long whole = 0;
-  long long frac = 0;
-  int frac_digits = 0;
-  bool seen_dot = false;
-  bool seen_digit = false;
-  for (char c : text) {
-    if (c == '.' && !seen_dot) {
-      seen_dot = true;
-      continue;
-    }
-    if (c < '0' || c > '9') {
-      return std::nullopt;
-    }
-    seen_digit = true;
-    if (!seen_dot) {
-      whole = whole * 10 + (c - '0');
-      if (whole > kMaxSeconds) {
-        return std::nullopt;
-      }
-    } else {
-      if (++frac_digits > 9) {
-        return std::nullopt;
-      }
-      frac = frac * 10 + (c - '0');
-    }
-  }
-  if (!seen_digit) {
+  constexpr std::uint64_t kMaxSeconds = 24ULL * 3600;
+  constexpr std::size_t kMaxFractionDigits = 9;  // nanoseconds
+  const std::size_t dot = text.find('.');
+  const std::string_view whole = text.substr(0, dot);
+  const std::string_view fraction = dot == std::string_view::npos ? std::string_view() : text.substr(dot + 1);
+  if ((whole.empty() && fraction.empty()) || fraction.size() > kMaxFractionDigits) {
     return std::nullopt;
   }
-  for (int i = frac_digits; i < 9; ++i) {
-    frac *= 10;
+  std::optional<std::uint64_t> seconds = whole.empty() ? 0 : parse_decimal(whole, 0, kMaxSeconds);
+  // The fraction's digits are a number too, once its leading zeros (which
+  // parse_decimal refuses) are set aside: "05" is 5 hundredths.
+  std::string_view significant = fraction.substr(std::min(fraction.find_first_not_of('0'), fraction.size()));
+  std::optional<std::uint64_t> units = significant.empty() ? 0 : parse_decimal(significant);
+  if (!seconds || !units) {
+    return std::nullopt;
   }
-  return std::chrono::seconds(whole) + Duration(frac);
+  std::uint64_t nanoseconds = *units;
+  for (std::size_t i = fraction.size(); i < kMaxFractionDigits; ++i) {
+    nanoseconds *= 10;
+  }
+  return std::chrono::seconds(*seconds) + Duration(nanoseconds);
 }
 
 }  // namespace trainit

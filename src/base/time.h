@@ -10,9 +10,10 @@ namespace trainit {
 using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC on Linux
 using Duration = std::chrono::nanoseconds;
 
-// Parses "8", "0.25", "1.5" (seconds; digits with at most one '.', at most 9
-// fractional digits, at most one day). Nothing else: no sign, exponent, unit
-// or space. Returns nullopt when the text is not such a number.
+// Parses "8", "0.25", ".5", "1.5" (seconds: a whole number in parse_decimal's
+// form, base/number.h, and up to 9 fractional digits after a '.', at most one
+// day). Nothing else: no sign, exponent, unit, space or leading zero. Returns
+// nullopt when the text is not such a number.
 [[nodiscard]] std::optional<Duration> parse_seconds(std::string_view text) noexcept;
 
 }  // namespace trainit

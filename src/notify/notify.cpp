@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
 #include "base/env.h"
 #include "base/fd.h"
 #include "base/log.h"
+#include "base/number.h"
 
 namespace trainit {
 namespace {
@@ -47,13 +47,11 @@ Notifier Notifier::from_environment() {
   }
   const char* usec = ::getenv("WATCHDOG_USEC");
   const char* pid = ::getenv("WATCHDOG_PID");
-  long long value = 0;
   if (usec != nullptr) {
-    std::string_view text(usec);
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    bool ours = pid == nullptr || std::atoll(pid) == static_cast<long long>(::getpid());
-    if (ec == std::errc() && end == text.data() + text.size() && value > 0 && ours) {
-      n.watchdog_ = std::chrono::microseconds(value / 2);
+    auto value = parse_decimal(usec, 1);
+    bool ours = pid == nullptr || parse_decimal(pid) == static_cast<std::uint64_t>(::getpid());
+    if (value && ours) {
+      n.watchdog_ = std::chrono::microseconds(*value / 2);
     }
   }
   return n;
@@ -98,7 +96,7 @@ std::vector<std::string> environment_for_children(char** environ, bool* changed)
   std::vector<std::string> env;
   *changed = false;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (is_supervisor_variable(*e)) {
+    if (is_withheld_from_children(*e)) {
       *changed = true;
     } else {
       env.emplace_back(*e);

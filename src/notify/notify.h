@@ -57,9 +57,10 @@ class Notifier {
   SourceHandle watchdog_timer_;
 };
 
-// `environ` without the supervisor's variables (base/env.h, the filter the
-// planners use too); `changed` says whether any was dropped (when not, a
-// child can simply inherit trainit's environment).
+// `environ` without what a child must not inherit: the supervisor's
+// variables and trainit's own (base/env.h, the filter the planners use too);
+// `changed` says whether any was dropped (when not, a child can simply
+// inherit trainit's environment).
 std::vector<std::string> environment_for_children(char** environ, bool* changed);
 
 }  // namespace trainit

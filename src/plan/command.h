@@ -1,24 +1,18 @@
-// `trainit plan [options] -- COMMAND [ARG...]`, as a pure function.
-//
-// Parses the words after `trainit` (args[0] is "plan"), plans through
-// make_plan() and returns what to print and the exit status, so the whole
-// command can be tested without a process. init/plan_cmd.cpp is the thin
-// main that feeds it argv, envp and the real file system.
+// The pure half of `trainit plan`: plans a PlanInput and says what to print
+// and the exit status, so the command can be tested without a process.
+// init/plan_cmd.cpp reads the command's words (with the run's option table,
+// init/cli.h) and feeds this one.
 //
 //   0   the plan, as JSON (plan_json.h), on stdout
-//   64  usage error (EX_USAGE): one line on stderr
-//   78  the environment or rank table is refused (EX_CONFIG): one line
+//   78  the environment or rank table is refused (EX_CONFIG): one line on stderr
 //   70  internal error (EX_SOFTWARE), e.g. out of memory
 //
 // Every error line reads "trainit: error: ...".
 #pragma once
 
-#include <span>
 #include <string>
 
 #include "plan/plan.h"
-#include "platform/environment.h"
-#include "platform/fs.h"
 
 namespace trainit {
 
@@ -28,17 +22,6 @@ struct CommandOutput {
   std::string err;  // for stderr
 };
 
-// The parsed words of `trainit plan`, or a usage error.
-struct PlanArgs {
-  PlanOptions options;
-  std::vector<std::string> command;
-  bool help = false;
-};
-[[nodiscard]] Result<PlanArgs> parse_plan_args(std::span<const std::string> args);
-
-[[nodiscard]] CommandOutput run_plan_command(std::span<const std::string> args, const Environment& env,
-                                             const FileSystem& fs);
-
-[[nodiscard]] std::string_view plan_usage() noexcept;
+[[nodiscard]] CommandOutput run_plan_command(const PlanInput& input);
 
 }  // namespace trainit

@@ -7,6 +7,8 @@
 #include "base/env.h"
 #include "plan/ascend.h"
 #include "plan/exec.h"
+#include "plan/mpi.h"
+#include "platform/path.h"
 #include "platform/text.h"
 
 namespace trainit {
@@ -38,7 +40,15 @@ std::string_view state_name(State state) noexcept {
 }
 
 std::string_view mode_name(Mode mode) noexcept {
-  return mode == Mode::kAscend ? "ascend" : "exec";
+  switch (mode) {
+    case Mode::kExec:
+      return "exec";
+    case Mode::kAscend:
+      return "ascend";
+    case Mode::kMpi:
+      return "mpi";
+  }
+  return "?";
 }
 
 Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
@@ -46,6 +56,8 @@ Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
     return Mode::kExec;
   if (requested == RequestedMode::kAscend)
     return Mode::kAscend;
+  if (requested == RequestedMode::kMpi)
+    return Mode::kMpi;
   auto method = env.run_method();
   if (!method)
     return method.error();
@@ -60,13 +72,6 @@ Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
   return env.has_rank_table_variable() ? Mode::kAscend : Mode::kExec;
 }
 
-std::optional<unsigned> parse_max_local_devices(std::string_view text) noexcept {
-  auto n = parse_decimal(text);
-  if (!n || *n < kMinLocalDevices || *n > kMaxLocalDevices)
-    return std::nullopt;
-  return static_cast<unsigned>(*n);
-}
-
 Result<Plan> make_plan(const PlanInput& input) {
   try {
     if (input.argv.empty())
@@ -74,7 +79,13 @@ Result<Plan> make_plan(const PlanInput& input) {
     auto mode = resolve_mode(input.options.mode, input.env);
     if (!mode)
       return mode.error();
-    return *mode == Mode::kAscend ? plan_ascend(input) : plan_exec(input);
+    Result<Plan> plan = *mode == Mode::kAscend ? plan_ascend(input)
+                        : *mode == Mode::kMpi  ? plan_mpi(input)
+                                               : plan_exec(input);
+    if (plan) {
+      plan->settings = input.settings;
+    }
+    return plan;
   } catch (const std::exception& e) {  // allocation failure: planners throw nothing else
     return Error{fmt::format("cannot plan: {}", one_line(e.what()))};
   }
@@ -84,11 +95,20 @@ std::vector<EnvVar> child_base_env(const Environment& env) {
   std::vector<EnvVar> out;
   out.reserve(env.vars().size() + 8);
   for (const EnvVar& var : env.vars()) {
-    if (!is_supervisor_variable(var.name)) {
+    if (!is_withheld_from_children(var.name)) {
       out.push_back(var);
     }
   }
   return out;
+}
+
+std::string job_log_dir(const std::optional<std::string>& mount_path, const FileSystem& fs) {
+  if (mount_path) {
+    std::string dir = join_path(*mount_path, "log");
+    if (fs.kind(dir) == PathKind::kDirectory)
+      return dir;
+  }
+  return "/tmp/log";
 }
 
 void set_env(std::vector<EnvVar>& env, std::string_view name, std::string value) {

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "base/number.h"
 #include "platform/json.h"
 #include "platform/text.h"
 

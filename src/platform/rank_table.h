@@ -16,7 +16,7 @@
 // tables whose instances have no pod_name, neither or both lists) is refused
 // with a message naming the format.
 //
-// Numbers are JSON integers or strict decimal strings (see parse_decimal).
+// Numbers are JSON integers or strict decimal strings (see parse_decimal in base/number.h).
 // A table whose top-level "status" is not "completed" is not validated
 // further: it is still being written (ParsedRankTable::table is empty). That
 // status is looked at first, without reading the rest of the table (see

@@ -3,7 +3,6 @@
 namespace trainit {
 namespace {
 
-constexpr std::size_t kMaxDecimalDigits = 18;  // < 2^63: no overflow to check
 constexpr std::size_t kMaxNameBytes = 200;
 
 bool is_digit(char c) {
@@ -56,20 +55,6 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
 }
 
 }  // namespace
-
-std::optional<std::uint64_t> parse_decimal(std::string_view text) noexcept {
-  if (text.empty() || text.size() > kMaxDecimalDigits)
-    return std::nullopt;
-  if (text.size() > 1 && text[0] == '0')
-    return std::nullopt;
-  std::uint64_t value = 0;
-  for (char c : text) {
-    if (!is_digit(c))
-      return std::nullopt;
-    value = value * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  return value;
-}
 
 bool is_safe_name(std::string_view text) noexcept {
   if (text.empty() || text.size() > kMaxNameBytes || !is_alnum(text[0]))

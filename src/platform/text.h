@@ -5,17 +5,10 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
 namespace trainit {
-
-// The platform's number form: "0" or a digit string without a leading zero
-// (^(0|[1-9][0-9]*)$), at most 18 digits. No sign, space, hex, exponent or
-// fraction. Returns nullopt for anything else.
-[[nodiscard]] std::optional<std::uint64_t> parse_decimal(std::string_view text) noexcept;
 
 // True when `text` may be used as one path component or DNS-label-like name:
 // 1..200 bytes of [A-Za-z0-9._-], starting with a letter or digit (so never

@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
+
+#include "base/number.h"
 
 namespace trainit {
 namespace {
@@ -41,13 +42,10 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+// A number in base/number.h's form up to SIGRTMAX's size, or -1.
 int parse_int(std::string_view text) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    return -1;
-  }
-  return value;
+  auto value = parse_decimal(text, 0, 1024);
+  return value ? static_cast<int>(*value) : -1;
 }
 
 // "RTMIN", "RTMIN+3", "RTMAX-1" (already without "SIG").

@@ -142,6 +142,9 @@ TEST(JobEnvironment, RanksReceiveExactlyThePlannedEnvironmentAndCwdEachInItsOwnS
   Spec spec = job.spec({}, {"record"});
   spec.env.push_back("HCCL_CONNECT_TIMEOUT=600");  // the user's: kept
   spec.env.push_back("RANK_ID=stale");             // trainit's to set: replaced
+  spec.env.push_back("TRAINIT_GRACE=2");           // trainit's own: withheld
+  spec.env.push_back("TRAINIT_JOB_SECRET=s3cret");
+  spec.env.push_back("TINI_KILL_PROCESS_GROUP=1");
   std::string error;
   Json plan = plan_of(spec.env, job.command({"record"}), &error);
   ASSERT_FALSE(plan.is_null()) << error;
@@ -154,7 +157,11 @@ TEST(JobEnvironment, RanksReceiveExactlyThePlannedEnvironmentAndCwdEachInItsOwnS
     EXPECT_EQ(p["env"]["JOB_ID"], std::string(job::kJobId));
     EXPECT_EQ(p["env"]["HCCL_CONNECT_TIMEOUT"], "600");
     EXPECT_EQ(p["cwd"], job.mount() + "/workspace/device" + rank);
+    for (const char* name : {"TRAINIT_GRACE", "TRAINIT_JOB_SECRET", "TINI_KILL_PROCESS_GROUP"}) {
+      EXPECT_FALSE(p["env"].contains(name)) << name;
+    }
   }
+  EXPECT_EQ(plan["settings"]["grace"]["source"], "variable TRAINIT_GRACE");
 
   Outcome r = run(spec);
   ASSERT_EQ(r.exit, Exit::code(0)) << r.transcript;

@@ -169,7 +169,7 @@ Spec env_job(const Listener& l, const TempDir& dir, std::vector<std::string> ext
   spec.args = std::move(args);
   spec.args.insert(spec.args.end(), {"--", proc_helper(), dir.path(), "env"});
   spec.env.push_back(l.variable());
-  spec.env.push_back("TRAINIT_TEST_KEPT=yes");
+  spec.env.push_back("APP_TEST_KEPT=yes");
   spec.env.insert(spec.env.end(), extra.begin(), extra.end());
   return spec;
 }
@@ -188,7 +188,7 @@ void expect_ready_status_stopping(const std::string& address) {
     EXPECT_FALSE(line.starts_with("env WATCHDOG_USEC=")) << line;
     EXPECT_FALSE(line.starts_with("env WATCHDOG_PID=")) << line;
   }
-  EXPECT_TRUE(t.wait_line("env TRAINIT_TEST_KEPT=yes", 0s)) << "the rest of the environment is kept";
+  EXPECT_TRUE(t.wait_line("env APP_TEST_KEPT=yes", 0s)) << "the rest of the environment is kept";
 
   auto ready = l.wait_for("READY=1");
   ASSERT_TRUE(ready) << l.dump() << t.transcript();

@@ -2,25 +2,51 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "plan/command.h"
+#include "base/env.h"
 
 namespace trainit {
 namespace {
 
-struct Parsed {
-  Result<Options> result;
-};
+using Env = std::vector<std::pair<std::string, std::string>>;
 
-Result<Options> parse(std::vector<const char*> args, std::map<std::string, std::string> env = {}) {
+Result<Options> parse(std::vector<const char*> args, const Env& env = {}) {
   args.insert(args.begin(), "trainit");
-  return parse_cli(static_cast<int>(args.size()), args.data(), [&env](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  });
+  std::vector<std::string> entries;
+  for (const auto& [name, value] : env) {
+    entries.push_back(name + "=" + value);
+  }
+  std::vector<const char*> envp;
+  for (const std::string& e : entries) {
+    envp.push_back(e.c_str());
+  }
+  envp.push_back(nullptr);
+  return parse_cli(static_cast<int>(args.size()), args.data(), envp.data());
+}
+
+// The setting `name` of `o`, as trainit plan shows it.
+Setting setting(const Options& o, std::string_view name) {
+  for (Setting& s : settings_of(o)) {
+    if (s.name == name) {
+      return s;
+    }
+  }
+  ADD_FAILURE() << "no setting " << name;
+  return {};
+}
+
+const OptionSpec* option(std::string_view name) {
+  for (const OptionSpec& o : option_table()) {
+    if (o.name == name) {
+      return &o;
+    }
+  }
+  return nullptr;
 }
 
 TEST(Cli, CommandAfterDoubleDashKeepsItsOwnFlags) {
@@ -91,27 +117,29 @@ TEST(Cli, HelpVersionAndLicenseNeedNoCommand) {
 TEST(Cli, BadInputIsAOneLineErrorNamingTheProblem) {
   struct Case {
     std::vector<const char*> args;
-    std::map<std::string, std::string> env;
+    Env env;
     const char* needle;
   };
   const Case cases[] = {
-      {{"-x", "true"}, {}, "unknown option '-x'"},
-      {{"--bogus", "true"}, {}, "unknown option '--bogus'"},
+      {{"-x", "true"}, {}, "unknown option \"-x\""},
+      {{"--bogus", "true"}, {}, "unknown option \"--bogus\""},
       {{}, {}, "no program"},
       {{"-v"}, {}, "no program"},
-      {{"-p", "SIGNOPE", "true"}, {}, "unknown signal 'SIGNOPE'"},
-      {{"-e", "256", "true"}, {}, "'256'"},
-      {{"-e", "-1", "true"}, {}, "'-1'"},
-      {{"-e", "x", "true"}, {}, "'x'"},
+      {{"-p", "SIGNOPE", "true"}, {}, "-p \"SIGNOPE\": unknown signal"},
+      {{"-e", "256", "true"}, {}, "-e \"256\": expected an exit code in 0-255"},
+      {{"-e", "-1", "true"}, {}, "\"-1\""},
+      {{"-e", "x", "true"}, {}, "\"x\""},
       {{"-e"}, {}, "-e needs a value"},
-      {{"--grace", "-1", "true"}, {}, "'-1'"},
-      {{"--grace", "1e3", "true"}, {}, "'1e3'"},
+      {{"--grace", "-1", "true"}, {}, "--grace \"-1\": expected seconds"},
+      {{"--grace", "1e3", "true"}, {}, "\"1e3\""},
       {{"--grace"}, {}, "--grace needs a value"},
-      {{"--stop-delay", "soon", "true"}, {}, "'soon'"},
-      {{"--restart", "sometimes", "true"}, {}, "'sometimes'"},
-      {{"--max-restarts", "-2", "true"}, {}, "'-2'"},
-      {{"--no-drain=1", "true"}, {}, "unknown option '--no-drain=1'"},
-      {{"true"}, {{"TINI_VERBOSITY", "loud"}}, "TINI_VERBOSITY"},
+      {{"--stop-delay", "soon", "true"}, {}, "\"soon\""},
+      {{"--restart", "sometimes", "true"}, {}, "--restart \"sometimes\": expected no, on-failure or always"},
+      {{"--max-restarts", "-2", "true"}, {}, "\"-2\""},
+      {{"--no-drain=1", "true"}, {}, "--no-drain takes no value"},
+      {{"--verbosity"}, {}, "--verbosity needs a value"},
+      {{"--grace", "1\n2", "true"}, {}, "\"1\\x0a2\""},
+      {{"true"}, {{"TINI_VERBOSITY", "loud"}}, "TINI_VERBOSITY=\"loud\": expected an integer in 0-10"},
   };
   for (const auto& c : cases) {
     auto o = parse(c.args, c.env);
@@ -121,29 +149,329 @@ TEST(Cli, BadInputIsAOneLineErrorNamingTheProblem) {
   }
 }
 
-// The run and `trainit plan` accept the same --max-local-devices values, up
-// to the same limit, and read them alike.
-TEST(Cli, MaxLocalDevicesTakesTheSameValuesAsTrainitPlan) {
+// Every number of the command line and its variables has the one form of
+// base/number.h: digits without sign or leading zero.
+TEST(Cli, NumbersTakeTheOneDecimalForm) {
+  EXPECT_TRUE(parse({"-e", "0", "-e", "255", "true"}).ok());
+  EXPECT_TRUE(parse({"--max-restarts", "0", "true"}).ok());
+  for (const char* bad : {"016", "+1", "-0", " 1", "1 ", "0x1", "1e2"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_FALSE(parse({"-e", bad, "true"}).ok());
+    EXPECT_FALSE(parse({"--max-restarts", bad, "true"}).ok());
+    EXPECT_FALSE(parse({"true"}, {{"TINI_VERBOSITY", bad}}).ok());
+  }
+  EXPECT_FALSE(parse({"--grace", "08", "true"}).ok());
+}
+
+TEST(Cli, MaxLocalDevicesTakesOneToTheLimit) {
   const std::string max = std::to_string(kMaxLocalDevices);
-  const std::string over = std::to_string(kMaxLocalDevices + 1);
-  for (const std::string& value : {std::string("1"), std::string("16"), std::string("4096"), max, std::string("0"),
-                                   over, std::string("016"), std::string("+8"), std::string("-1"), std::string("8 "),
-                                   std::string("0x10"), std::string(""), std::string("99999999999999999999")}) {
-    SCOPED_TRACE("--max-local-devices '" + value + "'");
+  EXPECT_EQ(kMaxLocalDevices, 4096u);
+  for (const std::string& value : {std::string("1"), std::string("16"), std::string("1025"), max}) {
     auto run = parse({"--max-local-devices", value.c_str(), "true"});
-    auto plan = parse_plan_args(std::vector<std::string>{"plan", "--max-local-devices", value, "--", "true"});
-    ASSERT_EQ(run.ok(), plan.ok()) << (run.ok() ? plan.error().message : run.error().message);
-    if (run.ok()) {
-      EXPECT_EQ(run->max_local_devices, plan->options.max_local_devices);
-      EXPECT_EQ(std::to_string(run->max_local_devices), value);
-    } else {
-      EXPECT_NE(run.error().message.find("1-" + max), std::string::npos) << run.error().message;
-      EXPECT_NE(plan.error().message.find("1.." + max), std::string::npos) << plan.error().message;
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    EXPECT_EQ(std::to_string(run->max_local_devices), value);
+  }
+  for (const std::string& value : {std::string("0"), std::to_string(kMaxLocalDevices + 1), std::string("016"),
+                                   std::string("+8"), std::string("-1"), std::string("8 "), std::string("0x10"),
+                                   std::string(""), std::string("99999999999999999999")}) {
+    auto run = parse({"--max-local-devices", value.c_str(), "true"});
+    ASSERT_FALSE(run.ok()) << value;
+    EXPECT_NE(run.error().message.find("1-" + max), std::string::npos) << run.error().message;
+  }
+}
+
+// --- The table ----------------------------------------------------------------
+
+// tini's one-letter flags each have a long name, so that they have a variable.
+TEST(Cli, TiniShortFlagsHaveLongNames) {
+  auto o = parse({"--verbosity", "3", "--subreaper", "--parent-death-signal", "SIGKILL", "--kill-process-group",
+                  "--warn-on-reap", "--exit-zero", "2", "--exit-zero=143", "true"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->verbosity, 3);
+  EXPECT_EQ(o->parent_death_signal, SIGKILL);
+  EXPECT_TRUE(o->kill_process_group);
+  EXPECT_TRUE(o->warn_on_reap);
+  EXPECT_TRUE(o->exit_zero.test(2));
+  EXPECT_TRUE(o->exit_zero.test(143));
+  EXPECT_EQ(parse({"--license"})->action, Action::kLicense);
+  for (const OptionSpec& spec : option_table()) {
+    EXPECT_FALSE(spec.name.empty());
+    EXPECT_NE(spec.name.size(), 1u) << spec.name;
+  }
+}
+
+// A valid value for each option, different from its default, and how `trainit
+// plan` shows it. A new option must add its line here.
+struct Sample {
+  const char* value;  // on the command line and in TRAINIT_<NAME>
+  const char* shown;  // settings_of()'s value
+  const char* other;  // another valid value, for the precedence check
+};
+const std::map<std::string, Sample, std::less<>> kSamples = {
+    {"verbosity", {"3", "3", "0"}},
+    {"subreaper", {"1", nullptr, "0"}},
+    {"parent-death-signal", {"SIGKILL", "SIGKILL", "TERM"}},
+    {"kill-process-group", {"1", "true", "0"}},
+    {"warn-on-reap", {"1", "true", "0"}},
+    {"exit-zero", {"143", "143", "2"}},
+    {"grace", {"0.3", "0.3", "30"}},
+    {"stop-delay", {"1.5", "1.5", "2"}},
+    {"no-drain", {"1", "true", "0"}},
+    {"forward-only", {"1", "true", "0"}},
+    {"restart", {"on-failure", "on-failure", "always"}},
+    {"max-restarts", {"4", "4", "5"}},
+    {"ready", {"notify", "notify", "spawn"}},
+    {"mode", {"ascend", "ascend", "exec"}},
+    {"rank-table-timeout", {"60", "60", "70"}},
+    {"max-local-devices", {"32", "32", "8"}},
+    {"status-file", {"/run/status.json", "/run/status.json", "/tmp/other.json"}},
+    {"peer-timeout", {"30", "30", "40"}},
+    {"barrier-timeout", {"90", "90", "120"}},
+    {"peer-loss", {"3", "3", "5"}},
+    {"control-port", {"40000", "40000", "40001"}},
+    {"job-secret-file", {"/run/secret", "/run/secret", "/tmp/secret"}},
+    {"ssh-authorized-keys", {"/etc/keys", "/etc/keys", "/tmp/keys"}},
+    {"ssh-identity", {"/etc/id", "/etc/id", "/tmp/id"}},
+    {"private-dir", {"/run/trainit", "/run/trainit", "/tmp/trainit"}},
+    {"as-user", {"ma-user", "ma-user", "root"}},
+};
+
+// The words of the command line that give `spec` the value `value`.
+std::vector<const char*> words(const OptionSpec& spec, const char* value, std::string& storage) {
+  storage = "--" + std::string(spec.name);
+  if (spec.kind == Kind::kFlag) {
+    return {storage.c_str()};
+  }
+  return {storage.c_str(), value};
+}
+
+TEST(Cli, EveryOptionHasAVariableNamedAfterItsLongName) {
+  EXPECT_EQ(variable_name(*option("grace")), "TRAINIT_GRACE");
+  EXPECT_EQ(variable_name(*option("no-drain")), "TRAINIT_NO_DRAIN");
+  EXPECT_EQ(variable_name(*option("max-local-devices")), "TRAINIT_MAX_LOCAL_DEVICES");
+  EXPECT_EQ(variable_name(*option("help")), "");  // actions have none
+  for (const OptionSpec& spec : option_table()) {
+    if (spec.kind == Kind::kAction) {
+      continue;
+    }
+    SCOPED_TRACE(std::string(spec.name));
+    auto sample = kSamples.find(spec.name);
+    ASSERT_NE(sample, kSamples.end()) << "add the option to kSamples";
+    const std::string variable = variable_name(spec);
+    auto by_default = parse({"true"});
+    auto by_variable = parse({"true"}, {{variable, sample->second.value}});
+    ASSERT_TRUE(by_default.ok() && by_variable.ok()) << by_variable.error().message;
+    std::string storage;
+    auto args = words(spec, sample->second.value, storage);
+    args.push_back("true");
+    auto by_command_line = parse(args);
+    ASSERT_TRUE(by_command_line.ok()) << by_command_line.error().message;
+
+    EXPECT_EQ(setting(*by_default, spec.name).source, "default");
+    EXPECT_EQ(setting(*by_variable, spec.name).source, "variable " + variable);
+    EXPECT_EQ(setting(*by_command_line, spec.name).source, "command line");
+    const std::optional<std::string> shown =
+        sample->second.shown ? std::optional<std::string>(sample->second.shown) : std::nullopt;
+    EXPECT_EQ(setting(*by_variable, spec.name).value, shown);
+    EXPECT_EQ(setting(*by_command_line, spec.name).value, shown);
+    if (shown) {
+      EXPECT_NE(setting(*by_default, spec.name).value, shown) << "the sample is the default: pick another";
     }
   }
-  EXPECT_EQ(kMaxLocalDevices, 4096u);
-  EXPECT_TRUE(parse({"--max-local-devices=1025", "true"}).ok());
-  EXPECT_TRUE(parse_plan_args(std::vector<std::string>{"plan", "--max-local-devices=1025", "x"}).ok());
+}
+
+TEST(Cli, CommandLineWinsOverTheVariable) {
+  for (const OptionSpec& spec : option_table()) {
+    if (spec.kind == Kind::kAction) {
+      continue;
+    }
+    SCOPED_TRACE(std::string(spec.name));
+    const Sample& sample = kSamples.at(std::string(spec.name));
+    std::string storage;
+    auto args = words(spec, sample.value, storage);
+    args.push_back("true");
+    auto both = parse(args, {{variable_name(spec), sample.other}});
+    auto alone = parse(args);
+    ASSERT_TRUE(both.ok() && alone.ok()) << both.error().message;
+    EXPECT_EQ(setting(*both, spec.name).source, "command line");
+    EXPECT_EQ(setting(*both, spec.name).value, setting(*alone, spec.name).value);
+  }
+  // A list on the command line replaces the variable's, not adds to it.
+  auto e = parse({"-e", "3", "true"}, {{"TRAINIT_EXIT_ZERO", "1,2"}});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->exit_zero.count(), 1u);
+  EXPECT_TRUE(e->exit_zero.test(3));
+  // -v counts from the default, not from the variable's level.
+  EXPECT_EQ(parse({"-v", "true"}, {{"TINI_VERBOSITY", "3"}})->verbosity, 2);
+  // The variable the command line overrides is not even read.
+  auto ignored = parse({"--grace", "2", "true"}, {{"TRAINIT_GRACE", "soon"}});
+  ASSERT_TRUE(ignored.ok()) << ignored.error().message;
+  EXPECT_EQ(ignored->grace, std::chrono::seconds(2));
+}
+
+TEST(Cli, TrainitVariableWinsOverTinis) {
+  auto o = parse({"true"}, {{"TINI_VERBOSITY", "3"}, {"TRAINIT_VERBOSITY", "0"}});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->verbosity, 0);
+  EXPECT_EQ(setting(*o, "verbosity").source, "variable TRAINIT_VERBOSITY");
+  auto g = parse({"true"}, {{"TRAINIT_KILL_PROCESS_GROUP", "0"}, {"TINI_KILL_PROCESS_GROUP", "1"}});
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(g->kill_process_group);
+  auto t = parse({"true"}, {{"TINI_VERBOSITY", "3"}});
+  EXPECT_EQ(setting(*t, "verbosity").source, "variable TINI_VERBOSITY");
+}
+
+TEST(Cli, FlagVariablesTakeYesAndNoWords) {
+  for (const char* on : {"1", "true", "yes", "on", "TRUE", "Yes", "ON"}) {
+    auto o = parse({"true"}, {{"TRAINIT_NO_DRAIN", on}, {"TRAINIT_FORWARD_ONLY", on}});
+    ASSERT_TRUE(o.ok()) << on;
+    EXPECT_FALSE(o->drain) << on;
+    EXPECT_TRUE(o->forward_only) << on;
+  }
+  for (const char* off : {"0", "false", "no", "off", "False", "NO"}) {
+    auto o = parse({"true"}, {{"TRAINIT_NO_DRAIN", off}, {"TRAINIT_FORWARD_ONLY", off}});
+    ASSERT_TRUE(o.ok()) << off;
+    EXPECT_TRUE(o->drain) << off;
+    EXPECT_FALSE(o->forward_only) << off;
+  }
+  for (const char* bad : {"2", "y", "enabled", "1 ", " on", "-1"}) {
+    auto o = parse({"true"}, {{"TRAINIT_NO_DRAIN", bad}});
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_NE(o.error().message.find("TRAINIT_NO_DRAIN=\"" + std::string(bad) + "\""), std::string::npos)
+        << o.error().message;
+  }
+}
+
+TEST(Cli, BadVariableValueIsAUsageErrorNamingTheVariableAndTheValue) {
+  const std::pair<Env, const char*> cases[] = {
+      {{{"TRAINIT_GRACE", "soon"}}, "TRAINIT_GRACE=\"soon\": expected seconds such as 8 or 0.5"},
+      {{{"TRAINIT_MODE", "torchrun"}}, "TRAINIT_MODE=\"torchrun\": expected auto, exec, ascend or mpi"},
+      {{{"TRAINIT_RESTART", "sometimes"}}, "TRAINIT_RESTART=\"sometimes\": expected no, on-failure or always"},
+      {{{"TRAINIT_EXIT_ZERO", "143,x"}}, "TRAINIT_EXIT_ZERO=\"143,x\": \"x\": expected an exit code in 0-255"},
+      {{{"TRAINIT_STATUS_FILE", "status.json"}}, "TRAINIT_STATUS_FILE=\"status.json\": expected an absolute path"},
+      {{{"TRAINIT_PARENT_DEATH_SIGNAL", "SIGNOPE"}}, "TRAINIT_PARENT_DEATH_SIGNAL=\"SIGNOPE\": unknown signal"},
+      {{{"TRAINIT_MAX_LOCAL_DEVICES", "0"}}, "TRAINIT_MAX_LOCAL_DEVICES=\"0\": expected an integer in 1-4096"},
+      {{{"TRAINIT_MAX_RESTARTS", "-1"}}, "TRAINIT_MAX_RESTARTS=\"-1\""},
+      {{{"TRAINIT_VERBOSITY", "11"}}, "TRAINIT_VERBOSITY=\"11\": expected an integer in 0-10"},
+      {{{"TRAINIT_GRACE", "1\n2"}}, "TRAINIT_GRACE=\"1\\x0a2\""},
+  };
+  for (const auto& [env, needle] : cases) {
+    auto o = parse({"true"}, env);
+    ASSERT_FALSE(o.ok()) << needle;
+    EXPECT_NE(o.error().message.find(needle), std::string::npos) << o.error().message;
+    EXPECT_EQ(o.error().message.find('\n'), std::string::npos);
+  }
+}
+
+TEST(Cli, ExitZeroVariableIsAListOfCodes) {
+  auto o = parse({"true"}, {{"TRAINIT_EXIT_ZERO", "143, 2 ,7\t9"}});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->exit_zero.count(), 4u);
+  for (std::size_t code : {143u, 2u, 7u, 9u}) {
+    EXPECT_TRUE(o->exit_zero.test(code)) << code;
+  }
+  EXPECT_EQ(setting(*o, "exit-zero").value, "2,7,9,143");
+}
+
+TEST(Cli, EmptyVariableCountsAsUnset) {
+  auto o = parse({"true"}, {{"TRAINIT_GRACE", ""}, {"TRAINIT_NO_DRAIN", ""}, {"TINI_VERBOSITY", ""}});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->grace, std::chrono::seconds(8));
+  EXPECT_TRUE(o->drain);
+  EXPECT_EQ(o->verbosity, 1);
+  EXPECT_EQ(setting(*o, "grace").source, "default");
+}
+
+// TINI_KILL_PROCESS_GROUP and TINI_SUBREAPER set at all turn their flag on,
+// whatever their value, as in tini.
+TEST(Cli, TiniFlagVariablesAreOnWhenSet) {
+  for (const char* value : {"", "0", "1", "anything"}) {
+    auto o = parse({"true"}, {{"TINI_KILL_PROCESS_GROUP", value}, {"TINI_SUBREAPER", value}});
+    ASSERT_TRUE(o.ok()) << value;
+    EXPECT_TRUE(o->kill_process_group) << value;
+    EXPECT_EQ(setting(*o, "subreaper").source, "variable TINI_SUBREAPER");
+  }
+}
+
+TEST(Cli, UnknownTrainitVariableIsAWarningNamingIt) {
+  auto o = parse({"true"}, {{"TRAINIT_GRCAE", "2"}, {"PATH", "/bin"}, {"TINI_UNKNOWN", "1"}});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  ASSERT_EQ(o->warnings.size(), 1u);
+  EXPECT_NE(o->warnings[0].find("TRAINIT_GRCAE"), std::string::npos) << o->warnings[0];
+  EXPECT_NE(o->warnings[0].find("did you mean TRAINIT_GRACE?"), std::string::npos) << o->warnings[0];
+  EXPECT_EQ(o->warnings[0].find('\n'), std::string::npos);
+  EXPECT_EQ(o->grace, std::chrono::seconds(8));
+  // Actions have no variable; lower case is not the variable's name.
+  for (const char* name : {"TRAINIT_HELP", "TRAINIT_grace", "TRAINIT_", "TRAINIT_NO-DRAIN", "TRAINIT_GRACE_"}) {
+    auto w = parse({"true"}, {{name, "1"}});
+    ASSERT_TRUE(w.ok()) << name;
+    EXPECT_EQ(w->warnings.size(), 1u) << name;
+  }
+  // No suggestion when nothing is close.
+  auto far = parse({"true"}, {{"TRAINIT_SOMETHING_ELSE", "1"}});
+  ASSERT_EQ(far->warnings.size(), 1u);
+  EXPECT_EQ(far->warnings[0].find("did you mean"), std::string::npos) << far->warnings[0];
+}
+
+TEST(Cli, DocumentedVariablesThatAreNoOptionsAreNotWarnedAbout) {
+  Env env;
+  for (const DocumentedVariable& v : kDocumentedVariables) {
+    env.emplace_back(std::string(v.name), "x");
+    EXPECT_TRUE(v.name.starts_with("TRAINIT_")) << v.name;
+    for (const OptionSpec& spec : option_table()) {
+      EXPECT_NE(v.name, variable_name(spec)) << "an option's variable need not be listed";
+    }
+  }
+  auto o = parse({"true"}, env);
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->warnings.empty()) << o->warnings[0];
+  EXPECT_NE(std::find_if(env.begin(), env.end(), [](const auto& e) { return e.first == "TRAINIT_JOB_SECRET"; }),
+            env.end());
+}
+
+// Every variable of an option, trainit's and tini's, stays away from PROGRAM
+// and the ranks (base/env.h, the filter the run and `trainit plan` use).
+TEST(Cli, OptionVariablesAreWithheldFromChildren) {
+  for (const OptionSpec& spec : option_table()) {
+    if (spec.kind == Kind::kAction) {
+      continue;
+    }
+    EXPECT_TRUE(is_withheld_from_children(variable_name(spec) + "=1")) << spec.name;
+    if (!spec.tini_variable.empty()) {
+      EXPECT_TRUE(is_withheld_from_children(std::string(spec.tini_variable) + "=1")) << spec.tini_variable;
+    }
+  }
+}
+
+TEST(Cli, HelpListsEveryOptionWithItsVariables) {
+  const std::string help = usage_text();
+  for (const OptionSpec& spec : option_table()) {
+    EXPECT_NE(help.find("--" + std::string(spec.name)), std::string::npos) << spec.name;
+    if (spec.short_name != 0) {
+      EXPECT_NE(help.find(std::string("-") + spec.short_name + ", --" + std::string(spec.name)), std::string::npos)
+          << spec.name;
+    }
+    if (spec.kind != Kind::kAction) {
+      EXPECT_NE(help.find("env: " + variable_name(spec)), std::string::npos) << spec.name;
+    }
+    if (!spec.tini_variable.empty()) {
+      EXPECT_NE(help.find(std::string(spec.tini_variable)), std::string::npos) << spec.name;
+    }
+  }
+  for (const DocumentedVariable& v : kDocumentedVariables) {
+    EXPECT_NE(help.find(std::string(v.name)), std::string::npos) << v.name;
+  }
+  for (const std::string& line : [&] {
+         std::vector<std::string> lines;
+         std::size_t start = 0;
+         for (std::size_t nl = help.find('\n'); nl != std::string::npos; nl = help.find('\n', start)) {
+           lines.push_back(help.substr(start, nl - start));
+           start = nl + 1;
+         }
+         return lines;
+       }()) {
+    EXPECT_LE(line.size(), 80u) << line;
+  }
 }
 
 }  // namespace

@@ -231,20 +231,25 @@ TEST(Notifier, SendingToASupervisorThatStoppedReadingNeverBlocks) {
 
 TEST(Notifier, WatchdogIntervalIsHalfOfWatchdogUsecForThisProcessOnly) {
   const std::string me = std::to_string(::getpid());
+  const std::string me_and_more = me + "x";
   struct Case {
     const char* usec;
     const char* pid;
     Duration want;
   };
   const Case cases[] = {
-      {"200000", nullptr, 100ms},       // no WATCHDOG_PID: ours
-      {"200000", me.c_str(), 100ms},    // our pid
-      {"30000000", nullptr, 15s},       // WatchdogSec=30
-      {"200000", "1", Duration{0}},     // someone else's watchdog (we are not PID 1 here)
+      {"200000", nullptr, 100ms},                    // no WATCHDOG_PID: ours
+      {"200000", me.c_str(), 100ms},                 // our pid
+      {"30000000", nullptr, 15s},                    // WatchdogSec=30
+      {"200000", "1", Duration{0}},                  // someone else's watchdog (we are not PID 1 here)
+      {"200000", me_and_more.c_str(), Duration{0}},  // not a pid: not ours
+      {"0200000", nullptr, Duration{0}},             // numbers in base/number.h's one form
+      {"+200000", nullptr, Duration{0}},
       {"0", nullptr, Duration{0}},      // off
       {"-5", nullptr, Duration{0}},     // nonsense
       {"100ms", nullptr, Duration{0}},  // not a number of microseconds
-      {"", nullptr, Duration{0}},      {nullptr, nullptr, Duration{0}},
+      {"", nullptr, Duration{0}},
+      {nullptr, nullptr, Duration{0}},
   };
   for (const Case& c : cases) {
     SupervisorEnv env("@trainit-unit-watchdog", c.usec, c.pid);
@@ -275,6 +280,29 @@ TEST(ChildEnvironment, DropsExactlyTheSupervisorsVariables) {
   // A bare "NOTIFY_SOCKET" names the supervisor's variable all the same: dropped.
   EXPECT_EQ(env,
             (std::vector<std::string>{"PATH=/bin", "NOTIFY_SOCKET_EXTRA=kept", "MY_WATCHDOG_USEC=kept", "HOME=/root"}));
+}
+
+// trainit's own configuration stays with trainit, as NOTIFY_SOCKET does.
+TEST(ChildEnvironment, DropsTrainitsAndTinisVariables) {
+  std::vector<std::string> storage = {
+      "PATH=/bin",        "TRAINIT_GRACE=2",           "TRAINIT_NO_DRAIN=1",      "TRAINIT_JOB_SECRET=s3cret",
+      "TRAINIT_GRCAE=2",  "TRAINIT_LOCAL_RANK=3",      "TRAINIT_COLL_TIMEOUT=30", "TINI_VERBOSITY=2",
+      "TINI_SUBREAPER=",  "TINI_KILL_PROCESS_GROUP=1", "TINI_OTHER=kept",         "MY_TRAINIT_GRACE=kept",
+      "TRAINITGRACE=kept"};
+  std::vector<char*> environ_like;
+  for (auto& s : storage) {
+    environ_like.push_back(s.data());
+  }
+  environ_like.push_back(nullptr);
+  bool changed = false;
+  auto env = environment_for_children(environ_like.data(), &changed);
+  EXPECT_TRUE(changed);
+  // TRAINIT_COLL_TIMEOUT is documented as the ranks': passed on.
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "TRAINIT_COLL_TIMEOUT=30", "TINI_OTHER=kept",
+                                           "MY_TRAINIT_GRACE=kept", "TRAINITGRACE=kept"}));
+  EXPECT_TRUE(is_withheld_from_children("NOTIFY_SOCKET=/x"));
+  EXPECT_TRUE(is_withheld_from_children("TRAINIT_MODE"));
+  EXPECT_FALSE(is_withheld_from_children("HOME=/root"));
 }
 
 TEST(ChildEnvironment, UnchangedWithoutSupervisorVariables) {

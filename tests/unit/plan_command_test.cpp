@@ -2,16 +2,30 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/command.h"
+#include "plan_cmd.h"
 #include "platform/fs.h"
 
 namespace trainit {
 namespace {
 
+// `trainit plan ARGS...` in the environment `vars`.
 CommandOutput run(std::vector<std::string> args, std::vector<EnvVar> vars = {}) {
   static MemoryFileSystem fs;
   args.insert(args.begin(), "plan");
-  return run_plan_command(args, Environment(std::move(vars)), fs);
+  std::vector<const char*> argv;
+  for (const std::string& a : args) {
+    argv.push_back(a.c_str());
+  }
+  std::vector<std::string> entries;
+  for (const EnvVar& v : vars) {
+    entries.push_back(v.name + "=" + v.value);
+  }
+  std::vector<const char*> envp;
+  for (const std::string& e : entries) {
+    envp.push_back(e.c_str());
+  }
+  envp.push_back(nullptr);
+  return plan_command(static_cast<int>(argv.size()), argv.data(), envp.data(), fs);
 }
 
 void expect_usage_error(const CommandOutput& out, std::string_view message) {
@@ -37,16 +51,18 @@ TEST(PlanCommand, TheCommandMayStartWithoutDoubleDash) {
 }
 
 TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
-  expect_usage_error(run({}), "plan: no command given (trainit plan [options] -- COMMAND [ARG...])");
-  expect_usage_error(run({"--"}), "plan: no command given (trainit plan [options] -- COMMAND [ARG...])");
+  expect_usage_error(run({}), "plan: no program given to run (see trainit plan --help)");
+  expect_usage_error(run({"--"}), "plan: no program given to run (see trainit plan --help)");
   expect_usage_error(run({"--mode", "torchrun", "--", "x"}),
-                     "plan: --mode \"torchrun\": not one of ascend, exec, auto");
-  expect_usage_error(run({"--mode"}), "plan: --mode needs a value");
+                     "plan: --mode \"torchrun\": expected auto, exec, ascend or mpi (see trainit plan --help)");
+  expect_usage_error(run({"--mode"}), "plan: --mode needs a value (see trainit plan --help)");
   expect_usage_error(run({"--max-local-devices", "0", "x"}),
-                     "plan: --max-local-devices \"0\": not a number in 1..4096");
+                     "plan: --max-local-devices \"0\": expected an integer in 1-4096 (see trainit plan --help)");
   expect_usage_error(run({"--max-local-devices=abc", "x"}),
-                     "plan: --max-local-devices \"abc\": not a number in 1..4096");
+                     "plan: --max-local-devices \"abc\": expected an integer in 1-4096 (see trainit plan --help)");
   expect_usage_error(run({"--frobnicate", "x"}), "plan: unknown option \"--frobnicate\" (see trainit plan --help)");
+  expect_usage_error(run({"x"}, {{"TRAINIT_MODE", "torchrun"}}),
+                     "plan: TRAINIT_MODE=\"torchrun\": expected auto, exec, ascend or mpi (see trainit plan --help)");
 }
 
 TEST(PlanCommand, HelpPrintsUsageAndExitsZero) {
@@ -70,12 +86,48 @@ TEST(PlanCommand, RefusedConfigurationExits78WithOneLine) {
   EXPECT_TRUE(out.err.starts_with("trainit: error: MA_VJ_NAME=\"a/b\": not a safe name")) << out.err;
 }
 
-TEST(PlanCommand, MaxLocalDevicesReachesThePlanner) {
-  auto args = parse_plan_args(std::vector<std::string>{"plan", "--max-local-devices", "64", "--", "x"});
-  ASSERT_TRUE(args.ok());
-  EXPECT_EQ(args->options.max_local_devices, 64u);
-  EXPECT_EQ(args->options.mode, RequestedMode::kAuto);
-  EXPECT_EQ(args->command, (std::vector<std::string>{"x"}));
+// The run's options, from the command line or their variables, reach the
+// planner: a device_id of 40 is refused under the default limit of 16 only.
+TEST(PlanCommand, TheRunsOptionsAndVariablesReachThePlanner) {
+  EXPECT_EQ(run({"--mode", "exec", "--grace", "2", "--no-drain", "-e", "3", "x"}).exit_code, 0);
+  CommandOutput out = run({"x"}, {{"TRAINIT_MODE", "exec"}});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(nlohmann::json::parse(out.out)["mode"], "exec");
+  out = run({"x"}, {{"TRAINIT_MODE", "ascend"}, {"MA_VJ_NAME", "a/b"}});
+  EXPECT_EQ(out.exit_code, 78) << out.err;
+}
+
+TEST(PlanCommand, ShowsEverySettingAndWhereItCameFrom) {
+  CommandOutput out =
+      run({"--grace", "2", "--", "x"}, {{"TRAINIT_NO_DRAIN", "1"}, {"TRAINIT_GRACE", "30"}, {"TINI_VERBOSITY", "2"}});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(out.err, "");
+  auto settings = nlohmann::json::parse(out.out)["settings"];
+  EXPECT_EQ(settings["grace"], (nlohmann::json{{"value", "2"}, {"source", "command line"}}));
+  EXPECT_EQ(settings["no-drain"], (nlohmann::json{{"value", "true"}, {"source", "variable TRAINIT_NO_DRAIN"}}));
+  EXPECT_EQ(settings["verbosity"], (nlohmann::json{{"value", "2"}, {"source", "variable TINI_VERBOSITY"}}));
+  EXPECT_EQ(settings["mode"], (nlohmann::json{{"value", "auto"}, {"source", "default"}}));
+  EXPECT_EQ(settings["max-restarts"], (nlohmann::json{{"value", nullptr}, {"source", "default"}}));
+  EXPECT_FALSE(settings.contains("help"));
+}
+
+TEST(PlanCommand, TrainitsVariablesAreNotInTheChildsEnvironment) {
+  CommandOutput out = run({"--mode", "exec", "x"}, {{"PATH", "/bin"},
+                                                    {"TRAINIT_GRACE", "2"},
+                                                    {"TINI_KILL_PROCESS_GROUP", "1"},
+                                                    {"TRAINIT_JOB_SECRET", "s"},
+                                                    {"TRAINIT_COLL_TIMEOUT", "30"},
+                                                    {"TINI_OTHER", "kept"}});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(nlohmann::json::parse(out.out)["processes"][0]["env"],
+            (nlohmann::json{{"PATH", "/bin"}, {"TRAINIT_COLL_TIMEOUT", "30"}, {"TINI_OTHER", "kept"}}));
+}
+
+TEST(PlanCommand, UnknownTrainitVariableIsAWarningOnStderr) {
+  CommandOutput out = run({"--mode", "exec", "x"}, {{"TRAINIT_GRCAE", "2"}});
+  EXPECT_EQ(out.exit_code, 0);
+  EXPECT_TRUE(out.err.starts_with("trainit: warning: TRAINIT_GRCAE is not one of trainit's variables")) << out.err;
+  EXPECT_EQ(out.err.find('\n'), out.err.size() - 1);
 }
 
 }  // namespace

@@ -37,13 +37,29 @@ TEST(PlanJson, PrintsTheSchemaAndKeysInAFixedOrder) {
   std::vector<std::string> keys;
   for (const auto& item : doc.items())
     keys.push_back(item.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"schema", "mode", "signals", "states", "dirs", "files", "processes"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"schema", "mode", "signals", "states", "dirs", "files", "processes",
+                                            "settings"}));
   EXPECT_EQ(doc["schema"], "trainit.plan/v1");
   EXPECT_EQ(doc["states"], nlohmann::json::array({"spawn", "exit"}));
   EXPECT_TRUE(doc["processes"][0]["cwd"].is_null());
   EXPECT_EQ(doc["processes"][0]["output"], nlohmann::json({{"mode", "inherit"}}));
   EXPECT_EQ(doc["processes"][0]["group"], "process_group");
   EXPECT_TRUE(text.ends_with("}\n"));
+}
+
+TEST(PlanJson, SettingsShowEachValueAndItsSourceInOrder) {
+  Plan plan = sample_plan();
+  plan.settings = {{"verbosity", "1", "default"},
+                   {"grace", "0.3", "variable TRAINIT_GRACE"},
+                   {"max-restarts", std::nullopt, "command line"}};
+  auto doc = nlohmann::ordered_json::parse(plan_to_json(plan));
+  std::vector<std::string> names;
+  for (const auto& item : doc["settings"].items())
+    names.push_back(item.key());
+  EXPECT_EQ(names, (std::vector<std::string>{"verbosity", "grace", "max-restarts"}));
+  EXPECT_EQ(doc["settings"]["grace"], nlohmann::ordered_json({{"value", "0.3"}, {"source", "variable TRAINIT_GRACE"}}));
+  EXPECT_TRUE(doc["settings"]["max-restarts"]["value"].is_null());
+  EXPECT_EQ(nlohmann::ordered_json::parse(plan_to_json(sample_plan()))["settings"], nlohmann::ordered_json::object());
 }
 
 TEST(PlanJson, RedactsSecretValuesOnlyInThePrintedForm) {

@@ -46,6 +46,10 @@ TEST(Signals, NamesAndNumbersRoundTrip) {
   EXPECT_EQ(signal_from_name("SIGRTMAX+1"), 0);
   EXPECT_EQ(signal_from_name("0"), 0);
   EXPECT_EQ(signal_from_name("65"), 0);
+  EXPECT_EQ(signal_from_name("09"), 0);  // numbers in base/number.h's one form
+  EXPECT_EQ(signal_from_name("+9"), 0);
+  EXPECT_EQ(signal_from_name("RTMIN+02"), 0);
+  EXPECT_EQ(signal_from_name("RTMIN++2"), 0);
   EXPECT_EQ(signal_from_name("SIGBOGUS"), 0);
   EXPECT_EQ(signal_from_name(""), 0);
   for (int s = 1; s <= SIGRTMAX; ++s) {

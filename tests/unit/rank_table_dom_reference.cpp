@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/number.h"
 #include "platform/json.h"
 #include "platform/rank_table.h"
 #include "platform/text.h"
