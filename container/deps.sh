@@ -5,9 +5,9 @@
 #   container/deps.sh --build   only what building trainit needs
 set -eu
 
-BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev"
+BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev libsodium-dev"
 TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
-      python3 tini dumb-init catatonit"
+      python3 tini dumb-init catatonit openssh-server openssh-client openmpi-bin libopenmpi-dev"
 
 packages="$BUILD"
 [ "${1:-}" = "--build" ] || packages="$BUILD $TEST"
@@ -20,6 +20,10 @@ if [ -n "$missing" ]; then
   echo "deps.sh: installing:$missing"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # Packages install, services do not start (openssh-server would start the
+  # machine's own sshd): the e2e tests start their own, in their namespaces.
+  policy=/usr/sbin/policy-rc.d
+  [ -e "$policy" ] || { printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && trap 'rm -f "$policy"' EXIT; }
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi

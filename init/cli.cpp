@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -41,6 +42,28 @@ std::string seconds_text(Duration d) {
 
 std::string bool_text(bool on) {
   return on ? "true" : "false";
+}
+
+// The readers several rows share.
+Result<void> set_seconds(Duration& out, std::string_view value) {
+  auto seconds = seconds_value(value);
+  if (!seconds) {
+    return seconds.error();
+  }
+  out = *seconds;
+  return {};
+}
+
+Result<void> set_path(std::string& out, std::string_view value) {
+  if (value.empty() || value[0] != '/') {
+    return reason("expected an absolute path");
+  }
+  out = std::string(value);
+  return {};
+}
+
+std::optional<std::string> optional_text(const std::string& value) {
+  return value.empty() ? std::nullopt : std::optional(value);
 }
 
 // --- The table --------------------------------------------------------------
@@ -244,17 +267,29 @@ constexpr OptionSpec kOptions[] = {
          o.mode = RequestedMode::kExec;
        } else if (value == "ascend") {
          o.mode = RequestedMode::kAscend;
+       } else if (value == "mpi") {
+         o.mode = RequestedMode::kMpi;
        } else {
-         return reason("expected auto, exec or ascend");
+         return reason("expected auto, exec, ascend or mpi");
        }
        return {};
      },
      .show = [](const Options& o) -> std::optional<std::string> {
-       return std::string(o.mode == RequestedMode::kAuto ? "auto" : o.mode == RequestedMode::kExec ? "exec" : "ascend");
+       switch (o.mode) {
+         case RequestedMode::kAuto:
+           return "auto";
+         case RequestedMode::kExec:
+           return "exec";
+         case RequestedMode::kAscend:
+           return "ascend";
+         case RequestedMode::kMpi:
+           return "mpi";
+       }
+       return std::nullopt;
      },
      .help = "auto (default: ascend when RANK_TABLE_FILE or\n"
              "RANK_TABLE_FILE_V_1_0 is set, else exec), exec,\n"
-             "ascend",
+             "ascend, mpi (sshd on every host, mpirun on host 0)",
      .heading = "Job modes:"},
     {.name = "rank-table-timeout",
      .value_name = "SECONDS",
@@ -296,6 +331,71 @@ constexpr OptionSpec kOptions[] = {
      },
      .help = "where the job's status JSON is kept\n"
              "(default /tmp/trainit-status-<host>.json)"},
+    {.name = "peer-timeout",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_seconds(o.peer_timeout, value); },
+     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.peer_timeout); },
+     .help = "for every peer name to resolve and every peer's sshd\n"
+             "to answer (default 600; then exit 69)",
+     .heading = "Several hosts (MA_NUM_HOSTS > 1) and --mode mpi:"},
+    {.name = "barrier-timeout",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_seconds(o.barrier_timeout, value); },
+     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.barrier_timeout); },
+     .help = "for every host to check in (default 1800; then\n"
+             "exit 75)"},
+    {.name = "peer-loss",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_seconds(o.peer_loss, value); },
+     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.peer_loss); },
+     .help = "a host not heard from this long is lost: the job\n"
+             "stops everywhere (default 10)"},
+    {.name = "control-port",
+     .value_name = "PORT",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto port = parse_decimal(value, 1, 65535);
+       if (!port) {
+         return reason("expected a port in 1-65535");
+       }
+       o.control_port = static_cast<uint16_t>(*port);
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.control_port); },
+     .help = "host 0's control channel (default 36660)"},
+    {.name = "job-secret-file",
+     .value_name = "PATH",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.job_secret_file, value); },
+     .show = [](const Options& o) { return optional_text(o.job_secret_file); },
+     .help = "the hosts' shared secret (else TRAINIT_JOB_SECRET)"},
+    {.name = "ssh-authorized-keys",
+     .value_name = "PATH",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.ssh_authorized_keys, value); },
+     .show = [](const Options& o) { return optional_text(o.ssh_authorized_keys); },
+     .help = "the keys the job's sshd accepts (mpi; default\n"
+             "$HOME/.ssh/authorized_keys)"},
+    {.name = "ssh-identity",
+     .value_name = "PATH",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.ssh_identity, value); },
+     .show = [](const Options& o) { return optional_text(o.ssh_identity); },
+     .help = "the key mpirun's ssh offers (mpi; default ssh's)"},
+    {.name = "private-dir",
+     .value_name = "PATH",
+     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.private_dir, value); },
+     .show = [](const Options& o) { return optional_text(o.private_dir); },
+     .help = "trainit's own files for the job (mpi; default\n"
+             "/tmp/trainit-<MA_VJ_NAME>)"},
+    {.name = "as-user",
+     .value_name = "NAME",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value.empty()) {
+         return reason("expected a user name");
+       }
+       o.as_user = std::string(value);
+       return {};
+     },
+     .show = [](const Options& o) { return optional_text(o.as_user); },
+     .help = "trainit plan only: plan as trainit running as NAME\n"
+             "would (default: the user running it)"},
 };
 #pragma GCC diagnostic pop
 
@@ -765,6 +865,24 @@ std::vector<Setting> settings_of(const Options& options) {
     settings.push_back({std::string(option.name), option.show(options), std::move(source)});
   }
   return settings;
+}
+
+PlanOptions plan_options(const Options& options) {
+  PlanOptions p;
+  p.mode = options.mode;
+  p.max_local_devices = options.max_local_devices;
+  p.control_port = options.control_port;
+  p.ssh_authorized_keys = options.ssh_authorized_keys;
+  p.ssh_identity = options.ssh_identity;
+  p.private_dir = options.private_dir;
+  if (options.as_user.empty()) {
+    p.is_root = ::geteuid() == 0;
+    p.user = p.is_root ? "root" : "";
+  } else {
+    p.is_root = options.as_user == "root";
+    p.user = options.as_user;
+  }
+  return p;
 }
 
 }  // namespace trainit

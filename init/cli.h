@@ -55,7 +55,17 @@ struct Options {
   unsigned max_local_devices = kDefaultLocalDevices;         // --max-local-devices N
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
   std::string status_file;                                   // --status-file PATH; empty: the default
-  std::vector<std::string> command;                          // PROGRAM ARGS...
+  // Several hosts (MA_NUM_HOSTS > 1) and --mode mpi.
+  Duration peer_timeout = std::chrono::seconds(600);      // --peer-timeout SECONDS: names resolved, sshd up
+  Duration barrier_timeout = std::chrono::seconds(1800);  // --barrier-timeout SECONDS: every host checked in
+  Duration peer_loss = std::chrono::seconds(10);          // --peer-loss SECONDS: a silent host is lost
+  uint16_t control_port = kDefaultControlPort;            // --control-port PORT
+  std::string job_secret_file;                            // --job-secret-file PATH (else TRAINIT_JOB_SECRET)
+  std::string ssh_authorized_keys;                        // --ssh-authorized-keys PATH (mpi)
+  std::string ssh_identity;                               // --ssh-identity PATH (mpi)
+  std::string private_dir;                                // --private-dir PATH (mpi); empty: /tmp/trainit-<job>
+  std::string as_user;                                    // --as-user NAME: trainit plan only
+  std::vector<std::string> command;                       // PROGRAM ARGS...
 
   // Filled by parse_cli(): where each option of option_table() got its value
   // (same order), and one line per TRAINIT_* variable that names nothing
@@ -104,6 +114,10 @@ struct OptionSpec {
 // variable set but empty counts as unset, except tini's flags (TINI_SUBREAPER,
 // TINI_KILL_PROCESS_GROUP), which are on when set at all, as in tini.
 Result<Options> parse_cli(int argc, const char* const* argv, const char* const* envp);
+
+// What a plan needs of the options, the run's and `trainit plan`'s alike.
+// Who trainit runs as: the kernel's answer, or --as-user for a plan.
+[[nodiscard]] PlanOptions plan_options(const Options& options);
 
 // Each option but the actions, as `trainit plan` shows it: its value and
 // where it came from ("default", "command line", "variable TRAINIT_GRACE").

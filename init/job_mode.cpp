@@ -23,7 +23,12 @@
 #include "log/relay.h"
 #include "loop/loop.h"
 #include "machine.h"
+#include "net/control.h"
+#include "net/probe.h"
+#include "net/resolver.h"
+#include "net/socket.h"
 #include "notify/notify.h"
+#include "plan/mpi.h"
 #include "platform/fs.h"
 #include "platform/path.h"
 #include "proc/escalation.h"
@@ -42,6 +47,10 @@ using namespace exit_code;
 // inotify can stay silent (NFS, some FUSE and overlay set-ups): look anyway.
 constexpr Duration kRankTablePoll = 2s;
 
+// How long trainit waits, at its exit, for its last control messages (a
+// stop, a release) to leave.
+constexpr Duration kControlFlush = 1s;
+
 double seconds(Duration d) {
   return std::chrono::duration<double>(d).count();
 }
@@ -51,6 +60,27 @@ int make_dirs(const std::string& path) {
   std::error_code error;
   std::filesystem::create_directories(path, error);
   return error ? -error.value() : 0;
+}
+
+// trainit's private directory for the job: made 0700 when missing; one that
+// exists must be a directory of trainit's own user, not a symlink, and
+// writable by nobody else (sshd refuses its files otherwise).
+Result<void> make_private_dir(const std::string& path) {
+  if (path.empty()) {
+    return {};
+  }
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    if (int r = make_dirs(path.substr(0, path.rfind('/'))); r < 0 || ::mkdir(path.c_str(), 0700) != 0) {
+      return Error{fmt::format("cannot create trainit's directory {}: {}", path, errno_string(errno)), errno};
+    }
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 0022) != 0) {
+    return Error{fmt::format("trainit's directory {} must be a directory of uid {}, not a symlink, writable only by it",
+                             path, ::geteuid()),
+                 EPERM};
+  }
+  return {};
 }
 
 class JobRunner {
@@ -69,8 +99,8 @@ class JobRunner {
                    fmt::format("processes still ran {:.3f} s after SIGTERM: SIGKILL", seconds(options_.grace)));
             }) {
     relay_.set_error_handler([this](size_t rank, const Error& e) { on_log_error(rank, e); });
-    input_.options.mode = RequestedMode::kAscend;
-    input_.options.max_local_devices = options.max_local_devices;
+    input_.options = plan_options(options);
+    input_.options.mode = options.mode == RequestedMode::kMpi ? RequestedMode::kMpi : RequestedMode::kAscend;
     input_.argv = options.command;
     input_.env = env_;
     input_.fs = &fs_;
@@ -85,7 +115,17 @@ class JobRunner {
     loop_.set_orphan_handler([this](const siginfo_t&) { check_all_gone(); });
     notifier_.start_watchdog(loop_);
     in_transition_ = true;
-    go(State::kWaitRankTable, "trainit started");
+    if (auto secret = job_secret(); !secret) {
+      fail(kConfig, secret.error().message);
+    } else if (secret_ = std::move(*secret); input_.options.mode == RequestedMode::kAscend) {
+      go(State::kWaitRankTable, "trainit started");
+    } else if (auto plan = make_plan(input_); plan) {  // nothing to wait for: planned at once
+      plan_ = std::move(*plan);
+      status_.mode = std::string(mode_name(plan_.mode));
+      go(plan_.states.front(), "trainit started");
+    } else {
+      fail(kConfig, plan.error().message);
+    }
     run_queue();
   }
 
@@ -95,7 +135,8 @@ class JobRunner {
   struct Rank {
     const ProcessSpec* spec = nullptr;
     pid_t pid = 0;
-    SourceHandle child;  // until it is reaped: its pid, and its group's id, are its own
+    size_t log = LogRelay::kConsole;  // its index in the log relay
+    SourceHandle child;               // until it is reaped: its pid, and its group's id, are its own
     RankState state = RankState::kRunning;
     int code = -1;
     [[nodiscard]] bool running() const { return state == RankState::kRunning; }
@@ -159,6 +200,24 @@ class JobRunner {
         break;
       case Deadline::kGrace:
         break;  // the stop escalation's clock: it fires TimedOut with its SIGKILL
+      case Deadline::kPeers:
+        deadline_ = loop_.add_timer(
+            now + options_.peer_timeout,
+            [this] {
+              on_peer_timeout();
+              return 0;
+            },
+            "peer deadline");
+        break;
+      case Deadline::kBarrier:
+        deadline_ = loop_.add_timer(
+            now + options_.barrier_timeout,
+            [this] {
+              on_barrier_timeout();
+              return 0;
+            },
+            "barrier deadline");
+        break;
     }
     for (const auto& [state, enter] : kEntries) {
       if (state == to) {
@@ -171,17 +230,27 @@ class JobRunner {
 
   // What entering each state does (the machine's table says what it is for).
   using Enter = void (JobRunner::*)();
-  static const std::pair<State, Enter> kEntries[6];
+  static const std::pair<State, Enter> kEntries[10];
 
   // Records the first reason to stop with its exit code (the job's cause, in
-  // the status file to the end), then fires Failed.
-  void fail(int code, std::string message) {
+  // the status file to the end), tells the other hosts, then fires Failed.
+  // In a multi-host job the cause names this host (and the rank, if any).
+  void fail(int code, std::string message, int rank = -1) {
     if (!exit_code_) {
       exit_code_ = code;
-      status_.cause = message;
-      log_error("{}", message);
+      status_.cause = where(static_cast<int>(host_index()), rank) + message;
+      log_error("{}", status_.cause);
+      tell_other_hosts(StopNotice{code, static_cast<int>(host_index()), rank, message});
     }
     fire(Event::kFailed, std::move(message));
+  }
+
+  // "host 1 rank 3: " in a multi-host job, "" on one host.
+  [[nodiscard]] std::string where(int host, int rank) const {
+    if (!multi_host()) {
+      return {};
+    }
+    return rank >= 0 ? fmt::format("host {} rank {}: ", host, rank) : fmt::format("host {}: ", host);
   }
 
   // --- wait_rank_table -----------------------------------------------------
@@ -328,6 +397,288 @@ class JobRunner {
     poll_.reset();
   }
 
+  // --- resolve_peers, host_barrier -----------------------------------------
+
+  // --job-secret-file's content (without its last newline), else
+  // TRAINIT_JOB_SECRET; empty: none.
+  [[nodiscard]] Result<std::string> job_secret() const {
+    if (options_.job_secret_file.empty()) {
+      return std::string(env_.get("TRAINIT_JOB_SECRET").value_or(""));
+    }
+    auto text = fs_.read_file(options_.job_secret_file, 4096);
+    if (!text) {
+      return Error{fmt::format("--job-secret-file: {}", text.error().message), text.error().errnum};
+    }
+    std::string secret = std::move(*text);
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) {
+      secret.pop_back();
+    }
+    if (secret.empty()) {
+      return Error{fmt::format("--job-secret-file: {} is empty", options_.job_secret_file), EINVAL};
+    }
+    return secret;
+  }
+
+  [[nodiscard]] bool multi_host() const { return plan_.hosts && plan_.hosts->hosts > 1; }
+  [[nodiscard]] unsigned host_index() const { return plan_.hosts ? plan_.hosts->index : 0; }
+
+  void enter_resolve_peers() {
+    if (!multi_host()) {
+      fire(Event::kDone, "a single host has no peers");
+      return;
+    }
+    resolver_ = std::make_unique<Resolver>(loop_, plan_.hosts->peers,
+                                           [this](std::vector<Resolved> r) { on_peers_resolved(std::move(r)); });
+  }
+
+  void on_peers_resolved(std::vector<Resolved> resolved) {
+    resolver_.reset();
+    peer_addrs_.clear();
+    for (const Resolved& peer : resolved) {
+      peer_addrs_.push_back(peer.addrs.front());
+      log_info("host {} is {} ({})", peer_addrs_.size() - 1, peer.name, ipv4_string(peer.addrs.front()));
+    }
+    if (plan_.mpi && !replan_with_addresses()) {
+      return;
+    }
+    fire(Event::kDone, fmt::format("every peer name resolved ({} hosts)", resolved.size()));
+  }
+
+  void on_peer_timeout() {
+    std::vector<std::string> missing = resolver_ ? resolver_->missing() : std::vector<std::string>{};
+    for (const auto& probe : probes_) {
+      if (!probe->succeeded()) {
+        missing.push_back(fmt::format("sshd at {} ({})", probe->endpoint(), errno_string(-probe->last_error())));
+      }
+    }
+    resolver_.reset();
+    probes_.clear();
+    if (!exit_code_) {
+      exit_code_ = kUnavailable;
+      status_.cause = fmt::format("{} within {:.0f} s: {}",
+                                  state_ == State::kResolvePeers ? "peer names not resolved" : "peers not answering",
+                                  seconds(options_.peer_timeout), fmt::join(missing, ", "));
+      log_error("{}", status_.cause);
+    }
+    fire(Event::kTimedOut, "peers did not resolve in time");
+  }
+
+  void enter_host_barrier() {
+    if (!multi_host()) {
+      fire(Event::kDone, "a single host needs no barrier");
+      return;
+    }
+    ControlConfig config;
+    config.host_index = host_index();
+    config.host_count = plan_.hosts->hosts;
+    config.job_id = std::string(env_.get("MA_VJ_NAME").value_or(""));
+    config.secret = secret_;
+    config.peer_loss = options_.peer_loss;
+    ControlEvents events;
+    events.on_go = [this] {
+      if (state_ == State::kHostBarrier) {
+        fire(Event::kDone, "every host checked in");
+      }
+    };
+    events.on_stop = [this](const StopNotice& notice) { on_remote_stop(notice); };
+    events.on_release = [this](int code) { on_release(code); };
+    events.on_lost = [this](unsigned host) {
+      fail(kUnavailable,
+           fmt::format("host {} lost: nothing heard from it for {:.1f} s", host, seconds(options_.peer_loss)));
+    };
+    events.on_checked_in = [](unsigned host) { log_info("host {} checked in", host); };
+    events.on_finished = [this](unsigned host) {
+      log_info("host {}: every rank exited 0", host);
+      maybe_release();
+    };
+    const uint16_t port = plan_.hosts->control_port;
+    if (host_index() == 0) {
+      auto server = ControlServer::listen(loop_, port, peer_addrs_, config, std::move(events));
+      if (!server) {
+        fail(kOsError, fmt::format("control channel: {}", server.error().message));
+        return;
+      }
+      server_ = std::move(*server);
+      server_->check_in();
+    } else {
+      auto client = ControlClient::connect(loop_, peer_addrs_[0], port, config, std::move(events));
+      if (!client) {
+        fail(kOsError, fmt::format("control channel: {}", client.error().message));
+        return;
+      }
+      client_ = std::move(*client);
+      client_->check_in();
+    }
+  }
+
+  // --- start_sshd, wait_peers (mpi) ----------------------------------------
+
+  // trainit's private directory, sshd's configuration, missing host keys,
+  // then sshd; up once its port takes a connection.
+  void enter_start_sshd() {
+    if (!plan_.sshd) {
+      fire(Event::kDone, "no sshd in this plan");
+      return;
+    }
+    if (auto r = make_private_dir(plan_.private_dir); !r) {
+      fail(kCantCreate, r.error().message);
+      return;
+    }
+    for (const auto& dir : plan_.dirs) {
+      if (int r = make_dirs(dir); r < 0) {
+        fail(kCantCreate, fmt::format("cannot create directory {}: {}", dir, errno_string(-r)));
+        return;
+      }
+    }
+    if (auto r = write_file_atomically(plan_.sshd->config_path, plan_.sshd->config, 0600); !r) {
+      fail(kCantCreate, r.error().message);
+      return;
+    }
+    for (const auto& key : plan_.sshd->host_keys) {
+      if (::access(key.c_str(), F_OK) == 0) {
+        continue;
+      }
+      ProcessSpec keygen;
+      keygen.name = "ssh-keygen";
+      keygen.argv = host_key_generation_argv(key);
+      keygen.env = child_base_env(env_);
+      auto started = start_process(keygen);
+      if (!started) {
+        return;
+      }
+      keygens_.push_back(loop_.add_child(
+          started->pid, [this, key](const siginfo_t& info) { return on_keygen_exit(key, info); }, "ssh-keygen"));
+    }
+    if (keygens_.empty()) {
+      start_sshd();
+    }
+  }
+
+  int on_keygen_exit(const std::string& key, const siginfo_t& info) {
+    if (exit_code::of(info) != 0) {
+      fail(kOsError, fmt::format("ssh-keygen could not make the host key {} (exit {})", key, exit_code::of(info)));
+      return 0;
+    }
+    if (++keygens_done_ == keygens_.size() && state_ == State::kStartSshd) {
+      start_sshd();
+    }
+    return 0;
+  }
+
+  void start_sshd() {
+    auto started = start_process(plan_.sshd->process);
+    if (!started) {
+      return;
+    }
+    sshd_pid_ = started->pid;
+    sshd_ = loop_.add_child(
+        sshd_pid_,
+        [this](const siginfo_t& info) {
+          const int code = exit_code::of(info);
+          if (state_ < State::kStopping) {
+            fail(code == 0 ? 1 : code, fmt::format("sshd (pid {}) ended with {}", sshd_pid_, code));
+          }
+          check_all_gone();
+          return 0;
+        },
+        "sshd");
+    log_info("started sshd (pid {}) on port {}", sshd_pid_, plan_.sshd->port);
+    in_addr local{};
+    local.s_addr = htonl(INADDR_LOOPBACK);
+    probes_.clear();
+    probes_.push_back(std::make_unique<TcpProbe>(loop_, local, plan_.sshd->port, [this] {
+      if (state_ == State::kStartSshd) {
+        fire(Event::kDone, fmt::format("sshd takes connections on port {}", plan_.sshd->port));
+      }
+    }));
+  }
+
+  // Host 0: every peer's sshd takes a connection.
+  void enter_wait_peers() {
+    probes_.clear();
+    probes_up_ = 0;
+    const uint16_t port = plan_.sshd ? plan_.sshd->port : 22;
+    for (const in_addr& addr : peer_addrs_) {
+      probes_.push_back(std::make_unique<TcpProbe>(loop_, addr, port, [this] {
+        if (++probes_up_ == probes_.size() && state_ == State::kWaitPeers) {
+          fire(Event::kDone, "every host's sshd takes connections");
+        }
+      }));
+    }
+    if (probes_.empty()) {
+      fire(Event::kDone, "no peer to wait for");
+    }
+  }
+
+  // The plan again, now that the peers have addresses (the hostfile and the
+  // ssh configuration name them by address).
+  bool replan_with_addresses() {
+    input_.peer_addresses.clear();
+    for (const in_addr& addr : peer_addrs_) {
+      input_.peer_addresses.push_back(ipv4_string(addr));
+    }
+    auto plan = make_plan(input_);
+    if (!plan) {
+      fail(kConfig, plan.error().message);
+      return false;
+    }
+    plan_ = std::move(*plan);
+    return true;
+  }
+
+  void on_barrier_timeout() {
+    if (!exit_code_) {
+      exit_code_ = kTempFail;
+      status_.cause =
+          server_ ? fmt::format("hosts missing at the barrier after {:.0f} s: {}", seconds(options_.barrier_timeout),
+                                fmt::join(server_->missing(), ", "))
+                  : fmt::format("host 0 did not open the barrier within {:.0f} s", seconds(options_.barrier_timeout));
+      log_error("{}", status_.cause);
+      tell_other_hosts(StopNotice{kTempFail, static_cast<int>(host_index()), -1, status_.cause});
+    }
+    fire(Event::kTimedOut, "the barrier did not open in time");
+  }
+
+  // Another host stopped the job: this one stops with its code and cause.
+  void on_remote_stop(const StopNotice& notice) {
+    if (!exit_code_) {
+      exit_code_ = notice.exit_code;
+      status_.cause = where(notice.host, notice.rank) + notice.cause;
+      log_error("the job stops: {}", status_.cause);
+    }
+    fire(Event::kFailed, fmt::format("host {} stopped the job", notice.host));
+  }
+
+  // Host 0 released the job: it ended with `code` there.
+  void on_release(int code) {
+    if (code == 0) {
+      fire(Event::kDone, "host 0: every host's ranks exited 0");
+      return;
+    }
+    if (!exit_code_) {
+      exit_code_ = code;
+      status_.cause = fmt::format("host 0: the job ended with {}", code);
+    }
+    fire(Event::kFailed, status_.cause);
+  }
+
+  // Host 0: once its own ranks and every other host's exited 0, the job is
+  // done everywhere.
+  void maybe_release() {
+    if (server_ && server_finished_ && server_->unfinished().empty() && state_ == State::kRunning) {
+      server_->release(0);
+      fire(Event::kDone, "every rank of every host exited 0");
+    }
+  }
+
+  void tell_other_hosts(const StopNotice& notice) {
+    if (server_) {
+      (void)server_->stop(notice);
+    } else if (client_) {
+      (void)client_->stop(notice);
+    }
+  }
+
   // --- spawn, running ------------------------------------------------------
 
   void enter_spawn() {
@@ -374,6 +725,29 @@ class JobRunner {
   }
 
   bool spawn_rank(const ProcessSpec& spec) {
+    auto started = start_process(spec);
+    if (!started) {
+      return false;
+    }
+    const size_t index = ranks_.size();
+    Rank& rank = ranks_.emplace_back();
+    rank.spec = &spec;
+    rank.pid = started->pid;
+    rank.log = started->log;
+    rank.child = loop_.add_child(
+        rank.pid, [this, index](const siginfo_t& info) { return on_rank_exit(index, info); }, spec.name);
+    log_info("started {} (pid {})", spec.name, rank.pid);
+    return true;  // the status file follows once all are started (spawn -> running)
+  }
+
+  struct Started {
+    pid_t pid = 0;
+    size_t log = LogRelay::kConsole;  // its index in the log relay, when it has one
+  };
+
+  // Starts `spec`, its output through the log relay when it asks for it.
+  // nullopt after fail() said why.
+  std::optional<Started> start_process(const ProcessSpec& spec) {
     std::vector<std::string> env;
     env.reserve(spec.env.size());
     for (const auto& var : spec.env) {
@@ -385,13 +759,15 @@ class JobRunner {
     o.cwd = spec.cwd;
     o.grouping = spec.group == GroupPolicy::kSession ? Grouping::kSession : Grouping::kProcessGroup;
     o.signals = &pid1_.parent_signals;
+    Started started;
     Fd output;
     if (spec.output == OutputPolicy::kLogAndConsole) {
       auto pipe = relay_.add_rank(RankLog{spec.console_prefix, spec.log_file});
       if (!pipe) {
         fail(kOsError, fmt::format("{}: {}", spec.name, pipe.error().message));
-        return false;
+        return std::nullopt;
       }
+      started.log = relay_logs_++;
       output = std::move(*pipe);
       o.stdout_fd = output.get();
       o.stderr_fd = output.get();
@@ -399,36 +775,55 @@ class JobRunner {
     auto spawned = spawn(o);
     if (!spawned) {
       fail(spawned.error().exit_code, fmt::format("{}: {}", spec.name, spawned.error().message));
-      return false;
+      return std::nullopt;
     }
-    const size_t index = ranks_.size();
-    Rank& rank = ranks_.emplace_back();
-    rank.spec = &spec;
-    rank.pid = spawned->pid;
-    rank.child = loop_.add_child(
-        rank.pid, [this, index](const siginfo_t& info) { return on_rank_exit(index, info); }, spec.name);
-    log_info("started {} (pid {})", spec.name, rank.pid);
-    return true;  // the status file follows once all are started (spawn -> running)
+    started.pid = spawned->pid;
+    return started;
   }
 
-  void enter_running() { notifier_.send("READY=1"); }
+  void enter_running() {
+    notifier_.send("READY=1");
+    if (ranks_.empty()) {
+      ranks_done();  // a host with no rank of its own (mpi: hosts 1..H-1)
+    }
+  }
+
+  // Every rank of this host exited 0. One host: the job is done. Several:
+  // it is done when every host's is (host 0 then releases them all); until
+  // then a failure elsewhere still stops this host.
+  void ranks_done() {
+    if (!multi_host()) {
+      fire(Event::kDone, "every rank exited 0");
+      return;
+    }
+    log_info("every rank of this host exited 0; waiting for the other hosts");
+    if (client_) {
+      client_->finish();
+    } else if (server_) {
+      server_finished_ = true;
+      maybe_release();
+    }
+  }
 
   int on_rank_exit(size_t index, const siginfo_t& info) {
     Rank& rank = ranks_[index];
     rank.code = exit_code::of(info);
     const bool stopped = state_ >= State::kStopping;  // trainit had begun to stop the job
     rank.state = stopped ? RankState::kStopped : rank.code == 0 ? RankState::kExited : RankState::kFailed;
-    relay_.drain(index);  // all it wrote is in its pipe: on the console before the line about its end
+    if (rank.log != LogRelay::kConsole) {
+      relay_.drain(rank.log);  // all it wrote is in its pipe: on the console before the line about its end
+    }
     const std::string what = info.si_code == CLD_EXITED ? fmt::format("exited with {}", info.si_status)
                                                         : fmt::format("was killed by {}", signal_name(info.si_status));
     write_status();
     if (rank.state == RankState::kFailed && state_ == State::kRunning) {
-      fail(rank.code, fmt::format("{} (pid {}) {}", rank.spec->name, rank.pid, what));
+      fail(rank.code, fmt::format("{} (pid {}) {}", rank.spec->name, rank.pid, what),
+           rank.spec->rank ? static_cast<int>(*rank.spec->rank) : -1);
     } else {
       log_info("{} (pid {}) {}", rank.spec->name, rank.pid, what);
       bool all_exited = std::none_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running(); });
       if (all_exited && state_ == State::kRunning) {
-        fire(Event::kDone, "every rank exited 0");
+        ranks_done();
       } else {
         fire(Event::kRankExited, fmt::format("{} {}", rank.spec->name, what));
       }
@@ -476,6 +871,11 @@ class JobRunner {
   }
 
   void enter_exit() {
+    if (server_) {
+      (void)server_->flush(kControlFlush);
+    } else if (client_) {
+      (void)client_->flush(kControlFlush);
+    }
     relay_.finish();
     relay_.flush_console(std::chrono::milliseconds(1000));
     if (uint64_t dropped = relay_.console_dropped(); dropped > 0) {
@@ -514,7 +914,9 @@ class JobRunner {
     if (signo == SIGTERM || signo == SIGINT) {
       if (!exit_code_) {
         exit_code_ = kSignalBase + signo;
-        status_.cause = fmt::format("trainit got {}", signal_name(signo));
+        const std::string why = fmt::format("trainit got {}", signal_name(signo));
+        status_.cause = where(static_cast<int>(host_index()), -1) + why;
+        tell_other_hosts(StopNotice{*exit_code_, static_cast<int>(host_index()), -1, why});
       }
       fire(Event::kTerm, fmt::format("got {}", signal_name(signo)));
       return 0;
@@ -571,10 +973,29 @@ class JobRunner {
   std::optional<int> exit_code_;
   bool status_error_reported_ = false;
   std::vector<int> log_errors_;  // the errnos of log-file failures reported
+  // Several hosts: the peers' names resolved, then the control channel.
+  std::unique_ptr<Resolver> resolver_;
+  std::vector<in_addr> peer_addrs_;        // host i's address
+  std::unique_ptr<ControlServer> server_;  // host 0
+  std::unique_ptr<ControlClient> client_;  // hosts 1..H-1
+  bool server_finished_ = false;           // host 0's own ranks all exited 0
+  std::string secret_;                     // the hosts' shared secret; empty: none
+  size_t relay_logs_ = 0;                  // processes given to the log relay so far
+  // mpi: sshd, the host keys made for it, the probes of sshd ports.
+  std::vector<SourceHandle> keygens_;
+  size_t keygens_done_ = 0;
+  SourceHandle sshd_;
+  pid_t sshd_pid_ = 0;
+  std::vector<std::unique_ptr<TcpProbe>> probes_;
+  size_t probes_up_ = 0;
 };
 
-const std::pair<State, JobRunner::Enter> JobRunner::kEntries[6] = {
+const std::pair<State, JobRunner::Enter> JobRunner::kEntries[10] = {
     {State::kWaitRankTable, &JobRunner::enter_wait_rank_table},
+    {State::kResolvePeers, &JobRunner::enter_resolve_peers},
+    {State::kStartSshd, &JobRunner::enter_start_sshd},
+    {State::kWaitPeers, &JobRunner::enter_wait_peers},
+    {State::kHostBarrier, &JobRunner::enter_host_barrier},
     {State::kSpawn, &JobRunner::enter_spawn},
     {State::kRunning, &JobRunner::enter_running},
     {State::kStopping, &JobRunner::enter_stopping},

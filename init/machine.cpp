@@ -7,10 +7,11 @@ namespace {
 
 constexpr StateRow kTable[] = {
     {State::kWaitRankTable, "watch the rank table until it is complete and valid", Deadline::kRankTable},
-    {State::kResolvePeers, "resolve every peer's name", Deadline::kNone},
+    {State::kResolvePeers, "resolve every peer's name", Deadline::kPeers},
     {State::kStartSshd, "start sshd", Deadline::kNone},
-    {State::kWaitPeers, "wait until every peer's sshd accepts connections", Deadline::kNone},
-    {State::kHostBarrier, "wait until every host checked in", Deadline::kNone},
+    {State::kWaitPeers, "wait until every peer's sshd accepts connections", Deadline::kPeers},
+    {State::kHostBarrier, "wait until every host checked in, then open the control channel's barrier",
+     Deadline::kBarrier},
     {State::kSpawn, "create directories and files, start every rank", Deadline::kNone},
     {State::kRunning, "watch the ranks", Deadline::kNone},
     {State::kStopping, "SIGTERM and SIGCONT to every live rank's group (newest first) and everything else",

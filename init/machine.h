@@ -37,6 +37,8 @@ enum class Deadline {
   kNone,
   kRankTable,  // --rank-table-timeout
   kGrace,      // --grace: the stop escalation's clock (SIGKILL when it runs out)
+  kPeers,      // --peer-timeout: peer names resolved, peers' sshd up
+  kBarrier,    // --barrier-timeout: every host checked in
 };
 
 // One row of the table: what entering a state does and what bounds its time.

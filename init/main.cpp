@@ -69,6 +69,10 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
     case Action::kRun:
       break;
   }
+  if (!options->as_user.empty()) {
+    log_error("--as-user (TRAINIT_AS_USER) is for trainit plan: a run is whoever starts it");
+    return exit_code::kUsage;
+  }
 
   Pid1 pid1;
   if (int r = setup_pid1(parent_signals, options->parent_death_signal, &pid1); r < 0) {

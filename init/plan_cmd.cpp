@@ -59,8 +59,7 @@ CommandOutput plan_command(int argc, const char* const* argv, const char* const*
       warnings += fmt::format("trainit: warning: {}\n", warning);
     }
     PlanInput input;
-    input.options.mode = options->mode;
-    input.options.max_local_devices = options->max_local_devices;
+    input.options = plan_options(*options);
     input.argv = std::move(options->command);
     input.env = Environment::from_envp(envp);
     input.fs = &fs;

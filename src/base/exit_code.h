@@ -12,11 +12,12 @@
 namespace trainit::exit_code {
 
 inline constexpr int kUsage = 64;           // EX_USAGE: bad command line or variable; nothing was started
+inline constexpr int kUnavailable = 69;     // EX_UNAVAILABLE: a peer never resolved, or a host was lost
 inline constexpr int kSoftware = 70;        // EX_SOFTWARE: the event loop broke after the first spawn
 inline constexpr int kOsError = 71;         // EX_OSERR: could not set up or start a process (epoll, fork, pipe, chdir)
 inline constexpr int kCantCreate = 73;      // EX_CANTCREAT: a directory or file of the job's plan
 inline constexpr int kIoError = 74;         // EX_IOERR: `trainit plan` could not write the plan
-inline constexpr int kTempFail = 75;        // EX_TEMPFAIL: timed out waiting for the rank table
+inline constexpr int kTempFail = 75;        // EX_TEMPFAIL: timed out waiting for the rank table or the barrier
 inline constexpr int kConfig = 78;          // EX_CONFIG: bad configuration or rank table
 inline constexpr int kCannotExecute = 126;  // PROGRAM exists but cannot be executed (as a shell says)
 inline constexpr int kNotFound = 127;       // PROGRAM not found (as a shell says)

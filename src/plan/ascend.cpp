@@ -5,13 +5,13 @@
 #include <cerrno>
 #include <unordered_set>
 
+#include "platform/geometry.h"
 #include "platform/path.h"
 #include "platform/text.h"
 
 namespace trainit {
 namespace {
 
-constexpr std::string_view kTmpLogDir = "/tmp/log";
 constexpr std::string_view kCacheDir = "/cache";
 constexpr std::string_view kDefaultHcclConnectTimeout = "1800";
 
@@ -23,6 +23,49 @@ Plan waiting_plan(RankTablePlan rank_table) {
   plan.signals = SignalPolicy::kStop;
   plan.rank_table = std::move(rank_table);
   return plan;
+}
+
+// The hosts (containers) of the table: its servers (template 1) or its pods
+// with devices (template 2, where two pods may share a server), and this
+// host's position among them.
+KnownGeometry table_geometry(const RankTable& table, const HostEntry& host, std::string_view source) {
+  KnownGeometry known;
+  if (table.format == RankTableFormat::kTemplate1) {
+    known.hosts = static_cast<unsigned>(table.servers.size());
+    known.index = static_cast<unsigned>(host.server);
+    known.source = fmt::format("the rank table {}, which lists {} server{}", one_line(source), known.hosts,
+                               known.hosts == 1 ? "" : "s");
+    return known;
+  }
+  known.hosts = 0;
+  for (std::size_t i = 0; i < table.pods.size(); ++i) {
+    if (table.pods[i].count == 0)
+      continue;
+    if (table.pod_name(i) == host.pod_name)
+      known.index = known.hosts;
+    ++known.hosts;
+  }
+  known.source = fmt::format("the rank table {}, which lists {} pod{} with devices", one_line(source), known.hosts,
+                             known.hosts == 1 ? "" : "s");
+  return known;
+}
+
+// Several hosts: the geometry they meet by (HostsPlan); nullopt for one.
+// The platform says how many hosts the job has (MA_NUM_HOSTS): more than one,
+// and the table must agree. Unset or 1, this host runs its own devices of
+// the table alone, as the reference launcher does, whatever else the table
+// lists, and reads no other geometry variable.
+Result<std::optional<HostsPlan>> plan_hosts(const PlanInput& input, const KnownGeometry& known) {
+  auto declared = input.env.num_hosts();
+  if (!declared)
+    return declared.error();
+  if (declared->value_or(1) <= 1)
+    return std::optional<HostsPlan>();
+  auto geometry = job_geometry(input.env, known);
+  if (!geometry)
+    return geometry.error();
+  return std::optional<HostsPlan>(
+      HostsPlan{geometry->hosts, geometry->index, std::move(geometry->peers), input.options.control_port});
 }
 
 void add_dir(std::vector<std::string>& dirs, std::unordered_set<std::string>& seen, std::string dir) {
@@ -81,6 +124,10 @@ Result<Plan> plan_ascend(const PlanInput& input) {
   if (!host)
     return host.error();
 
+  auto hosts = plan_hosts(input, table_geometry(table, *host, rank_table.source));
+  if (!hosts)
+    return hosts.error();
+
   rank_table.ready = true;
   rank_table.format = table.format;
   rank_table.version = table.version;
@@ -89,10 +136,15 @@ Result<Plan> plan_ascend(const PlanInput& input) {
   rank_table.pod_name = host->pod_name;
 
   Plan plan = waiting_plan(RankTablePlan{});
+  if (*hosts) {
+    // The hosts meet before any rank starts: a slow host no longer makes the
+    // others' HCCL connections time out.
+    plan.states = {State::kWaitRankTable, State::kResolvePeers, State::kHostBarrier, State::kSpawn,
+                   State::kRunning,       State::kStopping,     State::kReaping,     State::kExit};
+    plan.hosts = std::move(*hosts);
+  }
   std::unordered_set<std::string> seen_dirs;
-  std::string log_dir(kTmpLogDir);
-  if (*mount && fs.kind(join_path(**mount, "log")) == PathKind::kDirectory)
-    log_dir = join_path(**mount, "log");
+  const std::string log_dir = job_log_dir(*mount, fs);
   add_dir(plan.dirs, seen_dirs, log_dir);
 
   if (table.format == RankTableFormat::kTemplate2) {

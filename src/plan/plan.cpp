@@ -7,6 +7,8 @@
 #include "base/env.h"
 #include "plan/ascend.h"
 #include "plan/exec.h"
+#include "plan/mpi.h"
+#include "platform/path.h"
 #include "platform/text.h"
 
 namespace trainit {
@@ -38,7 +40,15 @@ std::string_view state_name(State state) noexcept {
 }
 
 std::string_view mode_name(Mode mode) noexcept {
-  return mode == Mode::kAscend ? "ascend" : "exec";
+  switch (mode) {
+    case Mode::kExec:
+      return "exec";
+    case Mode::kAscend:
+      return "ascend";
+    case Mode::kMpi:
+      return "mpi";
+  }
+  return "?";
 }
 
 Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
@@ -46,6 +56,8 @@ Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
     return Mode::kExec;
   if (requested == RequestedMode::kAscend)
     return Mode::kAscend;
+  if (requested == RequestedMode::kMpi)
+    return Mode::kMpi;
   auto method = env.run_method();
   if (!method)
     return method.error();
@@ -67,7 +79,9 @@ Result<Plan> make_plan(const PlanInput& input) {
     auto mode = resolve_mode(input.options.mode, input.env);
     if (!mode)
       return mode.error();
-    auto plan = *mode == Mode::kAscend ? plan_ascend(input) : plan_exec(input);
+    Result<Plan> plan = *mode == Mode::kAscend ? plan_ascend(input)
+                        : *mode == Mode::kMpi  ? plan_mpi(input)
+                                               : plan_exec(input);
     if (plan) {
       plan->settings = input.settings;
     }
@@ -86,6 +100,15 @@ std::vector<EnvVar> child_base_env(const Environment& env) {
     }
   }
   return out;
+}
+
+std::string job_log_dir(const std::optional<std::string>& mount_path, const FileSystem& fs) {
+  if (mount_path) {
+    std::string dir = join_path(*mount_path, "log");
+    if (fs.kind(dir) == PathKind::kDirectory)
+      return dir;
+  }
+  return "/tmp/log";
 }
 
 void set_env(std::vector<EnvVar>& env, std::string_view name, std::string value) {

@@ -40,11 +40,12 @@ enum class State {
 };
 [[nodiscard]] std::string_view state_name(State state) noexcept;  // "wait_rank_table", ...
 
-enum class Mode { kExec, kAscend };
-[[nodiscard]] std::string_view mode_name(Mode mode) noexcept;  // "exec", "ascend"
+enum class Mode { kExec, kAscend, kMpi };
+[[nodiscard]] std::string_view mode_name(Mode mode) noexcept;  // "exec", "ascend", "mpi"
 
-// --mode: auto picks ascend when a rank-table variable is set, exec otherwise.
-enum class RequestedMode { kAuto, kExec, kAscend };
+// --mode: auto picks ascend when a rank-table variable is set, exec otherwise;
+// mpi is only ever asked for (nothing in the environment says "MPI").
+enum class RequestedMode { kAuto, kExec, kAscend, kMpi };
 
 // What SIGTERM/SIGINT (and the other catchable signals) to trainit mean.
 enum class SignalPolicy {
@@ -94,6 +95,55 @@ struct RankTablePlan {
   std::string rank_table_file;  // what the ranks' RANK_TABLE_FILE names
 };
 
+// The port host 0's trainit listens on for the other hosts' (barrier, stop,
+// release, heartbeats). Not 18888 (torchrun's master), 29500 (PyTorch's
+// default master port), nor 36666 (the MPI launch's sshd).
+inline constexpr std::uint16_t kDefaultControlPort = 36660;
+
+// A job of several hosts (containers): who they are and how they meet.
+struct HostsPlan {
+  unsigned hosts = 1;
+  unsigned index = 0;              // this host's
+  std::vector<std::string> peers;  // host i's DNS name (platform/geometry.h), i = 0..hosts-1
+  std::uint16_t control_port = kDefaultControlPort;
+};
+
+// The per-job sshd every host of a multi-host MPI job runs (start_sshd), so
+// that host 0's mpirun can start the ranks of the others. Key-only: no
+// password, no keyboard-interactive, no PAM; only trainit's own user may log
+// in. The runner, in start_sshd: creates Plan::private_dir and Plan::dirs
+// (the log dir; as root also sshd's /run/sshd), writes `config` to
+// `config_path` (0600), generates each of `host_keys` that is missing
+// (host_key_generation_argv in plan/mpi.h), then spawns `process`; sshd is
+// up when `port` accepts connections.
+struct SshdPlan {
+  std::string sshd_path;               // /usr/sbin/sshd (sshd re-executes itself: an absolute path)
+  std::string config_path;             // <private_dir>/sshd_config
+  std::string config;                  // the sshd_config text
+  std::uint16_t port = 0;              // MY_SSHD_PORT, default 36666
+  std::string host_key_dir;            // = Plan::private_dir
+  std::vector<std::string> host_keys;  // private host keys to generate when missing
+  std::string authorized_keys;         // the keys file sshd reads (AuthorizedKeysFile)
+  std::string user;                    // AllowUsers (empty: not restricted by name; see plan/mpi.h)
+  // sshd itself: argv {sshd_path, "-D", "-e", "-f", config_path} (in the
+  // foreground, logging to stderr), its own session, output through the log
+  // relay like a rank's.
+  ProcessSpec process;
+};
+
+// What host 0 hands mpirun, and the part every host plays in an MPI job.
+// The hostfile, the tune file and (several hosts) the ssh client config are
+// Plan::files; until the plan is made with PlanInput::peer_addresses, the
+// hostfile and ssh config name the peers by DNS name.
+struct MpiPlan {
+  std::string hostfile_path;    // "<host> slots=<slots>" per host (render_hostfile)
+  std::string tune_path;        // mpirun -tune: "-x NAME" per forwarded variable (render_tune_file)
+  std::string ssh_config_path;  // ssh -F for mpirun's ssh; empty for a single host (no ssh)
+  unsigned slots = 1;           // processes per host: MY_MPI_SLOTS, else MA_NUM_GPUS, else 1
+  bool host0 = false;           // this host runs mpirun; the others only serve sshd until released
+  bool addresses = false;       // the hostfile and ssh config name peers by address, not DNS name
+};
+
 // One of trainit's settings (an option, from the command line or its
 // variable), as `trainit plan` shows it. init/cli.cpp makes them; a plan
 // only carries them.
@@ -108,10 +158,18 @@ struct Plan {
   std::vector<State> states;
   SignalPolicy signals = SignalPolicy::kForward;
   std::optional<RankTablePlan> rank_table;  // ascend
-  std::vector<std::string> dirs;            // created (mkdir -p, 0755) before the first spawn, in order
-  std::vector<FileSpec> files;              // written after dirs, before the first spawn
-  std::vector<ProcessSpec> processes;       // in spawn order
-  std::vector<Setting> settings;            // PlanInput's, for `trainit plan` to show
+  std::optional<HostsPlan> hosts;           // several hosts (ascend, mpi), or mode mpi
+  // trainit's own directory for this job (mpi: sshd_config, host keys, ssh
+  // config, hostfile, tune file); empty: none. Created mode 0700 before the
+  // first state that writes into it; it must then be a directory of trainit's
+  // own user, not a symlink, and not group/world-writable (sshd's rules).
+  std::string private_dir;
+  std::optional<SshdPlan> sshd;        // mpi, several hosts
+  std::optional<MpiPlan> mpi;          // mpi
+  std::vector<std::string> dirs;       // created (mkdir -p, 0755) before the first spawn, in order
+  std::vector<FileSpec> files;         // written after dirs, before the first spawn
+  std::vector<ProcessSpec> processes;  // in spawn order
+  std::vector<Setting> settings;       // PlanInput's, for `trainit plan` to show
 };
 
 // --max-local-devices: how many devices one host may have in a rank table
@@ -123,6 +181,23 @@ inline constexpr unsigned kMaxLocalDevices = 4096;
 struct PlanOptions {
   RequestedMode mode = RequestedMode::kAuto;
   unsigned max_local_devices = kDefaultLocalDevices;  // rank-table device_id limit per host
+  std::uint16_t control_port = kDefaultControlPort;   // host 0's control channel (see HostsPlan)
+  // The keys sshd accepts (mpi). Empty: $HOME/.ssh/authorized_keys, HOME
+  // from the environment (the home of the user trainit runs as).
+  std::string ssh_authorized_keys;
+  // The private key mpirun's ssh offers (mpi). Empty: ssh's own defaults
+  // (~/.ssh/id_*).
+  std::string ssh_identity;
+  // trainit's private per-job directory (Plan::private_dir). Empty:
+  // /tmp/trainit-<MA_VJ_NAME>.
+  std::string private_dir;
+  // Who trainit runs as; the caller knows (geteuid, getpwuid), the planner
+  // stays pure. is_root: mpirun gets --allow-run-as-root and sshd permits
+  // root's key login. user: the one user sshd lets in (AllowUsers); empty:
+  // "root" when is_root, else no AllowUsers line (a non-root sshd cannot
+  // switch users: only its own can log in anyway).
+  bool is_root = false;
+  std::string user;
 };
 
 struct PlanInput {
@@ -130,7 +205,11 @@ struct PlanInput {
   std::vector<std::string> argv;   // the command (after `--`), not empty
   Environment env;                 // trainit's own environment
   const FileSystem* fs = nullptr;  // what planners read through; never null
-  std::vector<Setting> settings;   // carried into the plan as they are
+  // After resolve_peers: host i's address (IPv4/IPv6 literal), one per host.
+  // Empty before. A plan made again with them writes the addresses into the
+  // MPI hostfile and ssh config (the reference's hostfile holds addresses).
+  std::vector<std::string> peer_addresses;
+  std::vector<Setting> settings;  // carried into the plan as they are
 };
 
 // Picks the mode: an explicit --mode wins; auto refuses when MA_RUN_METHOD
@@ -145,7 +224,10 @@ struct PlanInput {
 // errnum is EBADMSG says that the rank table's text, as read, is not one
 // well-formed JSON document (see parse_json), which is also how a table
 // caught mid-write reads: the run waits for the next version of the file,
-// `trainit plan` refuses it. The table is read once per call.
+// `trainit plan` refuses it. The table is read once per call. An MPI plan of
+// several hosts names its peers by DNS name until it is made again with
+// PlanInput::peer_addresses, which the run does after resolve_peers (the
+// hostfile and ssh config then hold the addresses; nothing else changes).
 [[nodiscard]] Result<Plan> make_plan(const PlanInput& input);
 
 // The environment every planned process starts from: trainit's own, minus
@@ -153,6 +235,10 @@ struct PlanInput {
 // uses too): a child must not talk to trainit's own supervisor in its name,
 // nor be configured as if it were trainit.
 [[nodiscard]] std::vector<EnvVar> child_base_env(const Environment& env);
+
+// Where a job mode's logs go (CONTRACT.md §3): <MA_MOUNT_PATH>/log when that
+// is a directory, else /tmp/log.
+[[nodiscard]] std::string job_log_dir(const std::optional<std::string>& mount_path, const FileSystem& fs);
 
 // Sets `name` in `env`: replaced in place when present, appended otherwise.
 void set_env(std::vector<EnvVar>& env, std::string_view name, std::string value);

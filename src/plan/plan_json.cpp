@@ -6,6 +6,8 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "plan/mpi.h"
+
 namespace trainit {
 namespace {
 
@@ -33,6 +35,51 @@ Ordered rank_table_json(const RankTablePlan& rt) {
   if (rt.format == RankTableFormat::kTemplate2)
     out["pod_name"] = rt.pod_name;
   out["rank_table_file"] = rt.rank_table_file;
+  return out;
+}
+
+Ordered hosts_json(const HostsPlan& hosts) {
+  Ordered out = Ordered::object();
+  out["hosts"] = hosts.hosts;
+  out["index"] = hosts.index;
+  out["control_port"] = hosts.control_port;
+  out["peers"] = hosts.peers;
+  return out;
+}
+
+Ordered process_json(const ProcessSpec& p);
+
+Ordered sshd_json(const SshdPlan& sshd) {
+  Ordered out = Ordered::object();
+  out["path"] = sshd.sshd_path;
+  out["port"] = sshd.port;
+  out["config_path"] = sshd.config_path;
+  out["config"] = sshd.config;
+  Ordered keys = Ordered::array();
+  for (const std::string& key : sshd.host_keys) {
+    Ordered k = Ordered::object();
+    k["path"] = key;
+    k["generate"] = host_key_generation_argv(key);
+    keys.push_back(std::move(k));
+  }
+  out["host_keys"] = std::move(keys);
+  out["authorized_keys"] = sshd.authorized_keys;
+  out["user"] = sshd.user.empty() ? Ordered(nullptr) : Ordered(sshd.user);
+  out["process"] = process_json(sshd.process);
+  return out;
+}
+
+Ordered mpi_json(const MpiPlan& mpi) {
+  Ordered out = Ordered::object();
+  out["host0"] = mpi.host0;
+  out["slots"] = mpi.slots;
+  if (!mpi.host0)
+    return out;
+  out["hostfile_path"] = mpi.hostfile_path;
+  out["tune_path"] = mpi.tune_path;
+  out["ssh_config_path"] = mpi.ssh_config_path.empty() ? Ordered(nullptr) : Ordered(mpi.ssh_config_path);
+  if (!mpi.ssh_config_path.empty())
+    out["peers_by"] = mpi.addresses ? "address" : "name";
   return out;
 }
 
@@ -83,6 +130,14 @@ std::string plan_to_json(const Plan& plan) {
   out["states"] = std::move(states);
   if (plan.rank_table)
     out["rank_table"] = rank_table_json(*plan.rank_table);
+  if (plan.hosts)
+    out["hosts"] = hosts_json(*plan.hosts);
+  if (!plan.private_dir.empty())
+    out["private_dir"] = plan.private_dir;
+  if (plan.sshd)
+    out["sshd"] = sshd_json(*plan.sshd);
+  if (plan.mpi)
+    out["mpi"] = mpi_json(*plan.mpi);
   out["dirs"] = plan.dirs;
   Ordered files = Ordered::array();
   for (const FileSpec& f : plan.files) {

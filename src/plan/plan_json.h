@@ -4,7 +4,7 @@
 //
 //   {
 //     "schema": "trainit.plan/v1",
-//     "mode": "ascend" | "exec",
+//     "mode": "ascend" | "exec" | "mpi",
 //     "signals": "stop" | "forward",
 //     "states": ["wait_rank_table", "spawn", ...],
 //     "rank_table": {                      // ascend only
@@ -13,6 +13,22 @@
 //       "format": "template1" | "template2", "version": "1.0" (template 1),
 //       "rank_size": N, "server_id": ..., "pod_name": ... (template 2),
 //       "rank_table_file": path the ranks get
+//     },
+//     "hosts": {                           // several hosts, or mode mpi
+//       "hosts": N, "index": i, "control_port": port,
+//       "peers": [host 0's DNS name, ...]
+//     },
+//     "private_dir": path,                 // trainit's own per-job dir (mpi)
+//     "sshd": {                            // mpi, several hosts
+//       "path", "port", "config_path", "config": the sshd_config text,
+//       "host_keys": [{"path", "generate": ssh-keygen argv}],
+//       "authorized_keys": path, "user": AllowUsers name | null,
+//       "process": a process, as in "processes"
+//     },
+//     "mpi": {                             // mpi
+//       "host0": bool, "slots": N,
+//       "hostfile_path", "tune_path", "ssh_config_path" | null,   // host 0 only
+//       "peers_by": "name" | "address"     // several hosts: what the hostfile and ssh config hold
 //     },
 //     "dirs": [path, ...],                 // mkdir -p before the first spawn
 //     "files": [{"path", "mode": "0644", "content"}],

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/number.h"
+#include "platform/geometry.h"
 #include "platform/path.h"
 #include "platform/text.h"
 
@@ -75,7 +78,7 @@ Result<std::optional<unsigned>> Environment::number(std::string_view name, std::
 }
 
 Result<std::optional<unsigned>> Environment::num_hosts() const {
-  return number("MA_NUM_HOSTS", 1, 1'000'000);
+  return number("MA_NUM_HOSTS", 1, kMaxHosts);
 }
 
 Result<std::optional<unsigned>> Environment::num_gpus() const {
@@ -230,11 +233,45 @@ Result<std::string> Environment::peer_name(unsigned index) const {
   if (!vj)
     return vj.error();
   auto task = task_name();
-  if (!task)
-    return Error{"MA_TASK_NAME is not set: peers' names are built from it"};
-  if (!is_safe_name(*task))
+  if (task && !is_safe_name(*task))
     return bad_value("MA_TASK_NAME", *task, "not a safe name");
-  return fmt::format("{}-{}-{}.{}", *vj, *task, index, *vj);
+  return peer_dns_name(*vj, task.value_or(kDefaultTaskName), index);
+}
+
+Result<std::optional<std::string>> Environment::home() const {
+  auto value = get("HOME");
+  if (!value)
+    return std::optional<std::string>();
+  auto path = absolute_path("HOME", *value);
+  if (!path)
+    return path.error();
+  return std::optional<std::string>(std::move(*path));
+}
+
+Result<std::uint16_t> Environment::sshd_port() const {
+  auto port = number("MY_SSHD_PORT", 1, 65535);
+  if (!port)
+    return port.error();
+  return static_cast<std::uint16_t>(port->value_or(kDefaultSshdPort));
+}
+
+Result<std::optional<unsigned>> Environment::mpi_slots() const {
+  return number("MY_MPI_SLOTS", 1, 1024);
+}
+
+Result<std::string> Environment::mpi_interfaces() const {
+  auto value = get("MY_MPI_BTL_TCP_IF");
+  if (!value)
+    return std::string(kDefaultMpiInterfaces);
+  constexpr std::size_t kMaxBytes = 256;
+  auto allowed = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("._-:,^=").find(c) != std::string_view::npos;
+  };
+  if (value->size() > kMaxBytes || !std::all_of(value->begin(), value->end(), allowed)) {
+    return bad_value("MY_MPI_BTL_TCP_IF", *value, "not a list of interface names (1-256 of A-Z a-z 0-9 . _ - : , ^ =)");
+  }
+  return std::string(*value);
 }
 
 }  // namespace trainit

@@ -24,6 +24,15 @@
 
 namespace trainit {
 
+// Hosts trainit plans a job for at most (MA_NUM_HOSTS): a peer list, a
+// hostfile and an ssh client config entry per host stay a few MB.
+inline constexpr unsigned kMaxHosts = 65536;
+
+// The sshd port of the MPI launch when MY_SSHD_PORT is unset (the platform's).
+inline constexpr std::uint16_t kDefaultSshdPort = 36666;
+// The interfaces NCCL may use when MY_MPI_BTL_TCP_IF is unset (the platform's).
+inline constexpr std::string_view kDefaultMpiInterfaces = "eth0,bond0";
+
 struct EnvVar {
   std::string name;
   std::string value;
@@ -57,8 +66,8 @@ class Environment {
   [[nodiscard]] std::optional<std::string_view> get(std::string_view name) const;
 
   // --- CONTRACT.md §1, each validated when asked -------------------------
-  [[nodiscard]] Result<std::optional<unsigned>> num_hosts() const;  // MA_NUM_HOSTS, >= 1
-  [[nodiscard]] Result<std::optional<unsigned>> num_gpus() const;   // MA_NUM_GPUS
+  [[nodiscard]] Result<std::optional<unsigned>> num_hosts() const;  // MA_NUM_HOSTS, 1..kMaxHosts
+  [[nodiscard]] Result<std::optional<unsigned>> num_gpus() const;   // MA_NUM_GPUS, 0..1024
   // This host's index: MA_TASK_INDEX, else VC_TASK_INDEX, else VK_TASK_INDEX.
   [[nodiscard]] Result<std::optional<unsigned>> task_index() const;
   // MA_VJ_NAME, required, a safe name (see is_safe_name).
@@ -66,7 +75,7 @@ class Environment {
   // JOB_ID for Ascend ranks: MA_VJ_NAME with its first "ma-job" replaced by
   // "modelarts-job". A safe name, so usable as a path component.
   [[nodiscard]] Result<std::string> job_id() const;
-  [[nodiscard]] std::optional<std::string_view> task_name() const;              // MA_TASK_NAME
+  [[nodiscard]] std::optional<std::string_view> task_name() const;              // MA_TASK_NAME, as set
   [[nodiscard]] std::optional<std::string_view> current_instance_name() const;  // MA_CURRENT_INSTANCE_NAME
   [[nodiscard]] std::optional<std::string_view> current_host_ip() const;        // MA_CURRENT_HOST_IP
   // MA_MOUNT_PATH: absolute; returned in normal form (see normalize_path).
@@ -89,8 +98,21 @@ class Environment {
   // TF_PS_HOSTS / TF_WORKER_HOSTS: comma-separated host:port (port 1..65535).
   [[nodiscard]] Result<std::vector<std::string>> tf_ps_hosts() const;
   [[nodiscard]] Result<std::vector<std::string>> tf_worker_hosts() const;
-  // Host `index`'s DNS name: ${MA_VJ_NAME}-${MA_TASK_NAME}-${index}.${MA_VJ_NAME}.
+  // Host `index`'s DNS name: ${MA_VJ_NAME}-${MA_TASK_NAME}-${index}.${MA_VJ_NAME},
+  // MA_TASK_NAME "worker" when unset (as job_geometry() names them).
   [[nodiscard]] Result<std::string> peer_name(unsigned index) const;
+
+  // --- the MPI launch's own variables (the platform's run script reads them) --
+  // HOME: absolute, normal form; nullopt when unset.
+  [[nodiscard]] Result<std::optional<std::string>> home() const;
+  // MY_SSHD_PORT: 1..65535, default kDefaultSshdPort.
+  [[nodiscard]] Result<std::uint16_t> sshd_port() const;
+  // MY_MPI_SLOTS: processes per host, 1..1024; nullopt when unset.
+  [[nodiscard]] Result<std::optional<unsigned>> mpi_slots() const;
+  // MY_MPI_BTL_TCP_IF: NCCL_SOCKET_IFNAME's value, a comma-separated list of
+  // interface names or prefixes (NCCL's optional leading ^ or =), 1..256
+  // bytes of A-Z a-z 0-9 . _ - : , ^ =; default kDefaultMpiInterfaces.
+  [[nodiscard]] Result<std::string> mpi_interfaces() const;
 
  private:
   Result<std::optional<unsigned>> number(std::string_view name, std::uint64_t min, std::uint64_t max) const;

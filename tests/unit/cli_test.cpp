@@ -225,6 +225,15 @@ const std::map<std::string, Sample, std::less<>> kSamples = {
     {"rank-table-timeout", {"60", "60", "70"}},
     {"max-local-devices", {"32", "32", "8"}},
     {"status-file", {"/run/status.json", "/run/status.json", "/tmp/other.json"}},
+    {"peer-timeout", {"30", "30", "40"}},
+    {"barrier-timeout", {"90", "90", "120"}},
+    {"peer-loss", {"3", "3", "5"}},
+    {"control-port", {"40000", "40000", "40001"}},
+    {"job-secret-file", {"/run/secret", "/run/secret", "/tmp/secret"}},
+    {"ssh-authorized-keys", {"/etc/keys", "/etc/keys", "/tmp/keys"}},
+    {"ssh-identity", {"/etc/id", "/etc/id", "/tmp/id"}},
+    {"private-dir", {"/run/trainit", "/run/trainit", "/tmp/trainit"}},
+    {"as-user", {"ma-user", "ma-user", "root"}},
 };
 
 // The words of the command line that give `spec` the value `value`.
@@ -336,7 +345,7 @@ TEST(Cli, FlagVariablesTakeYesAndNoWords) {
 TEST(Cli, BadVariableValueIsAUsageErrorNamingTheVariableAndTheValue) {
   const std::pair<Env, const char*> cases[] = {
       {{{"TRAINIT_GRACE", "soon"}}, "TRAINIT_GRACE=\"soon\": expected seconds such as 8 or 0.5"},
-      {{{"TRAINIT_MODE", "torchrun"}}, "TRAINIT_MODE=\"torchrun\": expected auto, exec or ascend"},
+      {{{"TRAINIT_MODE", "torchrun"}}, "TRAINIT_MODE=\"torchrun\": expected auto, exec, ascend or mpi"},
       {{{"TRAINIT_RESTART", "sometimes"}}, "TRAINIT_RESTART=\"sometimes\": expected no, on-failure or always"},
       {{{"TRAINIT_EXIT_ZERO", "143,x"}}, "TRAINIT_EXIT_ZERO=\"143,x\": \"x\": expected an exit code in 0-255"},
       {{{"TRAINIT_STATUS_FILE", "status.json"}}, "TRAINIT_STATUS_FILE=\"status.json\": expected an absolute path"},

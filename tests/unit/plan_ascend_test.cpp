@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -321,6 +322,60 @@ TEST_F(AscendPlan, SixteenDevicesOnOneHost) {
   ASSERT_EQ(plan.processes.size(), 16u);
   EXPECT_EQ(plan.processes[15].name, "proc-rank-15-device-15");
   EXPECT_EQ(plan.rank_table->rank_size, 16u);
+}
+
+TEST_F(AscendPlan, ATableOfSeveralHostsMeetsAtABarrierBeforeAnyRankStarts) {
+  fs.add_file(kTable, template1({2, 2, 2}).dump());
+  Plan plan = planned({{"MA_CURRENT_HOST_IP", "10.0.0.2"}, {"MA_NUM_HOSTS", "3"}, {"MA_TASK_INDEX", "1"}});
+  EXPECT_EQ(plan.states,
+            (std::vector<State>{State::kWaitRankTable, State::kResolvePeers, State::kHostBarrier, State::kSpawn,
+                                State::kRunning, State::kStopping, State::kReaping, State::kExit}));
+  ASSERT_TRUE(plan.hosts.has_value());
+  EXPECT_EQ(plan.hosts->hosts, 3u);
+  EXPECT_EQ(plan.hosts->index, 1u);
+  EXPECT_EQ(plan.hosts->control_port, kDefaultControlPort);
+  EXPECT_EQ(plan.hosts->peers,
+            (std::vector<std::string>{"ma-job-3f2a-worker-0.ma-job-3f2a", "ma-job-3f2a-worker-1.ma-job-3f2a",
+                                      "ma-job-3f2a-worker-2.ma-job-3f2a"}));
+}
+
+// The platform's MA_NUM_HOSTS says whether the hosts meet; without it a
+// container runs its own devices of a table of several pods alone, as the
+// reference launcher (and trainit before the barrier) does.
+TEST_F(AscendPlan, WithoutAHostCountATableOfSeveralPodsRunsThisPodAlone) {
+  fs.add_file(kTable, template2({2, 2}).dump());
+  Plan plan = planned({{"MA_CURRENT_INSTANCE_NAME", "ma-job-x-worker-1"}});
+  EXPECT_FALSE(plan.hosts.has_value());
+  EXPECT_EQ(plan.processes.size(), 2u) << "this pod's devices";
+  EXPECT_EQ(std::count(plan.states.begin(), plan.states.end(), State::kHostBarrier), 0);
+}
+
+TEST_F(AscendPlan, AHostCountOfSeveralMeetsTheOtherHostsAtTheBarrier) {
+  fs.add_file(kTable, template2({2, 2}).dump());
+  Plan plan = planned({{"MA_CURRENT_INSTANCE_NAME", "ma-job-x-worker-1"},
+                       {"MA_NUM_HOSTS", "2"},
+                       {"MA_TASK_INDEX", "1"},
+                       {"MA_TASK_NAME", "worker"}});
+  ASSERT_TRUE(plan.hosts.has_value());
+  EXPECT_EQ(plan.hosts->hosts, 2u);
+  EXPECT_EQ(plan.hosts->index, 1u);
+  EXPECT_EQ(std::count(plan.states.begin(), plan.states.end(), State::kHostBarrier), 1);
+}
+
+TEST_F(AscendPlan, AHostCountThatDisagreesWithTheTableIsRefusedNamingBoth) {
+  fs.add_file(kTable, template1({2, 2}).dump());
+  EXPECT_EQ(refusal({{"MA_CURRENT_HOST_IP", "10.0.0.1"}, {"MA_NUM_HOSTS", "4"}, {"MA_TASK_INDEX", "0"}}),
+            "MA_NUM_HOSTS=4 disagrees with the rank table /user/config/jobstart_hccl.json, which lists 2 servers");
+  fs.add_file(kTable, template1({2}).dump());
+  EXPECT_EQ(refusal({{"MA_NUM_HOSTS", "2"}, {"MA_TASK_INDEX", "0"}}),
+            "MA_NUM_HOSTS=2 disagrees with the rank table /user/config/jobstart_hccl.json, which lists 1 server");
+}
+
+TEST_F(AscendPlan, ASingleHostReadsNoGeometryVariable) {
+  fs.add_file(kTable, template1({2}).dump());
+  Plan plan = planned({{"MA_NUM_HOSTS", "1"}, {"MA_TASK_INDEX", "7"}, {"MA_NUM_GPUS", "many"}});
+  EXPECT_FALSE(plan.hosts.has_value());
+  EXPECT_EQ(plan.states.size(), 6u);
 }
 
 }  // namespace

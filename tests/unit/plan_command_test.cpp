@@ -54,7 +54,7 @@ TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
   expect_usage_error(run({}), "plan: no program given to run (see trainit plan --help)");
   expect_usage_error(run({"--"}), "plan: no program given to run (see trainit plan --help)");
   expect_usage_error(run({"--mode", "torchrun", "--", "x"}),
-                     "plan: --mode \"torchrun\": expected auto, exec or ascend (see trainit plan --help)");
+                     "plan: --mode \"torchrun\": expected auto, exec, ascend or mpi (see trainit plan --help)");
   expect_usage_error(run({"--mode"}), "plan: --mode needs a value (see trainit plan --help)");
   expect_usage_error(run({"--max-local-devices", "0", "x"}),
                      "plan: --max-local-devices \"0\": expected an integer in 1-4096 (see trainit plan --help)");
@@ -62,7 +62,7 @@ TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
                      "plan: --max-local-devices \"abc\": expected an integer in 1-4096 (see trainit plan --help)");
   expect_usage_error(run({"--frobnicate", "x"}), "plan: unknown option \"--frobnicate\" (see trainit plan --help)");
   expect_usage_error(run({"x"}, {{"TRAINIT_MODE", "torchrun"}}),
-                     "plan: TRAINIT_MODE=\"torchrun\": expected auto, exec or ascend (see trainit plan --help)");
+                     "plan: TRAINIT_MODE=\"torchrun\": expected auto, exec, ascend or mpi (see trainit plan --help)");
 }
 
 TEST(PlanCommand, HelpPrintsUsageAndExitsZero) {

@@ -121,7 +121,9 @@ TEST(Environment, TensorFlowHostListsAreHostPortPairs) {
 TEST(Environment, PeerNamesFollowThePlatformsDnsScheme) {
   auto env = env_of({{"MA_VJ_NAME", "ma-job-x"}, {"MA_TASK_NAME", "worker"}});
   EXPECT_EQ(env.peer_name(2).value(), "ma-job-x-worker-2.ma-job-x");
-  EXPECT_FALSE(env_of({{"MA_VJ_NAME", "ma-job-x"}}).peer_name(0).ok());
+  EXPECT_EQ(env_of({{"MA_VJ_NAME", "ma-job-x"}}).peer_name(0).value(), "ma-job-x-worker-0.ma-job-x")
+      << "MA_TASK_NAME unset: worker";
+  EXPECT_FALSE(env_of({{"MA_VJ_NAME", "ma-job-x"}, {"MA_TASK_NAME", "-x"}}).peer_name(0).ok());
   EXPECT_EQ(env.current_host_ip(), std::nullopt);
   EXPECT_EQ(env_of({{"MA_CURRENT_HOST_IP", "10.0.0.1"}}).current_host_ip(), "10.0.0.1");
 }

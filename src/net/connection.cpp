@@ -1,0 +1,156 @@
+#include "net/connection.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "base/log.h"
+
+namespace trainit::net {
+
+Connection::Connection(Loop& loop, Fd fd, std::string name, size_t max_payload, FrameFn on_frame, ClosedFn on_closed)
+    : loop_(loop),
+      fd_(std::move(fd)),
+      name_(std::move(name)),
+      reader_(max_payload),
+      on_frame_(std::move(on_frame)),
+      on_closed_(std::move(on_closed)) {
+  watch(EPOLLIN);
+}
+
+// One io source per descriptor: epoll holds a descriptor once, so a change of
+// the events watched replaces the source.
+void Connection::watch(uint32_t events) {
+  if (events == watching_ || closed_) {
+    return;
+  }
+  io_.reset();
+  io_ = loop_.add_io(
+      fd_.get(), events, [this](uint32_t ready) { return on_io(ready); }, name_);
+  watching_ = events;
+}
+
+void Connection::send(wire::Type type, std::string_view payload) {
+  if (closed_ || !failure_.empty()) {
+    return;
+  }
+  out_ += wire::encode(type, payload);
+  if (out_.size() > kMaxQueued) {
+    failure_ = "the peer reads nothing (1 MiB queued)";
+  } else if (write_queued()) {
+    watch(out_.empty() ? EPOLLIN : EPOLLIN | EPOLLOUT);
+    return;
+  }
+  // Reported from the loop: shutting the socket down makes it ready at once.
+  out_.clear();
+  ::shutdown(fd_.get(), SHUT_RDWR);
+  watch(EPOLLIN);
+}
+
+bool Connection::write_queued() {
+  while (!out_.empty()) {
+    const ssize_t n = ::send(fd_.get(), out_.data(), out_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      out_.erase(0, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return true;
+    } else {
+      failure_ = n < 0 ? errno_string(errno) : "the socket takes nothing";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Connection::flush(Clock::time_point until) {
+  for (;;) {
+    if (closed_ || !failure_.empty() || !write_queued()) {
+      return false;
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+    if (out_.empty() || left.count() <= 0) {
+      return out_.empty();
+    }
+    pollfd pfd{fd_.get(), POLLOUT, 0};
+    if (::poll(&pfd, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) {
+      return false;
+    }
+  }
+}
+
+int Connection::on_io(uint32_t events) {
+  if (!failure_.empty()) {
+    close(failure_, false);
+    return 0;
+  }
+  if ((events & EPOLLOUT) != 0) {
+    if (!write_queued()) {
+      close(failure_, false);
+      return 0;
+    }
+    if (out_.empty()) {
+      watch(EPOLLIN);
+    }
+  }
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
+    read_frames();
+  }
+  return 0;
+}
+
+bool Connection::read_frames() {
+  const std::weak_ptr<char> alive = alive_;
+  char buffer[16384];
+  // A bounded amount per wake-up: the source is level-triggered, the rest
+  // waits for the next iteration and other sources get their turn.
+  for (int reads = 0; reads < 8; ++reads) {
+    const ssize_t n = ::read(fd_.get(), buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return true;
+    }
+    if (n <= 0) {
+      close(n == 0 ? std::string("closed by the peer") : std::string(errno_string(errno)), false);
+      return false;
+    }
+    reader_.append(buffer, static_cast<size_t>(n));
+    wire::Frame frame;
+    std::string why;
+    for (;;) {
+      const auto status = reader_.next(frame, why);
+      if (status == wire::FrameReader::Status::kNeedMore) {
+        break;
+      }
+      if (status == wire::FrameReader::Status::kBad) {
+        close(why, true);
+        return false;
+      }
+      const FrameFn on_frame = on_frame_;  // the callback may destroy *this
+      on_frame(frame);
+      if (alive.expired() || closed_) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// `why` is taken by value: the callback may destroy *this, failure_ included.
+void Connection::close(std::string why, bool malformed) {
+  if (closed_) {
+    return;
+  }
+  closed_ = true;
+  io_.reset();
+  const ClosedFn on_closed = on_closed_;
+  on_closed(std::move(why), malformed);
+}
+
+}  // namespace trainit::net

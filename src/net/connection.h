@@ -1,0 +1,74 @@
+// One control-channel connection on the loop: frames in, frames out.
+//
+// Internal to net/control.*. The Connection owns the socket and its io
+// source. Frames read are handed to `on_frame` one at a time; the first
+// problem (the peer closed, a read or write error, a malformed frame, a peer
+// that does not read what is sent) ends the connection and is reported once
+// to `on_closed`, with `malformed` set when the peer broke the protocol.
+// Either callback may destroy the Connection.
+//
+// Sending never blocks and never calls back: send() writes what the socket
+// takes now and queues the rest (watching for EPOLLOUT meanwhile); a failed
+// write is reported through on_closed from the loop. flush() is the one
+// blocking call, for the last messages before the process exits.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/fd.h"
+#include "base/time.h"
+#include "loop/loop.h"
+#include "net/wire.h"
+
+namespace trainit::net {
+
+class Connection {
+ public:
+  using FrameFn = std::function<void(wire::Frame& frame)>;
+  using ClosedFn = std::function<void(std::string why, bool malformed)>;
+
+  // More than this queued for a peer that does not read ends the connection.
+  static constexpr size_t kMaxQueued = 1 << 20;
+
+  // `name` describes the connection in the loop's log lines.
+  Connection(Loop& loop, Fd fd, std::string name, size_t max_payload, FrameFn on_frame, ClosedFn on_closed);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() = default;
+
+  void set_max_payload(size_t max_payload) noexcept { reader_.set_max_payload(max_payload); }
+  void send(wire::Type type, std::string_view payload = {});
+  // Writes what is queued, waiting for the socket until `until` at the most.
+  // Returns whether everything was written.
+  bool flush(Clock::time_point until);
+  [[nodiscard]] int fd() const noexcept { return fd_.get(); }
+
+ private:
+  int on_io(uint32_t events);
+  void watch(uint32_t events);
+  // Returns false when the peer is gone (the reason is in failure_).
+  bool write_queued();
+  // Reads what the socket holds; returns false when *this is closed or gone.
+  bool read_frames();
+  // Reports the end, once; the owner may destroy *this meanwhile.
+  void close(std::string why, bool malformed);
+
+  Loop& loop_;
+  Fd fd_;
+  std::string name_;
+  SourceHandle io_;
+  uint32_t watching_ = 0;
+  wire::FrameReader reader_;
+  std::string out_;      // queued, not written yet
+  std::string failure_;  // a write problem, reported from the loop
+  FrameFn on_frame_;
+  ClosedFn on_closed_;
+  bool closed_ = false;
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
+};
+
+}  // namespace trainit::net

@@ -1,0 +1,253 @@
+// The host-to-host control channel of a multi-host job.
+//
+// Host 0 runs a ControlServer; hosts 1..H-1 each run a ControlClient that
+// connects to it and reconnects whenever the connection drops. Over it:
+//
+//   barrier   each client check_in()s when its host is ready, host 0 too;
+//             once all H have, every host gets on_go (host 0 included).
+//             Never after a stop.
+//   stop      any host stop()s with its failure; host 0 relays it to every
+//             other host and each side's on_stop fires, at most once. The
+//             first stop host 0 learns of is the job's (its own stop() or a
+//             client's): later ones are logged and dropped, and a client
+//             whose own stop lost the race still hears the one that won.
+//   finish    a client's finish(): every rank of its host exited 0; host 0's
+//             on_finished fires once per host, and unfinished() shrinks.
+//             Host 0 then release()s the job once its own ranks are done too.
+//   release   host 0's release(code): "host 0's job ended with this code";
+//             each client's on_release fires with it, once.
+//   liveness  both sides send a heartbeat every min(heartbeat, peer_loss/4);
+//             a host from which nothing arrived for peer_loss (connection
+//             silent, or closed and not back) is lost: on_lost(host), once
+//             per host (a client's only peer is host 0). Counted from the
+//             host's first handshake: a host that never connected is the
+//             caller's barrier timeout to report, not a loss.
+//
+// A state is sticky: a client that (re)connects after GO, STOP or RELEASE
+// is sent it again, and a client re-sends its check-in and its own stop on
+// every reconnection. Wire format and handshake: net/wire.h, net/auth.h.
+//
+// Trust: the server takes connections only from `allowed` addresses (the
+// peers' names resolved), at most kMaxPending at a time before their
+// handshake, each for at most `handshake`. With a secret, both sides prove
+// they hold it (a side with a secret refuses one without, and the other way
+// round); without, any allowed address may claim any host index. A
+// connection that breaks the rules (bad frame, wrong job id, host index or
+// count, secret) is closed with one warning line and affects nothing else.
+// (These warnings are logged here, against src/'s habit of leaving logging
+// to its caller: such a connection is nobody's, no caller hears of it.)
+//
+// Everything runs on the loop (io and timer sources, no threads) and no call
+// blocks, except flush(): call it before the process exits so that a last
+// stop() or release() leaves the host (a few small frames: it returns at
+// once unless a peer stopped reading). Events are called from the loop; a
+// handler may destroy the object that called it.
+//
+// A single-host job needs none of this and should open no socket.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "base/time.h"
+#include "loop/loop.h"
+#include "net/auth.h"
+#include "net/wire.h"
+
+namespace trainit {
+
+namespace net {
+class Connection;
+}
+
+struct ControlConfig {
+  unsigned host_index = 0;  // 0 for the server, 1..host_count-1 for a client
+  unsigned host_count = 1;
+  std::string job_id;  // every host's must match (MA_VJ_NAME, say)
+  std::string secret;  // empty: none; else every host needs the same
+  Duration peer_loss = std::chrono::seconds(10);
+  Duration heartbeat = std::chrono::seconds(1);  // sent every min(heartbeat, peer_loss / 4)
+  Duration handshake = std::chrono::seconds(5);  // a connection not through its handshake by then is dropped
+};
+
+// Why a job stops: the failing host's account of it.
+struct StopNotice {
+  int exit_code = 1;
+  int host = -1;  // the failing host's index
+  int rank = -1;  // the failing rank, -1 when none
+  std::string cause;
+};
+
+// What the channel tells its host. Every member may be empty.
+struct ControlEvents {
+  std::function<void()> on_go;                       // the barrier is released
+  std::function<void(const StopNotice&)> on_stop;    // another host stopped the job
+  std::function<void(int exit_code)> on_release;     // client: host 0's job ended with this code
+  std::function<void(unsigned host)> on_lost;        // that host has not been heard of for peer_loss
+  std::function<void(unsigned host)> on_checked_in;  // server: that client checked in (once per host)
+  std::function<void(unsigned host)> on_finished;    // server: every rank of that client's host exited 0
+};
+
+class ControlServer {
+ public:
+  // Connections before their handshake, at most; more are closed at accept.
+  static constexpr size_t kMaxPending = 64;
+
+  // Listens on `port` (0: any; see port()) on every local address and serves
+  // the clients at `allowed` addresses. Fails (with a message) on a config
+  // that is not host 0's, a socket that cannot be opened, or a secret that
+  // libsodium cannot take.
+  static Result<std::unique_ptr<ControlServer>> listen(Loop& loop, uint16_t port, std::vector<in_addr> allowed,
+                                                       ControlConfig config, ControlEvents events);
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+  ~ControlServer();  // closes every connection: the clients see host 0 gone
+
+  // Host 0 itself is ready; GO goes out once every client is too.
+  void check_in();
+  // Stops the job everywhere: sends STOP to every client, and to any that
+  // connects later. Returns false (and sends nothing) when a stop came first.
+  bool stop(const StopNotice& notice);
+  // Tells every client (and any that connects later) the job's exit code.
+  void release(int exit_code);
+  // Writes what is queued for every client, waiting at most `max`. Returns
+  // whether all of it left.
+  bool flush(Duration max);
+
+  // Clients that have not finish()ed yet, ascending.
+  [[nodiscard]] std::vector<unsigned> unfinished() const;
+  // Hosts that have not checked in yet (0 too, until check_in()), ascending.
+  [[nodiscard]] std::vector<unsigned> missing() const;
+  [[nodiscard]] uint16_t port() const noexcept { return port_; }
+  // Open connections, handshake done or not.
+  [[nodiscard]] size_t connections() const noexcept { return links_.size(); }
+
+ private:
+  struct Link;
+  struct Host {
+    Link* link = nullptr;  // its current connection, if any
+    bool joined = false;   // handshake done once: its loss counts from then on
+    bool checked_in = false;
+    bool finished = false;
+    bool lost = false;
+    Clock::time_point last_heard{};
+  };
+
+  ControlServer(Loop& loop, ControlConfig config, ControlEvents events);
+  int on_accept();
+  void on_frame(Link* link, wire::Frame& frame);
+  void on_hello(Link* link, const std::string& payload);
+  void on_check_in(Link* link);
+  void on_finished(Link* link);
+  void on_stop(Link* link, const std::string& payload);
+  int on_tick();
+  void maybe_go();
+  void refuse(Link* link, const std::string& why);
+  void drop(Link* link);
+  [[nodiscard]] size_t pending() const noexcept;
+  [[nodiscard]] bool allowed(in_addr addr) const noexcept;
+
+  Loop& loop_;
+  ControlConfig config_;
+  ControlEvents events_;
+  std::optional<net::Auth> auth_;
+  std::vector<in_addr> allowed_;
+  Duration heartbeat_;
+  Fd listen_fd_;
+  uint16_t port_ = 0;
+  std::vector<std::unique_ptr<Link>> links_;
+  std::vector<Host> hosts_;  // by host index; hosts_[0] is this host
+  bool checked_in_ = false;
+  bool go_ = false;
+  std::optional<StopNotice> stop_;
+  std::optional<int> release_;
+  bool warned_full_ = false;
+  SourceHandle accept_io_;
+  SourceHandle tick_;
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
+};
+
+class ControlClient {
+ public:
+  // Starts connecting to host 0 at server:port and keeps at it (every 100 ms
+  // at first, every 500 ms after a while, 2 s after a refusal) until the
+  // client is destroyed. Fails (with a message) on a config that is not a
+  // client's or a secret libsodium cannot take.
+  static Result<std::unique_ptr<ControlClient>> connect(Loop& loop, in_addr server, uint16_t port, ControlConfig config,
+                                                        ControlEvents events);
+  ControlClient(const ControlClient&) = delete;
+  ControlClient& operator=(const ControlClient&) = delete;
+  ~ControlClient();
+
+  // This host is ready: sent now if connected, else on connection.
+  void check_in();
+  // Every rank of this host exited 0: FINISHED to host 0 (now, or on
+  // connection); the host then waits for on_release.
+  void finish();
+  // Stops the job: STOP to host 0 (now, or on connection), which relays it.
+  // Returns false (and sends nothing) when a stop came first.
+  bool stop(const StopNotice& notice);
+  // Writes what is queued for host 0, waiting at most `max`. Returns whether
+  // all of it left (false when not connected).
+  bool flush(Duration max);
+  // Connected to host 0, handshake done.
+  [[nodiscard]] bool connected() const noexcept { return state_ == State::kReady; }
+
+ private:
+  enum class State { kWaiting, kConnecting, kChallenge, kWelcome, kReady };
+
+  ControlClient(Loop& loop, in_addr server, uint16_t port, ControlConfig config, ControlEvents events);
+  int attempt();
+  int on_connect_io();
+  void on_connected(Fd fd);
+  void on_frame(wire::Frame& frame);
+  void on_challenge(const std::string& payload);
+  void on_welcome(const std::string& payload);
+  void on_ready_frame(wire::Frame& frame);
+  int on_tick();
+  // Ends the current connection or attempt and tries again after `delay`.
+  void retry(Duration delay);
+  void protocol_error(const std::string& why);
+  // The delay before the next attempt: 100 ms, doubling to 500 ms.
+  Duration backoff();
+
+  Loop& loop_;
+  in_addr server_;
+  uint16_t port_;
+  ControlConfig config_;
+  ControlEvents events_;
+  std::optional<net::Auth> auth_;
+  Duration heartbeat_;
+  std::string endpoint_;  // "10.0.0.1:29500", for log lines
+  State state_ = State::kWaiting;
+  Clock::time_point attempt_started_{};
+  Duration delay_;  // before the next attempt after a failed one
+  Fd connecting_;
+  SourceHandle connect_io_;
+  std::unique_ptr<net::Connection> conn_;
+  net::Nonce server_nonce_{};
+  net::Nonce nonce_{};
+  bool joined_ = false;  // handshake done once: loss counts from then on
+  bool lost_ = false;
+  Clock::time_point last_heard_{};
+  bool checked_in_ = false;
+  bool finished_ = false;
+  std::optional<StopNotice> own_stop_;
+  bool go_ = false;
+  bool stopped_ = false;  // host 0 told us of a stop
+  bool released_ = false;
+  std::string last_refusal_;
+  SourceHandle retry_timer_;
+  SourceHandle tick_;
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
+};
+
+}  // namespace trainit

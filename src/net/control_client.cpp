@@ -1,0 +1,290 @@
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "base/exit_code.h"
+#include "base/log.h"
+#include "net/connection.h"
+#include "net/control.h"
+#include "net/control_common.h"
+#include "net/socket.h"
+
+namespace trainit {
+
+using net::emit;
+using wire::Type;
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr Duration kFirstRetry = milliseconds(100);
+constexpr Duration kMaxRetry = milliseconds(500);
+constexpr Duration kRefusedRetry = std::chrono::seconds(2);
+
+}  // namespace
+
+ControlClient::ControlClient(Loop& loop, in_addr server, uint16_t port, ControlConfig config, ControlEvents events)
+    : loop_(loop),
+      server_(server),
+      port_(port),
+      config_(std::move(config)),
+      events_(std::move(events)),
+      heartbeat_(net::heartbeat_interval(config_)),
+      endpoint_(fmt::format("{}:{}", ipv4_string(server), port)),
+      delay_(kFirstRetry) {}
+
+ControlClient::~ControlClient() = default;
+
+Result<std::unique_ptr<ControlClient>> ControlClient::connect(Loop& loop, in_addr server, uint16_t port,
+                                                              ControlConfig config, ControlEvents events) {
+  if (config.host_index == 0 || config.host_index >= config.host_count || config.job_id.size() > net::kMaxJobId) {
+    return Error{fmt::format("control client: host {} of {} with a job id of {} bytes is not a client of a job",
+                             config.host_index, config.host_count, config.job_id.size()),
+                 0, exit_code::kConfig};
+  }
+  std::unique_ptr<ControlClient> client(new ControlClient(loop, server, port, std::move(config), std::move(events)));
+  if (!client->config_.secret.empty()) {
+    auto auth = net::Auth::from_secret(client->config_.secret);
+    if (!auth) {
+      return auth.error();
+    }
+    client->auth_ = *auth;
+  }
+  ControlClient* c = client.get();
+  // The first attempt from the loop: no callback runs inside connect().
+  c->retry_timer_ = loop.add_timer(
+      Clock::now(), [c] { return c->attempt(); }, "control client: connect");
+  c->tick_ = loop.add_timer(
+      Clock::now() + c->heartbeat_, [c] { return c->on_tick(); }, "control client: heartbeat");
+  return client;
+}
+
+Duration ControlClient::backoff() {
+  const Duration delay = delay_;
+  delay_ = std::min<Duration>(delay_ * 2, kMaxRetry);
+  return delay;
+}
+
+int ControlClient::attempt() {
+  attempt_started_ = Clock::now();
+  Fd fd;
+  const int r = net::start_connect(server_, port_, fd);
+  if (r == 0) {
+    on_connected(std::move(fd));
+  } else if (r == -EINPROGRESS) {
+    state_ = State::kConnecting;
+    connecting_ = std::move(fd);
+    connect_io_ = loop_.add_io(
+        connecting_.get(), EPOLLOUT, [this](uint32_t) { return on_connect_io(); }, "control client: connecting");
+  } else {
+    log_debug("control: connecting to host 0 at {}: {}", endpoint_, errno_string(-r));
+    retry(backoff());
+  }
+  return 0;
+}
+
+int ControlClient::on_connect_io() {
+  const int r = net::connect_error(connecting_.get());
+  connect_io_.reset();
+  Fd fd = std::move(connecting_);
+  if (r < 0) {
+    log_debug("control: connecting to host 0 at {}: {}", endpoint_, errno_string(-r));
+    retry(backoff());
+  } else {
+    on_connected(std::move(fd));
+  }
+  return 0;
+}
+
+void ControlClient::on_connected(Fd fd) {
+  state_ = State::kChallenge;
+  conn_ = std::make_unique<net::Connection>(
+      loop_, std::move(fd), "control connection to " + endpoint_, wire::kMaxHelloFrame,
+      [this](wire::Frame& frame) { on_frame(frame); },
+      [this](const std::string& why, bool malformed) {
+        if (malformed) {
+          log_warning("control: closed the connection to host 0 at {}: {}", endpoint_, why);
+        } else {
+          log_debug("control: connection to host 0 at {} ended: {}", endpoint_, why);
+        }
+        retry(backoff());
+      });
+}
+
+void ControlClient::retry(Duration delay) {
+  if (state_ == State::kReady) {
+    last_heard_ = Clock::now();  // closed: host 0 has peer_loss to come back
+  }
+  state_ = State::kWaiting;
+  connect_io_.reset();
+  connecting_.reset();
+  conn_.reset();
+  retry_timer_.set_deadline(Clock::now() + delay);
+}
+
+void ControlClient::protocol_error(const std::string& why) {
+  log_warning("control: closed the connection to host 0 at {}: {}", endpoint_, why);
+  retry(kRefusedRetry);
+}
+
+void ControlClient::on_frame(wire::Frame& frame) {
+  switch (state_) {
+    case State::kChallenge:
+      if (frame.type != Type::kChallenge) {
+        return protocol_error(fmt::format("{} before CHALLENGE", wire::type_name(frame.type)));
+      }
+      return on_challenge(frame.payload);
+    case State::kWelcome:
+      if (frame.type == Type::kRefuse) {
+        const std::string why = net::printable(frame.payload);
+        if (why != last_refusal_) {
+          log_warning("control: host 0 at {} refused this host: {}", endpoint_, why);
+          last_refusal_ = why;
+        }
+        return retry(kRefusedRetry);
+      }
+      if (frame.type != Type::kWelcome) {
+        return protocol_error(fmt::format("{} before WELCOME", wire::type_name(frame.type)));
+      }
+      return on_welcome(frame.payload);
+    case State::kReady:
+      return on_ready_frame(frame);
+    default:
+      return;
+  }
+}
+
+void ControlClient::on_challenge(const std::string& payload) {
+  if (!payload.empty() && payload.size() != server_nonce_.size()) {
+    return protocol_error("malformed CHALLENGE");
+  }
+  wire::PayloadWriter hello;
+  hello.u32(config_.host_index).u32(config_.host_count).u8(auth_ ? 1 : 0);
+  if (auth_ && !payload.empty()) {
+    std::copy(payload.begin(), payload.end(), server_nonce_.begin());
+    nonce_ = net::Auth::nonce();
+    const net::Tag tag =
+        auth_->client_tag(server_nonce_, nonce_, config_.host_index, config_.host_count, config_.job_id);
+    hello.bytes(net::view(tag)).bytes(net::view(nonce_));
+  }
+  // Without both secrets host 0 refuses, and says why.
+  hello.bytes(config_.job_id);
+  state_ = State::kWelcome;
+  conn_->send(Type::kHello, hello.data());
+}
+
+void ControlClient::on_welcome(const std::string& payload) {
+  if (auth_ ? !auth_->server_tag_ok(payload, nonce_, server_nonce_) : !payload.empty()) {
+    return protocol_error("host 0 does not hold this host's secret");
+  }
+  state_ = State::kReady;
+  joined_ = true;
+  last_heard_ = Clock::now();
+  delay_ = kFirstRetry;
+  last_refusal_.clear();
+  conn_->set_max_payload(wire::kMaxFrame);
+  log_debug("control: connected to host 0 at {}", endpoint_);
+  if (checked_in_) {
+    conn_->send(Type::kCheckIn);
+  }
+  if (finished_) {
+    conn_->send(Type::kFinished);
+  }
+  if (own_stop_ && !stopped_) {
+    conn_->send(Type::kStop, net::encode_stop(*own_stop_));
+  }
+}
+
+void ControlClient::on_ready_frame(wire::Frame& frame) {
+  last_heard_ = Clock::now();
+  switch (frame.type) {
+    case Type::kHeartbeat:
+      return;
+    case Type::kGo:
+      if (!go_) {
+        go_ = true;
+        emit(alive_, events_.on_go);
+      }
+      return;
+    case Type::kStop: {
+      StopNotice notice;
+      if (!net::decode_stop(frame.payload, notice)) {
+        return protocol_error("malformed STOP");
+      }
+      if (!stopped_) {
+        stopped_ = true;
+        emit(alive_, events_.on_stop, notice);
+      }
+      return;
+    }
+    case Type::kRelease: {
+      wire::PayloadReader reader(frame.payload);
+      int32_t code = 0;
+      if (!reader.i32(code)) {
+        return protocol_error("malformed RELEASE");
+      }
+      if (!released_) {
+        released_ = true;
+        emit(alive_, events_.on_release, static_cast<int>(code));
+      }
+      return;
+    }
+    default:
+      return protocol_error(fmt::format("unexpected {}", wire::type_name(frame.type)));
+  }
+}
+
+int ControlClient::on_tick() {
+  const Clock::time_point now = Clock::now();
+  tick_.set_deadline(now + heartbeat_);
+  if (state_ == State::kReady) {
+    conn_->send(Type::kHeartbeat);
+  } else if (state_ != State::kWaiting && now - attempt_started_ > config_.handshake) {
+    log_debug("control: no answer from host 0 at {} within {} ms", endpoint_,
+              std::chrono::duration_cast<milliseconds>(config_.handshake).count());
+    retry(backoff());
+  }
+  if (joined_ && !lost_ && now - last_heard_ > config_.peer_loss) {
+    lost_ = true;
+    log_debug("control: nothing heard from host 0 at {} for {} ms", endpoint_,
+              std::chrono::duration_cast<milliseconds>(now - last_heard_).count());
+    if (state_ == State::kReady) {
+      retry(backoff());  // that connection is dead; a new one may still come
+    }
+    emit(alive_, events_.on_lost, 0U);
+  }
+  return 0;
+}
+
+void ControlClient::check_in() {
+  checked_in_ = true;
+  if (state_ == State::kReady) {
+    conn_->send(Type::kCheckIn);
+  }
+}
+
+void ControlClient::finish() {
+  finished_ = true;
+  if (state_ == State::kReady) {
+    conn_->send(Type::kFinished);
+  }
+}
+
+bool ControlClient::stop(const StopNotice& notice) {
+  if (stopped_ || own_stop_) {
+    return false;
+  }
+  own_stop_ = notice;
+  if (state_ == State::kReady) {
+    conn_->send(Type::kStop, net::encode_stop(notice));
+  }
+  return true;
+}
+
+bool ControlClient::flush(Duration max) {
+  return state_ == State::kReady && conn_->flush(Clock::now() + max);
+}
+
+}  // namespace trainit

@@ -1,0 +1,406 @@
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "base/exit_code.h"
+#include "base/log.h"
+#include "net/connection.h"
+#include "net/control.h"
+#include "net/control_common.h"
+#include "net/socket.h"
+
+namespace trainit {
+
+using net::emit;
+using wire::Type;
+
+// One accepted connection; a host's once its HELLO was taken.
+struct ControlServer::Link {
+  std::unique_ptr<net::Connection> conn;
+  std::string peer;  // the address it came from
+  Clock::time_point opened;
+  int host = -1;       // -1 until the handshake is done
+  net::Nonce nonce{};  // the challenge sent, with a secret
+};
+
+namespace {
+
+std::string as_host(int host) {
+  return host > 0 ? fmt::format(" (host {})", host) : std::string();
+}
+
+}  // namespace
+
+ControlServer::ControlServer(Loop& loop, ControlConfig config, ControlEvents events)
+    : loop_(loop),
+      config_(std::move(config)),
+      events_(std::move(events)),
+      heartbeat_(net::heartbeat_interval(config_)),
+      hosts_(config_.host_count) {}
+
+ControlServer::~ControlServer() = default;
+
+Result<std::unique_ptr<ControlServer>> ControlServer::listen(Loop& loop, uint16_t port, std::vector<in_addr> allowed,
+                                                             ControlConfig config, ControlEvents events) {
+  if (config.host_index != 0 || config.host_count < 1 || config.job_id.size() > net::kMaxJobId) {
+    return Error{fmt::format("control server: host {} of {} with a job id of {} bytes is not host 0 of a job",
+                             config.host_index, config.host_count, config.job_id.size()),
+                 0, exit_code::kConfig};
+  }
+  std::unique_ptr<ControlServer> server(new ControlServer(loop, std::move(config), std::move(events)));
+  if (!server->config_.secret.empty()) {
+    auto auth = net::Auth::from_secret(server->config_.secret);
+    if (!auth) {
+      return auth.error();
+    }
+    server->auth_ = *auth;
+  }
+  int r = net::listen_tcp(port, server->listen_fd_);
+  if (r >= 0) {
+    r = net::local_port(server->listen_fd_.get());
+  }
+  if (r < 0) {
+    return Error{fmt::format("control server: cannot listen on port {}: {}", port, errno_string(-r)), -r,
+                 exit_code::kOsError};
+  }
+  server->port_ = static_cast<uint16_t>(r);
+  server->allowed_ = std::move(allowed);
+  ControlServer* s = server.get();
+  s->accept_io_ = loop.add_io(
+      s->listen_fd_.get(), EPOLLIN, [s](uint32_t) { return s->on_accept(); }, "control server: accept");
+  s->tick_ = loop.add_timer(
+      Clock::now() + s->heartbeat_, [s] { return s->on_tick(); }, "control server: heartbeat");
+  return server;
+}
+
+bool ControlServer::allowed(in_addr addr) const noexcept {
+  return std::any_of(allowed_.begin(), allowed_.end(), [addr](in_addr a) { return same_ipv4(a, addr); });
+}
+
+size_t ControlServer::pending() const noexcept {
+  return static_cast<size_t>(std::count_if(links_.begin(), links_.end(), [](const auto& l) { return l->host < 0; }));
+}
+
+int ControlServer::on_accept() {
+  // A bounded number per wake-up; the source is level-triggered.
+  for (int taken = 0; taken < 64; ++taken) {
+    Fd fd;
+    in_addr peer{};
+    const int r = net::accept_tcp(listen_fd_.get(), fd, peer);
+    if (r == -EAGAIN) {
+      return 0;
+    }
+    if (r == -EMFILE || r == -ENFILE || r == -ENOBUFS || r == -ENOMEM) {
+      // The socket stays ready while the connection waits: pause until the
+      // next heartbeat rather than spin.
+      log_warning("control: cannot accept connections: {}; pausing", errno_string(-r));
+      accept_io_.set_enabled(false);
+      return 0;
+    }
+    if (r < 0) {
+      continue;  // that connection failed (ECONNABORTED, a firewall's EPERM)
+    }
+    const std::string address = ipv4_string(peer);
+    if (!allowed(peer)) {
+      log_warning("control: refused a connection from {}: not one of the job's hosts", address);
+      continue;
+    }
+    if (pending() >= kMaxPending) {
+      if (!warned_full_) {
+        log_warning("control: refused a connection from {}: {} connections are in their handshake already", address,
+                    kMaxPending);
+        warned_full_ = true;
+      }
+      continue;
+    }
+    auto owned = std::make_unique<Link>();
+    Link* link = owned.get();
+    link->peer = address;
+    link->opened = Clock::now();
+    if (auth_) {
+      link->nonce = net::Auth::nonce();
+    }
+    link->conn = std::make_unique<net::Connection>(
+        loop_, std::move(fd), "control connection from " + address, wire::kMaxHelloFrame,
+        [this, link](wire::Frame& frame) { on_frame(link, frame); },
+        [this, link](const std::string& why, bool malformed) {
+          if (malformed) {
+            log_warning("control: closed the connection from {}{}: {}", link->peer, as_host(link->host), why);
+          } else {
+            log_debug("control: connection from {}{} ended: {}", link->peer, as_host(link->host), why);
+          }
+          drop(link);
+        });
+    links_.push_back(std::move(owned));
+    link->conn->send(Type::kChallenge, auth_ ? net::view(link->nonce) : std::string_view());
+  }
+  return 0;
+}
+
+void ControlServer::drop(Link* link) {
+  if (link->host > 0) {
+    Host& host = hosts_[static_cast<size_t>(link->host)];
+    if (host.link == link) {
+      host.link = nullptr;
+      host.last_heard = Clock::now();  // closed: it has peer_loss to come back
+    }
+  }
+  std::erase_if(links_, [link](const auto& l) { return l.get() == link; });
+}
+
+void ControlServer::refuse(Link* link, const std::string& why) {
+  log_warning("control: refused the connection from {}: {}", link->peer, why);
+  link->conn->send(Type::kRefuse, why);
+  drop(link);
+}
+
+void ControlServer::on_frame(Link* link, wire::Frame& frame) {
+  if (link->host < 0) {
+    if (frame.type == Type::kHello) {
+      on_hello(link, frame.payload);
+    } else {
+      log_warning("control: closed the connection from {}: {} before HELLO", link->peer, wire::type_name(frame.type));
+      drop(link);
+    }
+    return;
+  }
+  hosts_[static_cast<size_t>(link->host)].last_heard = Clock::now();
+  switch (frame.type) {
+    case Type::kHeartbeat:
+      return;
+    case Type::kCheckIn:
+      on_check_in(link);
+      return;
+    case Type::kFinished:
+      on_finished(link);
+      return;
+    case Type::kStop:
+      on_stop(link, frame.payload);
+      return;
+    default:
+      log_warning("control: closed the connection from {}{}: unexpected {}", link->peer, as_host(link->host),
+                  wire::type_name(frame.type));
+      drop(link);
+  }
+}
+
+void ControlServer::on_hello(Link* link, const std::string& payload) {
+  wire::PayloadReader reader(payload);
+  uint32_t index = 0, count = 0;
+  uint8_t has_secret = 0;
+  std::string_view tag, nonce;
+  if (!reader.u32(index) || !reader.u32(count) || !reader.u8(has_secret) || has_secret > 1 ||
+      (auth_ && has_secret == 1 && (!reader.bytes(32, tag) || !reader.bytes(32, nonce)))) {
+    log_warning("control: closed the connection from {}: malformed HELLO", link->peer);
+    drop(link);
+    return;
+  }
+  const std::string_view job_id = reader.rest();
+  net::Nonce client_nonce{};
+  std::copy(nonce.begin(), nonce.end(), client_nonce.begin());
+  if (auth_ && has_secret == 0) {
+    return refuse(link, fmt::format("host {} has no secret; this job has one", index));
+  }
+  if (!auth_ && has_secret == 1) {
+    return refuse(link, fmt::format("host {} has a secret; host 0 has none", index));
+  }
+  if (auth_ && !auth_->client_tag_ok(tag, link->nonce, client_nonce, index, count, job_id)) {
+    return refuse(link, fmt::format("host {} has another secret", index));
+  }
+  if (job_id != config_.job_id) {
+    return refuse(link, fmt::format("host {} is of job '{}', not '{}'", index, net::printable(job_id), config_.job_id));
+  }
+  if (count != config_.host_count || index == 0 || index >= count) {
+    return refuse(
+        link, fmt::format("host {} of {} is not a client of this job of {} hosts", index, count, config_.host_count));
+  }
+  Host& host = hosts_[index];
+  if (host.link != nullptr) {
+    log_debug("control: host {} connected again from {}; closing its old connection", index, link->peer);
+    drop(host.link);
+  }
+  link->host = static_cast<int>(index);
+  link->conn->set_max_payload(wire::kMaxFrame);
+  host.link = link;
+  host.joined = true;
+  host.last_heard = Clock::now();
+  log_debug("control: host {} connected from {}", index, link->peer);
+  link->conn->send(Type::kWelcome, auth_ ? net::view(auth_->server_tag(client_nonce, link->nonce)) : std::string());
+  // What happened before it (re)connected.
+  if (stop_) {
+    link->conn->send(Type::kStop, net::encode_stop(*stop_));
+  }
+  if (release_) {
+    link->conn->send(Type::kRelease, wire::PayloadWriter().i32(*release_).data());
+  }
+}
+
+void ControlServer::on_check_in(Link* link) {
+  const auto index = static_cast<unsigned>(link->host);
+  Host& host = hosts_[index];
+  if (!host.checked_in) {
+    host.checked_in = true;
+    log_debug("control: host {} checked in", index);
+    if (!emit(alive_, events_.on_checked_in, index)) {
+      return;
+    }
+  }
+  if (go_) {
+    link->conn->send(Type::kGo);  // it reconnected after the barrier
+  }
+  maybe_go();
+}
+
+void ControlServer::on_finished(Link* link) {
+  const auto index = static_cast<unsigned>(link->host);
+  Host& host = hosts_[index];
+  if (host.finished) {
+    return;
+  }
+  host.finished = true;
+  log_debug("control: host {} finished", index);
+  (void)emit(alive_, events_.on_finished, index);
+}
+
+std::vector<unsigned> ControlServer::unfinished() const {
+  std::vector<unsigned> hosts;
+  for (unsigned i = 1; i < hosts_.size(); ++i) {
+    if (!hosts_[i].finished) {
+      hosts.push_back(i);
+    }
+  }
+  return hosts;
+}
+
+void ControlServer::check_in() {
+  checked_in_ = true;
+  maybe_go();
+}
+
+void ControlServer::maybe_go() {
+  if (go_ || stop_ || !checked_in_ ||
+      !std::all_of(hosts_.begin() + 1, hosts_.end(), [](const Host& h) { return h.checked_in; })) {
+    return;
+  }
+  go_ = true;
+  for (const auto& link : links_) {
+    if (link->host > 0) {
+      link->conn->send(Type::kGo);
+    }
+  }
+  emit(alive_, events_.on_go);
+}
+
+void ControlServer::on_stop(Link* link, const std::string& payload) {
+  StopNotice notice;
+  if (!net::decode_stop(payload, notice)) {
+    log_warning("control: closed the connection from {}{}: malformed STOP", link->peer, as_host(link->host));
+    drop(link);
+    return;
+  }
+  if (stop_) {
+    if (notice.host != stop_->host) {
+      log_info("control: host {} stopped too ({}); the first stop stands", link->host, net::describe(notice));
+    }
+    return;
+  }
+  stop_ = notice;
+  for (const auto& other : links_) {
+    if (other->host > 0 && other.get() != link) {
+      other->conn->send(Type::kStop, payload);
+    }
+  }
+  emit(alive_, events_.on_stop, notice);
+}
+
+bool ControlServer::stop(const StopNotice& notice) {
+  if (stop_) {
+    log_debug("control: a stop came first ({}); not sending this one", net::describe(*stop_));
+    return false;
+  }
+  stop_ = notice;
+  const std::string payload = net::encode_stop(notice);
+  for (const auto& link : links_) {
+    if (link->host > 0) {
+      link->conn->send(Type::kStop, payload);
+    }
+  }
+  return true;
+}
+
+void ControlServer::release(int exit_code) {
+  if (release_) {
+    return;
+  }
+  release_ = exit_code;
+  const std::string payload = wire::PayloadWriter().i32(exit_code).data();
+  for (const auto& link : links_) {
+    if (link->host > 0) {
+      link->conn->send(Type::kRelease, payload);
+    }
+  }
+}
+
+bool ControlServer::flush(Duration max) {
+  const Clock::time_point until = Clock::now() + max;
+  bool all = true;
+  for (const auto& link : links_) {
+    if (link->host > 0) {
+      all = link->conn->flush(until) && all;
+    }
+  }
+  return all;
+}
+
+std::vector<unsigned> ControlServer::missing() const {
+  std::vector<unsigned> hosts;
+  for (unsigned i = 0; i < hosts_.size(); ++i) {
+    if (i == 0 ? !checked_in_ : !hosts_[i].checked_in) {
+      hosts.push_back(i);
+    }
+  }
+  return hosts;
+}
+
+int ControlServer::on_tick() {
+  const Clock::time_point now = Clock::now();
+  tick_.set_deadline(now + heartbeat_);
+  if (!accept_io_.enabled()) {
+    accept_io_.set_enabled(true);
+  }
+  if (pending() < kMaxPending) {
+    warned_full_ = false;
+  }
+  std::vector<Link*> late;
+  for (const auto& link : links_) {
+    if (link->host > 0) {
+      link->conn->send(Type::kHeartbeat);
+    } else if (now - link->opened > config_.handshake) {
+      late.push_back(link.get());
+    }
+  }
+  for (Link* link : late) {
+    log_warning("control: closed the connection from {}: no handshake within {} ms", link->peer,
+                std::chrono::duration_cast<std::chrono::milliseconds>(config_.handshake).count());
+    drop(link);
+  }
+  for (unsigned i = 1; i < hosts_.size(); ++i) {
+    Host& host = hosts_[i];
+    if (!host.joined || host.lost || now - host.last_heard <= config_.peer_loss) {
+      continue;
+    }
+    host.lost = true;
+    log_debug("control: nothing heard from host {} for {} ms", i,
+              std::chrono::duration_cast<std::chrono::milliseconds>(now - host.last_heard).count());
+    if (host.link != nullptr) {
+      drop(host.link);
+    }
+    if (!emit(alive_, events_.on_lost, i)) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+}  // namespace trainit

@@ -1,0 +1,60 @@
+// The job's geometry: how many hosts (containers), which one this is, what
+// the others are called, and how many devices each has (CONTRACT.md §1).
+//
+// job_geometry() reads, and validates, only these variables:
+//
+//   MA_NUM_HOSTS     hosts in the job, 1..kMaxHosts (65536); unset: 1 (a single-host
+//                    job), or the count a rank table gives (see KnownGeometry)
+//   MA_TASK_INDEX, else VC_TASK_INDEX, else VK_TASK_INDEX
+//                    this host's index, below the host count; unset: 0 for a
+//                    single host, an error for several (a guessed index
+//                    would make two hosts both host 0)
+//   MA_VJ_NAME       required (see Environment::vj_name)
+//   MA_TASK_NAME     the role; unset: "worker", the role of every host of an
+//                    MPI, PyTorch or Ascend job (TensorFlow's "ps" is always
+//                    set by the platform)
+//   MA_NUM_GPUS      devices per host; unset: 1 (a CPU host still runs one
+//                    process); "0" is kept as 0
+//
+// Every error is one line naming the variable and its value; the planners
+// return it and `trainit` exits 78 before anything starts.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "platform/environment.h"
+
+namespace trainit {
+
+inline constexpr std::string_view kDefaultTaskName = "worker";
+
+struct JobGeometry {
+  unsigned hosts = 1;
+  unsigned index = 0;
+  std::string vj_name;
+  std::string task_name;
+  unsigned devices = 1;
+  // Host i's DNS name (peer_dns_name), i = 0..hosts-1; peers[index] is this
+  // host's own.
+  std::vector<std::string> peers;
+};
+
+// What another source (a rank table) says of the geometry. Used where the
+// variables are unset; MA_NUM_HOSTS, when set, must agree with `hosts`.
+struct KnownGeometry {
+  unsigned hosts = 1;
+  std::optional<unsigned> index;  // this host's position there, when it tells one
+  std::string source;             // for messages, e.g. "the rank table /x.json lists 2 servers"
+};
+
+[[nodiscard]] Result<JobGeometry> job_geometry(const Environment& env,
+                                               const std::optional<KnownGeometry>& known = std::nullopt);
+
+// ${vj}-${task}-${index}.${vj}: how the platform's DNS names host `index`.
+[[nodiscard]] std::string peer_dns_name(std::string_view vj_name, std::string_view task_name, unsigned index);
+
+}  // namespace trainit

@@ -1,0 +1,44 @@
+#!/bin/bash
+# --mode mpi, 2 hosts × 2 slots, real sshd and real Open MPI: every host
+# starts its own sshd (a per-job config, key-only), host 0 waits for every
+# peer's sshd and the barrier, then mpirun runs an MPI program that does an
+# allreduce and checks it on all 4 ranks. Both hosts exit 0; no sshd, orted
+# or rank is left anywhere. The same again as a non-root user.
+source "$(dirname "$0")/cluster.sh"
+command -v mpicc >/dev/null || fail "mpicc missing (container/deps.sh installs libopenmpi-dev)"
+mpicc -O1 -o "$E2E_DIR/bin/mpi_allreduce" "$(dirname "$0")/mpi_allreduce.c"
+
+# One key for the cluster: each host's private home has it and trusts it.
+ssh-keygen -q -t ed25519 -N '' -C e2e -f "$E2E_DIR/key"
+run_job() {
+  local i
+  for i in 0 1; do
+    install -m 0600 "$E2E_DIR/key" "$E2E_DIR/h$i/home/.ssh/id_ed25519"
+    install -m 0644 "$E2E_DIR/key.pub" "$E2E_DIR/h$i/home/.ssh/authorized_keys"
+  done
+  for i in 0 1; do
+    host_start "$i" MY_MPI_SLOTS=2 -- --mode mpi --peer-timeout 30 -- mpi_allreduce
+  done
+  expect_exit 0 0 120
+  expect_exit 1 0 30
+  local r
+  for r in 0 1 2 3; do
+    expect_output 0 "mpi rank $r of 4 on"
+  done
+  expect_output 0 "allreduce 10 (want 10)"
+  grep -q "on $E2E_VJ-$E2E_TASK-1:" "$E2E_DIR/h0/out" || fail "no rank ran on host 1"
+  expect_nothing_left
+}
+
+cluster_up 2
+run_job
+e2e_log "as root: PASS"
+
+if user=$(getent passwd 1000 | cut -d: -f1) && [ -n "$user" ]; then
+  E2E_USER=$user
+  for i in 0 1; do rm -f "$E2E_DIR/h$i/rc" "$E2E_DIR/h$i/out"; done
+  run_job
+  e2e_log "as $user: PASS"
+else
+  fail "no uid 1000 to run the job as a non-root user"
+fi

@@ -1,0 +1,623 @@
+// The control channel over 127.0.0.1 with real sockets on ephemeral ports,
+// every host on one loop stepped until a condition (with a deadline): the
+// barrier, job-wide stop, release, peer loss, and the connections refused
+// (each with one warning line, the job's own hosts unaffected).
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/control.h"
+#include "net/socket.h"
+#include "net_support.h"
+
+namespace trainit {
+namespace {
+
+using test::LogCapture;
+using test::loopback;
+using test::RawPeer;
+using test::step_for;
+using test::step_until;
+using namespace std::chrono_literals;
+
+// What one host's channel reported.
+struct Seen {
+  int go = 0;
+  std::vector<StopNotice> stops;
+  std::vector<int> releases;
+  std::vector<unsigned> lost;
+  std::vector<unsigned> checked_in;
+  std::vector<unsigned> finished;
+};
+
+ControlEvents record(Seen& seen) {
+  ControlEvents events;
+  events.on_go = [&seen] { ++seen.go; };
+  events.on_stop = [&seen](const StopNotice& notice) { seen.stops.push_back(notice); };
+  events.on_release = [&seen](int code) { seen.releases.push_back(code); };
+  events.on_lost = [&seen](unsigned host) { seen.lost.push_back(host); };
+  events.on_checked_in = [&seen](unsigned host) { seen.checked_in.push_back(host); };
+  events.on_finished = [&seen](unsigned host) { seen.finished.push_back(host); };
+  return events;
+}
+
+struct Client {
+  std::unique_ptr<ControlClient> channel;
+  Seen seen;
+  bool stranger = false;  // host 0 refuses it
+};
+
+class NetControl : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(loop_.init(), 0); }
+
+  ControlConfig config(unsigned index, unsigned count, std::string secret = {}) const {
+    ControlConfig c;
+    c.host_index = index;
+    c.host_count = count;
+    c.job_id = "job-7";
+    c.secret = std::move(secret);
+    c.peer_loss = peer_loss_;
+    c.handshake = handshake_;
+    return c;
+  }
+
+  void start_server(unsigned count, std::string secret = {}, std::vector<in_addr> allowed = {loopback()}) {
+    auto server =
+        ControlServer::listen(loop_, 0, std::move(allowed), config(0, count, std::move(secret)), record(server_seen_));
+    ASSERT_TRUE(server.ok()) << server.error().message;
+    server_ = std::move(*server);
+    ASSERT_NE(server_->port(), 0);
+  }
+
+  Client& add_client(const ControlConfig& c, uint16_t port = 0) {
+    clients_.push_back(std::make_unique<Client>());
+    Client& client = *clients_.back();
+    auto channel =
+        ControlClient::connect(loop_, loopback(), port != 0 ? port : server_->port(), c, record(client.seen));
+    EXPECT_TRUE(channel.ok()) << channel.error().message;
+    client.channel = std::move(*channel);
+    return client;
+  }
+  Client& add_client(unsigned index, unsigned count, std::string secret = {}) {
+    return add_client(config(index, count, std::move(secret)));
+  }
+
+  bool all_connected() const {
+    return std::all_of(clients_.begin(), clients_.end(), [](const auto& c) { return c->channel->connected(); });
+  }
+
+  // Every client of the job (not the strangers) connected, every host
+  // checked in: GO everywhere.
+  void pass_the_barrier() {
+    std::vector<Client*> members;
+    for (auto& client : clients_) {
+      if (!client->stranger) {
+        members.push_back(client.get());
+      }
+    }
+    ASSERT_TRUE(step_until(loop_, [&] {
+      return std::all_of(members.begin(), members.end(), [](Client* c) { return c->channel->connected(); });
+    }));
+    for (Client* client : members) {
+      client->channel->check_in();
+    }
+    server_->check_in();
+    ASSERT_TRUE(step_until(
+        loop_, [&] { return std::all_of(members.begin(), members.end(), [](Client* c) { return c->seen.go == 1; }); }));
+    EXPECT_EQ(server_seen_.go, 1);
+  }
+
+  Duration peer_loss_ = 10s;
+  Duration handshake_ = 5s;
+  Loop loop_;
+  LogCapture log_;  // outlives the channels, whose destructors may log
+  Seen server_seen_;
+  std::unique_ptr<ControlServer> server_;
+  std::vector<std::unique_ptr<Client>> clients_;
+};
+
+// --- The barrier, stop and release ------------------------------------------
+
+TEST_F(NetControl, BarrierReleasesOnlyOnceEveryHostCheckedInHost0Included) {
+  start_server(3);
+  Client& one = add_client(1, 3);
+  Client& two = add_client(2, 3);
+  EXPECT_EQ(server_->missing(), (std::vector<unsigned>{0, 1, 2}));
+  one.channel->check_in();  // before it is connected: sent once it is
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.checked_in.size() == 1; }));
+  EXPECT_EQ(server_->missing(), (std::vector<unsigned>{0, 2}));
+  two.channel->check_in();
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.checked_in.size() == 2; }));
+  EXPECT_EQ(server_seen_.checked_in, (std::vector<unsigned>{1, 2}));
+  EXPECT_EQ(server_->missing(), std::vector<unsigned>{0});
+  step_for(loop_, 100ms);  // every client is in; host 0 is not
+  EXPECT_EQ(one.seen.go + two.seen.go + server_seen_.go, 0);
+
+  server_->check_in();
+  EXPECT_EQ(server_seen_.go, 1);
+  EXPECT_TRUE(server_->missing().empty());
+  ASSERT_TRUE(step_until(loop_, [&] { return one.seen.go == 1 && two.seen.go == 1; }));
+  step_for(loop_, 50ms);
+  EXPECT_EQ(one.seen.go + two.seen.go + server_seen_.go, 3);  // once each
+  EXPECT_TRUE(log_.lines().empty()) << log_.all();
+}
+
+TEST_F(NetControl, AClientsStopReachesEveryOtherClientAndHost0) {
+  start_server(3);
+  Client& one = add_client(1, 3);
+  Client& two = add_client(2, 3);
+  pass_the_barrier();
+  EXPECT_TRUE(one.channel->stop({3, 1, 5, "rank 5 exited with 3"}));
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.stops.size() == 1 && two.seen.stops.size() == 1; }));
+  for (const StopNotice& notice : {server_seen_.stops[0], two.seen.stops[0]}) {
+    EXPECT_EQ(notice.exit_code, 3);
+    EXPECT_EQ(notice.host, 1);
+    EXPECT_EQ(notice.rank, 5);
+    EXPECT_EQ(notice.cause, "rank 5 exited with 3");
+  }
+  step_for(loop_, 50ms);
+  EXPECT_TRUE(one.seen.stops.empty());  // it knows its own
+  EXPECT_EQ(server_seen_.stops.size() + two.seen.stops.size(), 2U);
+}
+
+TEST_F(NetControl, Host0sStopReachesEveryClient) {
+  start_server(3);
+  Client& one = add_client(1, 3);
+  Client& two = add_client(2, 3);
+  ASSERT_TRUE(step_until(loop_, [&] { return all_connected(); }));
+  EXPECT_TRUE(server_->stop({137, 0, 2, "rank 2 killed by SIGKILL"}));
+  ASSERT_TRUE(step_until(loop_, [&] { return one.seen.stops.size() == 1 && two.seen.stops.size() == 1; }));
+  EXPECT_EQ(one.seen.stops[0].exit_code, 137);
+  EXPECT_EQ(two.seen.stops[0].cause, "rank 2 killed by SIGKILL");
+  EXPECT_TRUE(server_seen_.stops.empty());
+  // The barrier never opens after a stop.
+  one.channel->check_in();
+  two.channel->check_in();
+  server_->check_in();
+  step_for(loop_, 100ms);
+  EXPECT_EQ(one.seen.go + two.seen.go + server_seen_.go, 0);
+}
+
+TEST_F(NetControl, TheFirstStopWinsEverywhere) {
+  start_server(3);
+  Client& one = add_client(1, 3);
+  Client& two = add_client(2, 3);
+  pass_the_barrier();
+  ASSERT_TRUE(one.channel->stop({3, 1, 5, "first"}));
+  ASSERT_TRUE(step_until(loop_, [&] { return two.seen.stops.size() == 1; }));
+  EXPECT_FALSE(two.channel->stop({4, 2, 9, "second"}));  // it heard of the first
+  EXPECT_FALSE(server_->stop({5, 0, 0, "third"}));
+  step_for(loop_, 100ms);
+  ASSERT_EQ(server_seen_.stops.size(), 1U);
+  EXPECT_EQ(server_seen_.stops[0].cause, "first");
+  EXPECT_EQ(two.seen.stops[0].cause, "first");
+  EXPECT_TRUE(one.seen.stops.empty());
+}
+
+TEST_F(NetControl, StopsThatRaceAgreeOnOneWinner) {
+  set_log_verbosity(2);  // the later stop is an info line
+  start_server(3);
+  Client& one = add_client(1, 3);
+  Client& two = add_client(2, 3);
+  pass_the_barrier();
+  ASSERT_TRUE(one.channel->stop({3, 1, 5, "from 1"}));
+  ASSERT_TRUE(two.channel->stop({4, 2, 9, "from 2"}));  // neither has heard of the other yet
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.stops.size() == 1; }));
+  step_for(loop_, 100ms);
+  ASSERT_EQ(server_seen_.stops.size(), 1U);
+  const std::string winner = server_seen_.stops[0].cause;
+  // The loser hears the winner; the winner hears nothing.
+  Client& loser = winner == "from 1" ? two : one;
+  Client& won = winner == "from 1" ? one : two;
+  ASSERT_EQ(loser.seen.stops.size(), 1U);
+  EXPECT_EQ(loser.seen.stops[0].cause, winner);
+  EXPECT_TRUE(won.seen.stops.empty());
+  EXPECT_EQ(log_.count("stopped too"), 1U) << log_.all();  // the later one, logged
+}
+
+TEST_F(NetControl, ReleaseReachesEveryClientAndFlushSendsItAtOnce) {
+  start_server(3);
+  Client& one = add_client(1, 3);
+  Client& two = add_client(2, 3);
+  pass_the_barrier();
+  server_->release(7);
+  server_->release(8);  // once
+  EXPECT_TRUE(server_->flush(1s));
+  ASSERT_TRUE(step_until(loop_, [&] { return one.seen.releases.size() == 1 && two.seen.releases.size() == 1; }));
+  EXPECT_EQ(one.seen.releases, std::vector<int>{7});
+  EXPECT_EQ(two.seen.releases, std::vector<int>{7});
+}
+
+TEST_F(NetControl, FinishedHostsAreToldToHost0OnceEachAndUnfinishedShrinksToNone) {
+  start_server(3);
+  Client& one = add_client(1, 3);
+  Client& two = add_client(2, 3);
+  pass_the_barrier();
+  EXPECT_EQ(server_->unfinished(), (std::vector<unsigned>{1, 2}));
+  two.channel->finish();
+  two.channel->finish();  // once
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.finished.size() == 1; }));
+  EXPECT_EQ(server_->unfinished(), std::vector<unsigned>{1});
+  one.channel->finish();
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.finished.size() == 2; }));
+  step_for(loop_, 50ms);
+  EXPECT_EQ(server_seen_.finished, (std::vector<unsigned>{2, 1}));
+  EXPECT_TRUE(server_->unfinished().empty());
+  EXPECT_TRUE(server_seen_.stops.empty()) << "finishing is not a stop";
+}
+
+TEST_F(NetControl, AClientThatConnectsLateHearsTheStopAndReleaseItMissed) {
+  start_server(3);
+  Client& one = add_client(1, 3);
+  ASSERT_TRUE(step_until(loop_, [&] { return one.channel->connected(); }));
+  server_->stop({2, 0, 1, "rank 1 failed"});
+  server_->release(2);
+  Client& two = add_client(2, 3);
+  ASSERT_TRUE(step_until(loop_, [&] { return two.seen.releases.size() == 1 && one.seen.releases.size() == 1; }));
+  ASSERT_EQ(two.seen.stops.size(), 1U);
+  EXPECT_EQ(two.seen.stops[0].cause, "rank 1 failed");
+  EXPECT_EQ(two.seen.releases[0], 2);
+}
+
+TEST_F(NetControl, AClientReconnectsToARestartedHost0AndChecksInAgain) {
+  start_server(2);
+  Client& one = add_client(1, 2);
+  one.channel->check_in();
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.checked_in.size() == 1; }));
+  const uint16_t port = server_->port();
+  server_.reset();
+  ASSERT_TRUE(step_until(loop_, [&] { return !one.channel->connected(); }));
+  Seen again;
+  auto restarted = ControlServer::listen(loop_, port, {loopback()}, config(0, 2), record(again));
+  ASSERT_TRUE(restarted.ok()) << restarted.error().message;
+  ASSERT_TRUE(step_until(loop_, [&] { return again.checked_in.size() == 1; }));  // no second check_in() call
+  (*restarted)->check_in();
+  ASSERT_TRUE(step_until(loop_, [&] { return one.seen.go == 1; }));
+  EXPECT_TRUE(one.seen.lost.empty());  // it came back within peer_loss
+}
+
+// --- Liveness ---------------------------------------------------------------
+
+TEST_F(NetControl, HeartbeatsKeepQuietConnectionsAlive) {
+  peer_loss_ = 300ms;
+  start_server(2);
+  Client& one = add_client(1, 2);
+  ASSERT_TRUE(step_until(loop_, [&] { return one.channel->connected(); }));
+  step_for(loop_, 1s);  // more than three times peer_loss without a word but heartbeats
+  EXPECT_TRUE(server_seen_.lost.empty());
+  EXPECT_TRUE(one.seen.lost.empty());
+  EXPECT_TRUE(one.channel->connected());
+}
+
+TEST_F(NetControl, AClientWhoseConnectionClosesAndStaysClosedIsLost) {
+  peer_loss_ = 300ms;
+  start_server(3);
+  add_client(1, 3);
+  add_client(2, 3);
+  ASSERT_TRUE(step_until(loop_, [&] { return all_connected(); }));
+  clients_[1]->channel.reset();  // host 2 goes away for good
+  const auto closed = Clock::now();
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !server_seen_.lost.empty(); }, 2s));
+  const auto after = Clock::now() - closed;
+  EXPECT_EQ(server_seen_.lost, std::vector<unsigned>{2});
+  EXPECT_GE(after, peer_loss_ - 20ms);
+  EXPECT_LT(after, peer_loss_ + 200ms);
+  step_for(loop_, 400ms);
+  EXPECT_EQ(server_seen_.lost, std::vector<unsigned>{2});  // once; host 1 is fine
+}
+
+TEST_F(NetControl, AClientThatStopsRespondingIsLost) {
+  peer_loss_ = 300ms;
+  start_server(2);
+  // Host 1 played by hand: the handshake, then silence (no heartbeats).
+  RawPeer peer(server_->port());
+  ASSERT_TRUE(peer.connected());
+  wire::Frame frame;
+  ASSERT_TRUE(step_until(loop_, [&] { return peer.next(frame); }));
+  ASSERT_EQ(frame.type, wire::Type::kChallenge);
+  ASSERT_TRUE(peer.send(wire::Type::kHello, wire::PayloadWriter().u32(1).u32(2).u8(0).bytes("job-7").data()));
+  ASSERT_TRUE(step_until(loop_, [&] { return peer.next(frame); }));
+  ASSERT_EQ(frame.type, wire::Type::kWelcome);
+  const auto welcomed = Clock::now();
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !server_seen_.lost.empty(); }, 2s));
+  const auto after = Clock::now() - welcomed;
+  EXPECT_EQ(server_seen_.lost, std::vector<unsigned>{1});
+  EXPECT_GE(after, peer_loss_ - 20ms);
+  EXPECT_LT(after, peer_loss_ + 200ms);
+  EXPECT_TRUE(step_until(loop_, [&] { return peer.closed(); }));  // host 0 gave up on it
+}
+
+TEST_F(NetControl, AClientLosesHost0WhenItGoesAway) {
+  peer_loss_ = 300ms;
+  start_server(2);
+  Client& one = add_client(1, 2);
+  ASSERT_TRUE(step_until(loop_, [&] { return one.channel->connected(); }));
+  server_.reset();
+  const auto gone = Clock::now();
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !one.seen.lost.empty(); }, 2s));
+  const auto after = Clock::now() - gone;
+  EXPECT_EQ(one.seen.lost, std::vector<unsigned>{0});
+  EXPECT_GE(after, peer_loss_ - 20ms);
+  EXPECT_LT(after, peer_loss_ + 200ms);
+}
+
+TEST_F(NetControl, AClientLosesHost0WhenItStopsResponding) {
+  peer_loss_ = 300ms;
+  // Host 0 played by hand: the handshake, then silence.
+  Fd listener;
+  ASSERT_EQ(net::listen_tcp(0, listener), 0);
+  Client& one = add_client(config(1, 2), static_cast<uint16_t>(net::local_port(listener.get())));
+  Fd accepted;
+  in_addr from{};
+  ASSERT_TRUE(step_until(loop_, [&] { return net::accept_tcp(listener.get(), accepted, from) == 0; }));
+  RawPeer host0(std::move(accepted));
+  ASSERT_TRUE(host0.send(wire::Type::kChallenge));
+  wire::Frame frame;
+  ASSERT_TRUE(step_until(loop_, [&] { return host0.next(frame); }));
+  ASSERT_EQ(frame.type, wire::Type::kHello);
+  ASSERT_TRUE(host0.send(wire::Type::kWelcome));
+  ASSERT_TRUE(step_until(loop_, [&] { return one.channel->connected(); }));
+  const auto welcomed = Clock::now();
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !one.seen.lost.empty(); }, 2s));
+  const auto after = Clock::now() - welcomed;
+  EXPECT_EQ(one.seen.lost, std::vector<unsigned>{0});
+  EXPECT_GE(after, peer_loss_ - 20ms);
+  EXPECT_LT(after, peer_loss_ + 200ms);
+}
+
+// --- Connections refused ----------------------------------------------------
+
+struct BadBytes {
+  const char* name;
+  std::string bytes;
+  const char* warning;  // what the one warning line says
+};
+
+std::string header(uint32_t magic, uint16_t version, uint16_t type, uint32_t length) {
+  wire::PayloadWriter w;
+  w.u32(magic).u8(static_cast<uint8_t>(version >> 8)).u8(static_cast<uint8_t>(version));
+  w.u8(static_cast<uint8_t>(type >> 8)).u8(static_cast<uint8_t>(type)).u32(length);
+  return w.data();
+}
+
+class NetControlBadBytes : public NetControl, public ::testing::WithParamInterface<BadBytes> {};
+
+TEST_P(NetControlBadBytes, CloseThatConnectionWithOneWarningAndTheBarrierStillCompletes) {
+  start_server(2);
+  add_client(1, 2);
+  RawPeer peer(server_->port());
+  ASSERT_TRUE(peer.connected());
+  ASSERT_TRUE(peer.send(GetParam().bytes));
+  ASSERT_TRUE(step_until(loop_, [&] { return peer.closed(); }));
+  pass_the_barrier();
+  ASSERT_EQ(log_.lines().size(), 1U) << log_.all();
+  EXPECT_NE(log_.lines()[0].find("closed the connection from 127.0.0.1"), std::string::npos) << log_.all();
+  EXPECT_NE(log_.lines()[0].find(GetParam().warning), std::string::npos) << log_.all();
+  EXPECT_EQ(server_->connections(), 1U);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Frames, NetControlBadBytes,
+    ::testing::Values(BadBytes{"Garbage", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "bad magic"},
+                      BadBytes{"WrongMagic", header(0x54524955, 1, 2, 0), "bad magic"},
+                      BadBytes{"WrongVersion", header(wire::kMagic, 2, 2, 0), "protocol version 2"},
+                      BadBytes{"UnknownType", header(wire::kMagic, 1, 77, 0), "unknown frame type 77"},
+                      BadBytes{"OversizedLength", header(wire::kMagic, 1, 2, 1 << 20), "over the limit"},
+                      BadBytes{"HelloTooLargeBeforeTheHandshake", header(wire::kMagic, 1, 2, wire::kMaxHelloFrame + 1),
+                               "over the limit"},
+                      BadBytes{"FrameBeforeHello", wire::encode(wire::Type::kCheckIn), "CHECKIN before HELLO"},
+                      BadBytes{"MalformedHello", wire::encode(wire::Type::kHello, "abc"), "malformed HELLO"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST_F(NetControl, AnAddressNotInTheAllowlistIsClosedAtAccept) {
+  in_addr other{};
+  ASSERT_EQ(::inet_pton(AF_INET, "10.9.9.9", &other), 1);
+  start_server(2, {}, {other});
+  RawPeer peer(server_->port());
+  ASSERT_TRUE(step_until(loop_, [&] { return peer.closed(); }));
+  wire::Frame frame;
+  EXPECT_FALSE(peer.next(frame));  // not even a challenge
+  EXPECT_EQ(log_.lines().size(), 1U) << log_.all();
+  EXPECT_EQ(log_.count("refused a connection from 127.0.0.1: not one of the job's hosts"), 1U) << log_.all();
+  EXPECT_EQ(server_->connections(), 0U);
+}
+
+TEST_F(NetControl, AnotherJobsHostIsRefused) {
+  start_server(2);
+  ControlConfig stranger = config(1, 2);
+  stranger.job_id = "job-8";
+  Client& bad = add_client(stranger);
+  bad.stranger = true;
+  add_client(1, 2);
+  pass_the_barrier();
+  ASSERT_TRUE(step_until(loop_, [&] { return log_.count("refused this host") == 1; }));
+  EXPECT_GE(log_.count("refused the connection from 127.0.0.1: host 1 is of job 'job-8', not 'job-7'"), 1U)
+      << log_.all();
+  EXPECT_FALSE(bad.channel->connected());
+  EXPECT_EQ(bad.seen.go, 0);
+}
+
+TEST_F(NetControl, AHostOfAnotherHostCountIsRefused) {
+  start_server(2);
+  Client& bad = add_client(2, 3);
+  bad.stranger = true;
+  add_client(1, 2);
+  pass_the_barrier();
+  ASSERT_TRUE(step_until(loop_, [&] { return log_.count("refused this host") == 1; }));
+  EXPECT_GE(log_.count("host 2 of 3 is not a client of this job of 2 hosts"), 2U) << log_.all();  // both sides
+  EXPECT_EQ(bad.seen.go, 0);
+}
+
+// --- The secret -------------------------------------------------------------
+
+TEST_F(NetControl, SecretsOnBothSidesLetTheHostsIn) {
+  start_server(3, "s3cret");
+  add_client(1, 3, "s3cret");
+  add_client(2, 3, "s3cret");
+  pass_the_barrier();
+  EXPECT_TRUE(log_.lines().empty()) << log_.all();
+}
+
+TEST_F(NetControl, AWrongSecretIsRefusedAndDoesNotDisplaceTheRealHost) {
+  start_server(2, "s3cret");
+  Client& good = add_client(1, 2, "s3cret");
+  ASSERT_TRUE(step_until(loop_, [&] { return good.channel->connected(); }));
+  Client& impostor = add_client(1, 2, "guess");
+  ASSERT_TRUE(step_until(loop_, [&] { return log_.count("refused this host: host 1 has another secret") == 1; }));
+  EXPECT_EQ(log_.count("refused the connection from 127.0.0.1: host 1 has another secret"), 1U) << log_.all();
+  good.channel->check_in();
+  server_->check_in();
+  ASSERT_TRUE(step_until(loop_, [&] { return good.seen.go == 1; }));
+  EXPECT_EQ(impostor.seen.go, 0);
+  EXPECT_FALSE(impostor.channel->connected());
+}
+
+TEST_F(NetControl, AClientWithoutTheSecretIsRefused) {
+  start_server(2, "s3cret");
+  Client& bad = add_client(1, 2);
+  bad.stranger = true;
+  add_client(1, 2, "s3cret");
+  pass_the_barrier();
+  ASSERT_TRUE(step_until(loop_, [&] { return log_.count("refused this host: host 1 has no secret") == 1; }));
+  EXPECT_GE(log_.count("refused the connection from 127.0.0.1: host 1 has no secret; this job has one"), 1U);
+  EXPECT_EQ(bad.seen.go, 0);
+}
+
+TEST_F(NetControl, AClientWithASecretHost0LacksIsRefused) {
+  start_server(2);
+  Client& bad = add_client(1, 2, "s3cret");
+  ASSERT_TRUE(step_until(loop_, [&] { return log_.count("refused this host: host 1 has a secret; host 0 has none"); }));
+  EXPECT_GE(log_.count("refused the connection from 127.0.0.1: host 1 has a secret"), 1U) << log_.all();
+  EXPECT_FALSE(bad.channel->connected());
+}
+
+TEST_F(NetControl, AHost0WithoutTheSecretIsNotTrusted) {
+  // Host 0 played by hand, with no secret: it welcomes anyone.
+  Fd listener;
+  ASSERT_EQ(net::listen_tcp(0, listener), 0);
+  Client& one = add_client(config(1, 2, "s3cret"), static_cast<uint16_t>(net::local_port(listener.get())));
+  Fd accepted;
+  in_addr from{};
+  ASSERT_TRUE(step_until(loop_, [&] { return net::accept_tcp(listener.get(), accepted, from) == 0; }));
+  RawPeer host0(std::move(accepted));
+  ASSERT_TRUE(host0.send(wire::Type::kChallenge));
+  wire::Frame frame;
+  ASSERT_TRUE(step_until(loop_, [&] { return host0.next(frame); }));
+  ASSERT_TRUE(host0.send(wire::Type::kWelcome));
+  ASSERT_TRUE(host0.send(wire::Type::kGo));
+  ASSERT_TRUE(step_until(loop_, [&] { return host0.closed(); }));
+  EXPECT_EQ(log_.count("host 0 does not hold this host's secret"), 1U) << log_.all();
+  EXPECT_FALSE(one.channel->connected());
+  EXPECT_EQ(one.seen.go, 0);
+}
+
+// --- Floods -----------------------------------------------------------------
+
+TEST_F(NetControl, ConnectionsInTheirHandshakeAreCappedAndTimedOut) {
+  handshake_ = 500ms;
+  start_server(2);
+  const size_t heap_before = ::mallinfo2().uordblks;
+  // 100 connections, each holding a HELLO cut short: as much as a peer may
+  // make host 0 keep before its handshake.
+  const std::string partial =
+      header(wire::kMagic, 1, 2, wire::kMaxHelloFrame) + std::string(wire::kMaxHelloFrame - 1, 'x');
+  std::vector<std::unique_ptr<RawPeer>> flood;
+  for (int i = 0; i < 100; ++i) {
+    flood.push_back(std::make_unique<RawPeer>(server_->port()));
+    ASSERT_TRUE(flood.back()->connected());
+    ASSERT_TRUE(flood.back()->send(partial));
+  }
+  size_t most = 0;
+  const auto closed = [&] {
+    return std::count_if(flood.begin(), flood.end(), [](const auto& p) { return p->closed(); });
+  };
+  ASSERT_TRUE(step_until(loop_, [&] {
+    most = std::max(most, server_->connections());
+    return closed() == 100 - static_cast<long>(ControlServer::kMaxPending) &&
+           server_->connections() == ControlServer::kMaxPending;
+  }));
+  step_for(loop_, 50ms);  // every byte sent is read
+  const size_t heap_held = ::mallinfo2().uordblks - heap_before;
+  EXPECT_EQ(log_.count("connections are in their handshake already"), 1U);  // one line for the 36
+  EXPECT_LT(heap_held, 2U << 20);
+  std::printf("heap held by %zu connections in their handshake, each with a %zu-byte HELLO cut short: %zu KiB\n",
+              ControlServer::kMaxPending, wire::kMaxHelloFrame, heap_held / 1024);
+
+  // The handshake deadline frees every slot; then the job's host gets in.
+  ASSERT_TRUE(step_until(loop_, [&] {
+    most = std::max(most, server_->connections());
+    return closed() == 100;
+  }));
+  EXPECT_LE(most, ControlServer::kMaxPending);
+  EXPECT_EQ(log_.count("no handshake within 500 ms"), ControlServer::kMaxPending);
+  EXPECT_EQ(server_->connections(), 0U);
+  add_client(1, 2);
+  pass_the_barrier();
+}
+
+// --- Configuration and measures ---------------------------------------------
+
+TEST_F(NetControl, ConfigsOfTheWrongSideAreRejected) {
+  Seen seen;
+  auto server = ControlServer::listen(loop_, 0, {loopback()}, config(1, 2), record(seen));
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.error().message.find("not host 0"), std::string::npos);
+  auto client = ControlClient::connect(loop_, loopback(), 1, config(0, 2), record(seen));
+  ASSERT_FALSE(client.ok());
+  auto outside = ControlClient::connect(loop_, loopback(), 1, config(2, 2), record(seen));
+  ASSERT_FALSE(outside.ok());
+}
+
+TEST_F(NetControl, AHandlerMayDestroyTheChannelThatCalledIt) {
+  start_server(2);
+  Client& one = add_client(1, 2);
+  one.channel->check_in();
+  bool destroyed = false;
+  one.seen = {};
+  // Replace host 1's events by recreating it with a handler that destroys it.
+  clients_.clear();
+  auto channel = ControlClient::connect(loop_, loopback(), server_->port(), config(1, 2), {});
+  ASSERT_TRUE(channel.ok());
+  std::unique_ptr<ControlClient> owned = std::move(*channel);
+  ControlEvents events;
+  events.on_go = [&] {
+    owned.reset();
+    destroyed = true;
+  };
+  auto again = ControlClient::connect(loop_, loopback(), server_->port(), config(1, 2), events);
+  ASSERT_TRUE(again.ok());
+  owned = std::move(*again);
+  owned->check_in();
+  server_->check_in();
+  ASSERT_TRUE(step_until(loop_, [&] { return destroyed; }));
+  step_for(loop_, 50ms);  // nothing touches the dead client
+  EXPECT_EQ(owned, nullptr);
+}
+
+TEST_F(NetControl, MeasuredHandshakeAndBarrierRoundTripOnLoopback) {
+  start_server(2, "s3cret");
+  const auto start = Clock::now();
+  Client& one = add_client(1, 2, "s3cret");
+  ASSERT_TRUE(step_until(loop_, [&] { return one.channel->connected(); }));
+  const auto connected = Clock::now();
+  server_->check_in();
+  const auto asked = Clock::now();
+  one.channel->check_in();  // CHECKIN -> host 0 -> GO: one round trip
+  ASSERT_TRUE(step_until(loop_, [&] { return one.seen.go == 1; }));
+  const auto went = Clock::now();
+  const auto us = [](Duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
+  std::printf("connect + handshake with a secret: %ld us; CHECKIN -> GO round trip: %ld us\n",
+              static_cast<long>(us(connected - start)), static_cast<long>(us(went - asked)));
+}
+
+}  // namespace
+}  // namespace trainit
