@@ -429,10 +429,11 @@ class JobRunner {
       return;
     }
     resolver_ = std::make_unique<Resolver>(loop_, plan_.hosts->peers,
-                                           [this](std::vector<Resolved> r) { on_peers_resolved(std::move(r)); });
+                                           [this](std::vector<Resolved> r) { on_peers_resolved(r); });
   }
 
-  void on_peers_resolved(std::vector<Resolved> resolved) {
+  // `resolved` is the callback's own copy: the Resolver may go first.
+  void on_peers_resolved(const std::vector<Resolved>& resolved) {
     resolver_.reset();
     peer_addrs_.clear();
     for (const Resolved& peer : resolved) {
