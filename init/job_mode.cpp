@@ -429,7 +429,7 @@ class JobRunner {
       return;
     }
     resolver_ = std::make_unique<Resolver>(loop_, plan_.hosts->peers,
-                                           [this](std::vector<Resolved> r) { on_peers_resolved(r); });
+                                           [this](const std::vector<Resolved>& r) { on_peers_resolved(r); });
   }
 
   // `resolved` is the callback's own copy: the Resolver may go first.
