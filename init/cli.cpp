@@ -420,7 +420,7 @@ constexpr std::string_view kUsageTail =
     "unset. The command line wins over a variable, TRAINIT_<OPTION> over tini's.\n"
     "Other TRAINIT_* names are warned about, but for these, documented:\n"
     "{}"
-    "None of trainit's variables is passed on to PROGRAM or the ranks{}.\n"
+    "trainit's variables are not passed on to PROGRAM or the ranks{}.\n"
     "\n"
     "Exit status: the child's, or 128+N when it died of signal N; 64 bad usage;\n"
     "126 program not executable; 127 program not found; 70/71 internal errors.\n";
@@ -807,10 +807,10 @@ std::string usage_text() {
   std::string passed_on;
   for (const DocumentedVariable& v : kDocumentedVariables) {
     if (v.passed_on) {
-      passed_on += fmt::format("{}{}", passed_on.empty() ? ",\nbut " : " and ", v.name);
+      passed_on += fmt::format("{}{}", passed_on.empty() ? ",\nbut for " : " and ", v.name);
     }
   }
-  text += fmt::format(kUsageTail, documented + "\n", passed_on.empty() ? "" : passed_on + ", theirs");
+  text += fmt::format(kUsageTail, documented + "\n", passed_on.empty() ? "" : passed_on + ", which the ranks read");
   return text;
 }
 

@@ -28,6 +28,7 @@
 #include "net/resolver.h"
 #include "net/socket.h"
 #include "notify/notify.h"
+#include "notify/receiver.h"
 #include "plan/mpi.h"
 #include "platform/fs.h"
 #include "platform/path.h"
@@ -428,10 +429,11 @@ class JobRunner {
       return;
     }
     resolver_ = std::make_unique<Resolver>(loop_, plan_.hosts->peers,
-                                           [this](std::vector<Resolved> r) { on_peers_resolved(std::move(r)); });
+                                           [this](const std::vector<Resolved>& r) { on_peers_resolved(r); });
   }
 
-  void on_peers_resolved(std::vector<Resolved> resolved) {
+  // `resolved` is the callback's own copy: the Resolver may go first.
+  void on_peers_resolved(const std::vector<Resolved>& resolved) {
     resolver_.reset();
     peer_addrs_.clear();
     for (const Resolved& peer : resolved) {
@@ -565,12 +567,37 @@ class JobRunner {
     return 0;
   }
 
+  // sshd is up when it says READY=1 on the NOTIFY_SOCKET trainit serves it
+  // (Debian's does), or when its port takes a connection, whichever comes
+  // first: not every sshd speaks sd_notify.
   void start_sshd() {
-    auto started = start_process(plan_.sshd->process);
+    ProcessSpec sshd = plan_.sshd->process;
+    sshd_notify_ = std::make_unique<NotifyReceiver>();
+    if (int r = sshd_notify_->open(); r == 0) {
+      set_env(sshd.env, "NOTIFY_SOCKET", sshd_notify_->address());
+    } else {
+      log_debug("no NOTIFY_SOCKET for sshd ({}): its port tells when it is up", errno_string(-r));
+      sshd_notify_.reset();
+    }
+    auto started = start_process(sshd);
     if (!started) {
       return;
     }
     sshd_pid_ = started->pid;
+    if (sshd_notify_) {
+      sshd_notify_->serve(sshd_pid_);
+      sshd_notify_source_ = loop_.add_io(
+          sshd_notify_->fd(), EPOLLIN,
+          [this](uint32_t) {
+            int r = sshd_notify_->drain([this](std::string_view key, std::string_view value) {
+              if (key == "READY" && value == "1") {
+                sshd_up("sshd said READY=1");
+              }
+            });
+            return r < 0 ? r : 0;
+          },
+          "sshd's NOTIFY_SOCKET");
+    }
     sshd_ = loop_.add_child(
         sshd_pid_,
         [this](const siginfo_t& info) {
@@ -587,10 +614,18 @@ class JobRunner {
     local.s_addr = htonl(INADDR_LOOPBACK);
     probes_.clear();
     probes_.push_back(std::make_unique<TcpProbe>(loop_, local, plan_.sshd->port, [this] {
-      if (state_ == State::kStartSshd) {
-        fire(Event::kDone, fmt::format("sshd takes connections on port {}", plan_.sshd->port));
-      }
+      sshd_up(fmt::format("sshd takes connections on port {}", plan_.sshd->port));
     }));
+  }
+
+  void sshd_up(const std::string& why) {
+    if (state_ != State::kStartSshd) {
+      return;
+    }
+    // Called from inside the probe or the receiver: both are let be (the
+    // probe is done; the receiver's source only stops listening).
+    sshd_notify_source_.set_enabled(false);
+    fire(Event::kDone, why);
   }
 
   // Host 0: every peer's sshd takes a connection.
@@ -986,6 +1021,8 @@ class JobRunner {
   size_t keygens_done_ = 0;
   SourceHandle sshd_;
   pid_t sshd_pid_ = 0;
+  std::unique_ptr<NotifyReceiver> sshd_notify_;  // sshd's NOTIFY_SOCKET, until it is up
+  SourceHandle sshd_notify_source_;
   std::vector<std::unique_ptr<TcpProbe>> probes_;
   size_t probes_up_ = 0;
 };

@@ -1,6 +1,7 @@
 #!/bin/bash
 # --mode mpi, 2 hosts × 2 slots, real sshd and real Open MPI: every host
-# starts its own sshd (a per-job config, key-only), host 0 waits for every
+# starts its own sshd (a per-job config, key-only; up when it says READY=1 on
+# the NOTIFY_SOCKET trainit serves it), host 0 waits for every
 # peer's sshd and the barrier, then mpirun runs an MPI program that does an
 # allreduce and checks it on all 4 ranks. Both hosts exit 0; no sshd, orted
 # or rank is left anywhere. The same again as a non-root user.
@@ -27,6 +28,9 @@ run_job() {
   done
   expect_output 0 "allreduce 10 (want 10)"
   grep -q "on $E2E_VJ-$E2E_TASK-1:" "$E2E_DIR/h0/out" || fail "no rank ran on host 1"
+  # Debian's sshd says READY=1 on the NOTIFY_SOCKET trainit serves it.
+  expect_output 0 "sshd said READY=1"
+  expect_output 1 "sshd said READY=1"
   expect_nothing_left
 }
 
