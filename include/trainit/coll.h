@@ -1,0 +1,65 @@
+/* trainit's collective core: reductions among the ranks of one node over
+ * shared memory (an arena) that the init creates, watches and cleans up.
+ *
+ * A rank started by trainit joins with trainit_comm_init_from_env() (the
+ * arena arrives as TRAINIT_COLL_FD with TRAINIT_LOCAL_RANK and
+ * TRAINIT_LOCAL_SIZE); processes outside trainit join with
+ * trainit_comm_init(), passing the same name, size and distinct ranks.
+ *
+ * Every call returns 0 or a negative errno: -EINVAL for bad arguments,
+ * -ECONNABORTED once a peer died or the job is stopping (within
+ * milliseconds, never a hang), -ETIMEDOUT when TRAINIT_COLL_TIMEOUT (seconds)
+ * passes. send == recv is in place. Counts may be 0 or odd, pointers
+ * unaligned. f16 and bf16 accumulate in f32. Results are bitwise identical on
+ * every rank: the reduction order is fixed. Collectives are called by every
+ * rank of a communicator in the same order, from one thread per rank.
+ */
+#ifndef TRAINIT_COLL_H
+#define TRAINIT_COLL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct trainit_comm trainit_comm;
+
+typedef enum {
+  TRAINIT_F32,
+  TRAINIT_F64,
+  TRAINIT_F16,
+  TRAINIT_BF16,
+  TRAINIT_I32,
+  TRAINIT_I64,
+  TRAINIT_U8
+} trainit_dtype;
+
+typedef enum { TRAINIT_SUM, TRAINIT_PROD, TRAINIT_MIN, TRAINIT_MAX } trainit_op;
+
+int trainit_comm_init_from_env(trainit_comm **comm);
+int trainit_comm_init(trainit_comm **comm, const char *name, int rank, int size);
+int trainit_comm_rank(const trainit_comm *comm);
+int trainit_comm_size(const trainit_comm *comm);
+
+int trainit_allreduce(trainit_comm *comm, const void *send, void *recv, size_t count, trainit_dtype dtype,
+                      trainit_op op);
+int trainit_reduce(trainit_comm *comm, const void *send, void *recv, size_t count, trainit_dtype dtype,
+                   trainit_op op, int root);
+int trainit_reduce_scatter(trainit_comm *comm, const void *send, void *recv, size_t recvcount,
+                           trainit_dtype dtype, trainit_op op);
+int trainit_allgather(trainit_comm *comm, const void *send, void *recv, size_t sendcount, trainit_dtype dtype);
+int trainit_broadcast(trainit_comm *comm, void *buf, size_t count, trainit_dtype dtype, int root);
+int trainit_barrier(trainit_comm *comm);
+
+void *trainit_alloc(trainit_comm *comm, size_t bytes);
+void trainit_free(trainit_comm *comm, void *ptr);
+
+int trainit_comm_destroy(trainit_comm *comm);
+const char *trainit_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRAINIT_COLL_H */
