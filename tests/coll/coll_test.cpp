@@ -157,11 +157,8 @@ double value(trainit_dtype t, trainit_op op, int r, size_t i) {
   return is_float(t) ? (v - 8) * 0.25 : v - 8;
 }
 
+// f32 → f16 for the test's values, all exact in f16 (no rounding needed).
 uint16_t to_f16(float f) {
-  const void* ins[1] = {&f};
-  (void)ins;
-  // f32 → f16 by the scalar kernel's rules: fold of one f32 is not offered,
-  // so convert by hand (values here are exact in f16).
   uint32_t u;
   std::memcpy(&u, &f, 4);
   const uint32_t sign = (u >> 16) & 0x8000U;
@@ -279,8 +276,7 @@ double load(trainit_dtype t, const void* base, size_t i) {
 }
 
 // The reference: ranks 0…n-1 folded in double (integers wrapped to the type).
-double reference(trainit_dtype t, trainit_op op, int n, size_t i, int first_rank_offset = 0) {
-  (void)first_rank_offset;
+double reference(trainit_dtype t, trainit_op op, int n, size_t i) {
   double acc = value(t, op, 0, i);
   for (int r = 1; r < n; ++r) {
     const double v = value(t, op, r, i);
@@ -529,5 +525,481 @@ TEST_P(CollLarge, LargeCountsPipelinedAndZeroCopyMatchTheReferenceOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollLarge, ::testing::Values(2, 3, 4));
+
+// --- kernels -------------------------------------------------------------------
+
+// Every kernel this CPU runs (AVX-512, AVX2, SSE2 or NEON) gives the scalar
+// kernel's bytes for every type and op, 1-5 inputs, every tail length and
+// misaligned pointers, on random inputs (f16/bf16 over their whole finite
+// range, subnormals included).
+TEST(CollKernels, EveryVectorKernelIsBitwiseTheScalarOneForEveryTypeOpAndTail) {
+  const trainit::coll::Kernels* scalar = trainit::coll::kernels_by_name("scalar");
+  ASSERT_NE(scalar, nullptr);
+  std::vector<const trainit::coll::Kernels*> tables;
+  for (const char* name : {"sse2", "neon", "avx2", "avx512"}) {
+    if (const auto* k = trainit::coll::kernels_by_name(name)) {
+      tables.push_back(k);
+    }
+  }
+  ASSERT_FALSE(tables.empty());
+  std::mt19937_64 rng(12);
+  constexpr size_t kMax = 300;
+  for (int t = 0; t < trainit::coll::kDtypes; ++t) {
+    const size_t es = dtype_size(t);
+    for (int op = 0; op < trainit::coll::kOps; ++op) {
+      for (int n = 1; n <= 5; ++n) {
+        std::vector<std::vector<unsigned char>> in(static_cast<size_t>(n), std::vector<unsigned char>(kMax * es + 3));
+        for (auto& v : in) {
+          for (size_t i = 0; i < kMax; ++i) {
+            uint64_t bits = rng();
+            if (t == TRAINIT_F32) {
+              const float f = std::ldexp(static_cast<float>(static_cast<int>(bits % 2001) - 1000),
+                                         static_cast<int>(bits >> 40) % 20 - 10);
+              std::memcpy(&v[1 + i * es], &f, 4);
+            } else if (t == TRAINIT_F64) {
+              const double d = std::ldexp(static_cast<double>(static_cast<int>(bits % 2001) - 1000),
+                                          static_cast<int>(bits >> 40) % 40 - 20);
+              std::memcpy(&v[1 + i * es], &d, 8);
+            } else if (t == TRAINIT_F16 || t == TRAINIT_BF16) {
+              auto h = static_cast<uint16_t>(bits);
+              const uint16_t exp_mask = t == TRAINIT_F16 ? 0x7c00 : 0x7f80;
+              if ((h & exp_mask) == exp_mask) {
+                h = static_cast<uint16_t>(h & ~0x4000);  // finite
+              }
+              std::memcpy(&v[1 + i * es], &h, 2);
+            } else {
+              std::memcpy(&v[1 + i * es], &bits, es);
+            }
+          }
+        }
+        std::vector<const void*> ins;
+        for (auto& v : in) {
+          ins.push_back(v.data() + 1);
+        }
+        for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{15}, size_t{16}, size_t{17}, size_t{31},
+                             size_t{33}, size_t{64}, size_t{65}, size_t{129}, kMax}) {
+          std::vector<unsigned char> want(count * es + 1);
+          scalar->fold[t][op](want.data() + 1, ins.data(), n, count);
+          for (const auto* k : tables) {
+            std::vector<unsigned char> got(count * es + 2);
+            k->fold[t][op](got.data() + 2, ins.data(), n, count);
+            ASSERT_EQ(0, std::memcmp(got.data() + 2, want.data() + 1, count * es))
+                << k->name << " dtype " << t << " op " << op << " n " << n << " count " << count;
+          }
+          // In place: the output is the first input.
+          std::vector<unsigned char> first(in[0]);
+          std::vector<const void*> ins_in_place(ins);
+          ins_in_place[0] = first.data() + 1;
+          tables.back()->fold[t][op](first.data() + 1, ins_in_place.data(), n, count);
+          ASSERT_EQ(0, std::memcmp(first.data() + 1, want.data() + 1, count * es)) << "in place, dtype " << t;
+        }
+      }
+    }
+  }
+}
+
+// f16: every finite half survives f16 → f32 → f16 unchanged, and f32 → f16
+// rounds to nearest even (checked against the exact halfway cases).
+TEST(CollKernels, HalfConversionsRoundTripAndRoundToNearestEven) {
+  const auto* scalar = trainit::coll::kernels_by_name("scalar");
+  std::vector<uint16_t> all;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) != 0x7c00) {
+      all.push_back(static_cast<uint16_t>(h));
+    }
+  }
+  std::vector<uint16_t> out(all.size());
+  const void* one[1] = {all.data()};
+  scalar->fold[TRAINIT_F16][TRAINIT_SUM](out.data(), one, 1, all.size());
+  EXPECT_EQ(all, out);
+  // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even (1); 1 + 3·2^-11 goes up.
+  uint16_t a = 0x3c00;  // 1
+  uint16_t b = 0x1000;  // 2^-11
+  uint16_t r = 0;
+  const void* two[2] = {&a, &b};
+  scalar->fold[TRAINIT_F16][TRAINIT_SUM](&r, two, 2, 1);
+  EXPECT_EQ(r, 0x3c00);
+  b = 0x1200;  // 1.5 · 2^-11: above halfway
+  scalar->fold[TRAINIT_F16][TRAINIT_SUM](&r, two, 2, 1);
+  EXPECT_EQ(r, 0x3c01);
+  a = 0x3c01;  // 1 + 2^-10, odd: the tie goes up to even
+  b = 0x1000;
+  scalar->fold[TRAINIT_F16][TRAINIT_SUM](&r, two, 2, 1);
+  EXPECT_EQ(r, 0x3c02);
+}
+
+// --- sequences, misuse, failures --------------------------------------------------
+
+// 400 collectives of random kinds, types, ops, roots and sizes (0 … 300 Ki
+// elements, every algorithm), the same sequence on every rank, each checked.
+TEST(CollSequences, RandomMixedCollectivesAllMatchTheReference) {
+  for (int n : {2, 3, 4}) {
+    const auto status = run_ranks(
+        n,
+        [&](trainit_comm* comm, int) {
+          std::mt19937_64 rng(static_cast<uint64_t>(n) * 77);
+          for (int i = 0; i < 400; ++i) {
+            const auto coll = static_cast<Coll>(rng() % kColls);
+            const trainit_dtype t = kAllTypes[rng() % 7];
+            const trainit_op op = kAllOps[rng() % 4];
+            const uint64_t pick = rng() % 4;
+            const size_t count = pick == 0   ? rng() % 8
+                                 : pick == 1 ? rng() % 200
+                                 : pick == 2 ? rng() % 20000
+                                             : rng() % 300000;
+            const bool in_place = (rng() & 1) != 0;
+            const int root = static_cast<int>(rng() % static_cast<uint64_t>(n));
+            const bool arena = (rng() % 4) == 0 && t == TRAINIT_F32;
+            if (i % 50 == 0) {
+              CHILD_CHECK(trainit_barrier(comm) == 0, "barrier");
+            }
+            (void)run_and_check(comm, coll, t, op, count, in_place, root, rng() % 4, arena);
+          }
+          return 0;
+        },
+        120);
+    expect_all_exit(status, 0);
+  }
+}
+
+// Ranks that disagree (count, kind, a null buffer or a bad root on one rank)
+// all get -EINVAL after the same single step, and the next call works.
+TEST(CollMisuse, DisagreeingRanksAllGetEinvalAndStayInStep) {
+  for (int n : {2, 3}) {
+    const auto status = run_ranks(
+        n,
+        [](trainit_comm* comm, int r) {
+          std::vector<float> a(300000, 1.0F);
+          std::vector<float> b(300000);
+          // Count mismatch within one algorithm, and across algorithms (LL vs pipelined).
+          CHILD_CHECK(trainit_allreduce(comm, a.data(), b.data(), r == 0 ? 5 : 6, TRAINIT_F32, TRAINIT_SUM) == -EINVAL,
+                      "5/6");
+          CHILD_CHECK(
+              trainit_allreduce(comm, a.data(), b.data(), r == 0 ? 3 : 300000, TRAINIT_F32, TRAINIT_SUM) == -EINVAL,
+              "3/300000");
+          CHILD_CHECK(trainit_allgather(comm, a.data(), b.data(), r == 0 ? 1000 : 3, TRAINIT_F32) == -EINVAL,
+                      "allgather");
+          // A barrier against an allreduce.
+          const int rc =
+              r == 0 ? trainit_barrier(comm) : trainit_allreduce(comm, a.data(), b.data(), 4, TRAINIT_F32, TRAINIT_SUM);
+          CHILD_CHECK(rc == -EINVAL, "barrier vs allreduce: %d", rc);
+          // A null pointer with a count on one rank only.
+          CHILD_CHECK(
+              trainit_allreduce(comm, r == 1 ? nullptr : a.data(), b.data(), 100, TRAINIT_F32, TRAINIT_SUM) == -EINVAL,
+              "null send");
+          CHILD_CHECK(trainit_broadcast(comm, r == 1 ? nullptr : a.data(), 100, TRAINIT_F32, 0) == -EINVAL, "null buf");
+          // Bad root, dtype, op on every rank, or on one.
+          CHILD_CHECK(trainit_reduce(comm, a.data(), b.data(), 10, TRAINIT_F32, TRAINIT_SUM, 99) == -EINVAL, "root 99");
+          CHILD_CHECK(trainit_broadcast(comm, a.data(), 10, TRAINIT_F32, -1) == -EINVAL, "root -1");
+          CHILD_CHECK(trainit_allreduce(comm, a.data(), b.data(), 10, static_cast<trainit_dtype>(r == 0 ? 9 : 0),
+                                        TRAINIT_SUM) == -EINVAL,
+                      "dtype");
+          CHILD_CHECK(
+              trainit_allreduce(comm, a.data(), b.data(), 10, TRAINIT_F32, static_cast<trainit_op>(7)) == -EINVAL,
+              "op");
+          // Still in step: a real allreduce of every size class.
+          for (size_t count : {size_t{3}, size_t{1000}, size_t{300000}}) {
+            CHILD_CHECK(trainit_allreduce(comm, a.data(), b.data(), count, TRAINIT_F32, TRAINIT_SUM) == 0, "after");
+            CHILD_CHECK(b[count - 1] == static_cast<float>(trainit_comm_size(comm)), "value %g", b[count - 1]);
+          }
+          return 0;
+        },
+        30);
+    expect_all_exit(status, 0);
+  }
+}
+
+TEST(CollMisuse, BadArgumentsOutsideACommunicatorAreEinval) {
+  trainit_comm* comm = reinterpret_cast<trainit_comm*>(1);
+  EXPECT_EQ(trainit_comm_init(&comm, "x", 2, 2), -EINVAL);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(trainit_comm_init(&comm, "x", 0, 0), -EINVAL);
+  EXPECT_EQ(trainit_comm_init(&comm, nullptr, 0, 1), -EINVAL);
+  EXPECT_EQ(trainit_comm_init(&comm, "", 0, 1), -EINVAL);
+  EXPECT_EQ(trainit_comm_init(nullptr, "x", 0, 1), -EINVAL);
+  EXPECT_EQ(trainit_comm_init(&comm, std::string(200, 'n').c_str(), 0, 2), -ENAMETOOLONG);
+  float x = 0;
+  EXPECT_EQ(trainit_allreduce(nullptr, &x, &x, 1, TRAINIT_F32, TRAINIT_SUM), -EINVAL);
+  EXPECT_EQ(trainit_barrier(nullptr), -EINVAL);
+  EXPECT_EQ(trainit_comm_rank(nullptr), -EINVAL);
+  EXPECT_EQ(trainit_comm_destroy(nullptr), 0);
+  EXPECT_EQ(trainit_alloc(nullptr, 10), nullptr);
+  EXPECT_STRNE(trainit_strerror(-ECONNABORTED), trainit_strerror(-EINVAL));
+}
+
+// A rank joining with another size than rank 0's, or a rank number already
+// taken, is refused (-EINVAL) instead of joining; nobody hangs.
+TEST(CollJoin, AMismatchedSizeIsRefused) {
+  const std::string name = unique_name();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);
+    ::setenv("TRAINIT_COLL_TIMEOUT", "1", 1);
+    trainit_comm* c = nullptr;
+    _exit(trainit_comm_init(&c, name.c_str(), 1, 3) == -EINVAL ? 0 : 1);
+  }
+  ::setenv("TRAINIT_COLL_TIMEOUT", "1", 1);
+  trainit_comm* c = nullptr;
+  const int64_t start = now_ns();
+  EXPECT_EQ(trainit_comm_init(&c, name.c_str(), 0, 2), -ETIMEDOUT);
+  EXPECT_LT(now_ns() - start, 3'000'000'000);
+  ::unsetenv("TRAINIT_COLL_TIMEOUT");
+  int ws = 0;
+  ASSERT_EQ(waitpid(pid, &ws, 0), pid);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+}
+
+// Without rank 0, a joining rank gives up at TRAINIT_COLL_TIMEOUT.
+TEST(CollJoin, ARankWithoutRankZeroTimesOut) {
+  ::setenv("TRAINIT_COLL_TIMEOUT", "0.3", 1);
+  trainit_comm* c = nullptr;
+  const int64_t start = now_ns();
+  EXPECT_EQ(trainit_comm_init(&c, unique_name().c_str(), 1, 2), -ETIMEDOUT);
+  const int64_t took = now_ns() - start;
+  ::unsetenv("TRAINIT_COLL_TIMEOUT");
+  EXPECT_GE(took, 250'000'000);
+  EXPECT_LT(took, 2'000'000'000);
+}
+
+// Ranks started by trainit map the arena from TRAINIT_COLL_FD; a missing or
+// bad variable, or an fd that is no arena, is an error, not a crash.
+TEST(CollEnv, RanksJoinAnArenaFromTheEnvironmentAndBadVariablesAreEinval) {
+  ::unsetenv("TRAINIT_COLL_FD");
+  trainit_comm* c = nullptr;
+  EXPECT_EQ(trainit_comm_init_from_env(&c), -EINVAL);
+  constexpr int kN = 3;
+  const size_t size = trainit::coll::coll_arena_size(kN, 1 << 20);
+  ASSERT_GT(size, 0U);
+  const int fd = memfd_create("test-arena", 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  ::setenv("TRAINIT_COLL_FD", std::to_string(fd).c_str(), 1);
+  ::setenv("TRAINIT_LOCAL_SIZE", "3", 1);
+  ::setenv("TRAINIT_LOCAL_RANK", "0", 1);
+  EXPECT_EQ(trainit_comm_init_from_env(&c), -EPROTO);  // not formatted yet
+  ASSERT_EQ(trainit::coll::coll_arena_format(base, size, kN, 42), 0);
+  ::setenv("TRAINIT_LOCAL_RANK", "3", 1);
+  EXPECT_EQ(trainit_comm_init_from_env(&c), -EINVAL);
+  ::setenv("TRAINIT_LOCAL_RANK", "x", 1);
+  EXPECT_EQ(trainit_comm_init_from_env(&c), -EINVAL);
+  ::setenv("TRAINIT_LOCAL_SIZE", "4", 1);
+  ::setenv("TRAINIT_LOCAL_RANK", "0", 1);
+  EXPECT_EQ(trainit_comm_init_from_env(&c), -EINVAL);  // the arena holds 3
+  ::setenv("TRAINIT_LOCAL_SIZE", "3", 1);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < kN; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(20);
+      ::setenv("TRAINIT_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      trainit::coll::Comm comm;
+      if (comm.init_from_env() != 0 || comm.rank() != r || comm.size() != kN) {
+        _exit(2);
+      }
+      int64_t v = r + 1;
+      int64_t sum = 0;
+      for (int i = 0; i < 100; ++i) {
+        if (comm.allreduce(&v, &sum, 1, TRAINIT_I64, TRAINIT_SUM) != 0 || sum != 6) {
+          _exit(3);
+        }
+      }
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int ws = 0;
+    ASSERT_EQ(waitpid(pid, &ws, 0), pid);
+    EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << ws;
+  }
+  trainit::coll::CollProgress progress{};
+  ASSERT_EQ(trainit::coll::coll_arena_progress(base, 2, &progress), 0);
+  EXPECT_EQ(progress.completed, 100U);
+  EXPECT_EQ(progress.op, trainit::coll::kOpNone);
+  EXPECT_EQ(trainit::coll::coll_arena_progress(base, 3, &progress), -EINVAL);
+  ::unsetenv("TRAINIT_COLL_FD");
+  ::unsetenv("TRAINIT_LOCAL_SIZE");
+  ::unsetenv("TRAINIT_LOCAL_RANK");
+  munmap(base, size);
+  close(fd);
+}
+
+// The init's abort: every rank waiting in a collective returns -ECONNABORTED
+// at once, and every later call too.
+TEST(CollAbort, MarkingTheArenaAbortedWakesEveryWaiterWithEconnaborted) {
+  constexpr int kN = 3;
+  const size_t size = trainit::coll::coll_arena_size(kN, 0);
+  const int fd = memfd_create("test-arena", 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_EQ(trainit::coll::coll_arena_format(base, size, kN, 1), 0);
+  Shared times(sizeof(int64_t) * 8);
+  auto* t = times.as<int64_t>();
+  ::setenv("TRAINIT_COLL_FD", std::to_string(fd).c_str(), 1);
+  ::setenv("TRAINIT_LOCAL_SIZE", "3", 1);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < kN - 1; ++r) {  // rank 2 never comes
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(20);
+      ::setenv("TRAINIT_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      trainit_comm* c = nullptr;
+      if (trainit_comm_init_from_env(&c) != 0) {
+        _exit(2);
+      }
+      const int rc = trainit_barrier(c);
+      t[r] = now_ns();
+      _exit(rc == -ECONNABORTED && trainit_barrier(c) == -ECONNABORTED ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  usleep(200'000);  // both asleep on the futex by now
+  const int64_t aborted_at = now_ns();
+  trainit::coll::coll_arena_abort(base);
+  for (size_t r = 0; r < pids.size(); ++r) {
+    int ws = 0;
+    ASSERT_EQ(waitpid(pids[r], &ws, 0), pids[r]);
+    EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << ws;
+    EXPECT_LT(t[r] - aborted_at, 100'000'000) << "rank " << r;
+  }
+  ::unsetenv("TRAINIT_COLL_FD");
+  ::unsetenv("TRAINIT_LOCAL_SIZE");
+  munmap(base, size);
+  close(fd);
+}
+
+// Standalone, nobody watches: a rank SIGKILLed while its peers are inside a
+// collective (asleep, spinning or moving data) → every other rank gets
+// -ECONNABORTED within 100 ms of the kill, measured.
+class CollPeerDeath : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollPeerDeath, ARankKilledMidCollectiveGivesEveryOtherRankEconnabortedWithin100ms) {
+  const int n = GetParam();
+  Shared shared(sizeof(int64_t) * 32);
+  auto* t = shared.as<std::atomic<int64_t>>();
+  // t[0]: the kill's time; t[1 + r]: when rank r's call returned; t[16 + r]: its result;
+  // t[30]: ranks inside their loop.
+  const int victim = n - 1;
+  const auto status = run_ranks(
+      n,
+      [&](trainit_comm* comm, int r) {
+        std::vector<float> a(1 << 20, 1.0F);
+        std::vector<float> b(1 << 20);
+        t[30].fetch_add(1);
+        int rc = 0;
+        // Collectives of every size, back to back, until one fails.
+        for (size_t i = 0; rc == 0; ++i) {
+          const size_t count = (i % 3 == 0) ? 1 : (i % 3 == 1) ? 10000 : (1 << 20);
+          rc = trainit_allreduce(comm, a.data(), b.data(), count, TRAINIT_F32, TRAINIT_SUM);
+        }
+        t[1 + r] = now_ns();
+        t[16 + r] = rc;
+        return r == victim ? 9 : 0;
+      },
+      30,
+      [&](const std::vector<pid_t>& pids) {
+        while (t[30].load() < n) {
+          usleep(1000);
+        }
+        usleep(300'000);  // well inside the loop
+        t[0] = now_ns();
+        kill(pids[static_cast<size_t>(victim)], SIGKILL);
+      });
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) {
+      EXPECT_EQ(status[r], 128 + SIGKILL);
+      continue;
+    }
+    EXPECT_EQ(status[r], 0) << "rank " << r;
+    EXPECT_EQ(t[16 + r].load(), -ECONNABORTED) << "rank " << r;
+    const int64_t latency = t[1 + r] - t[0];
+    EXPECT_LE(latency, 100'000'000) << "rank " << r << " took " << latency / 1000 << " µs";
+    std::printf("rank %d saw -ECONNABORTED %.2f ms after the kill\n", r, static_cast<double>(latency) / 1e6);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CollPeerDeath, ::testing::Values(2, 4));
+
+// With TRAINIT_COLL_TIMEOUT, a collective a peer never joins returns
+// -ETIMEDOUT on time; the arena is then aborted, so the late peer gets
+// -ECONNABORTED instead of waiting out its own deadline.
+TEST(CollTimeout, ACollectiveAPeerNeverJoinsTimesOut) {
+  Shared shared(sizeof(int64_t) * 4);
+  auto* t = shared.as<int64_t>();
+  ::setenv("TRAINIT_COLL_TIMEOUT", "0.3", 1);
+  const auto status = run_ranks(
+      2,
+      [&](trainit_comm* comm, int r) {
+        if (r == 1) {
+          usleep(800'000);
+          return trainit_barrier(comm) == -ECONNABORTED ? 0 : 1;
+        }
+        const int64_t start = now_ns();
+        const int rc = trainit_barrier(comm);
+        t[0] = now_ns() - start;
+        return rc == -ETIMEDOUT ? 0 : 2;
+      },
+      20);
+  ::unsetenv("TRAINIT_COLL_TIMEOUT");
+  expect_all_exit(status, 0);
+  EXPECT_GE(t[0], 290'000'000);
+  EXPECT_LT(t[0], 700'000'000);
+}
+
+// trainit_alloc: buffers come from the rank's own share of the arena heap,
+// do not overlap, are reused after trainit_free, and run out cleanly.
+TEST(CollAlloc, ArenaBuffersAreDistinctReusableAndRunOutCleanly) {
+  ::setenv("TRAINIT_COLL_HEAP", "1048576", 1);
+  trainit::coll::Comm comm;
+  ASSERT_EQ(comm.init(unique_name().c_str(), 0, 1), 0);
+  ::unsetenv("TRAINIT_COLL_HEAP");
+  auto* a = static_cast<unsigned char*>(comm.alloc(1000));
+  auto* b = static_cast<unsigned char*>(comm.alloc(3));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(b >= a + 1000 || a >= b + 3);
+  std::memset(a, 1, 1000);
+  std::memset(b, 2, 3);
+  EXPECT_EQ(comm.alloc(2 << 20), nullptr);
+  comm.free(a);
+  void* c = comm.alloc(900);
+  EXPECT_EQ(c, a);
+  comm.free(b);
+  comm.free(c);
+  void* big = comm.alloc((1 << 20) - 4096);
+  EXPECT_NE(big, nullptr) << "freed blocks merge back into one";
+  comm.free(big);
+  EXPECT_EQ(comm.alloc(0), nullptr);
+}
+
+// 4 ranks on this machine's cores (2 here): 20,000 small allreduces finish in
+// seconds; a stall per call on scheduler ticks (4 ms) would take 80 s.
+TEST(CollOversubscribed, FourRanksOnFewCoresRunSmallCollectivesWithoutTickStalls) {
+  TRAINIT_SKIP_UNDER_EMULATION("qemu-user runs the ranks tens of times slower; the bound is about real cores");
+  Shared shared(sizeof(int64_t) * 4);
+  auto* t = shared.as<int64_t>();
+  const auto status = run_ranks(
+      4,
+      [&](trainit_comm* comm, int r) {
+        float x = 1;
+        float y = 0;
+        const int64_t start = now_ns();
+        for (int i = 0; i < 20000; ++i) {
+          if (trainit_allreduce(comm, &x, &y, 1, TRAINIT_F32, TRAINIT_SUM) != 0 || y != 4) {
+            return 1;
+          }
+        }
+        if (r == 0) {
+          t[0] = now_ns() - start;
+        }
+        return 0;
+      },
+      60);
+  expect_all_exit(status, 0);
+  std::printf("20000 4-byte allreduces on 4 ranks: %.2f µs each\n", static_cast<double>(t[0]) / 20000 / 1000);
+  EXPECT_LT(t[0], 10'000'000'000);
+}
 
 }  // namespace
