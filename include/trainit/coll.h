@@ -13,6 +13,24 @@
  * unaligned. f16 and bf16 accumulate in f32. Results are bitwise identical on
  * every rank: the reduction order is fixed. Collectives are called by every
  * rank of a communicator in the same order, from one thread per rank.
+ *
+ * In place: allreduce and reduce with send == recv; reduce_scatter with
+ * send == recv leaves the rank's recvcount results at the start of the
+ * buffer; allgather with send == recv takes the rank's part from
+ * recv + rank * sendcount (MPI_IN_PLACE's convention). reduce's recv matters
+ * on the root only (may be NULL elsewhere). Ranks that disagree on a call
+ * (count, kind, root, dtype, op) or pass bad arguments all get -EINVAL and
+ * stay usable. After -ETIMEDOUT or -ECONNABORTED the communicator is aborted
+ * for every rank: each later call returns -ECONNABORTED.
+ *
+ * trainit_comm_init() leaves nothing behind: rank 0 creates the arena
+ * (memfd, committed up front) and hands it to the others over an abstract
+ * unix socket named after the user and the name (same user only); it
+ * returns once all size ranks joined, or -ETIMEDOUT after
+ * TRAINIT_COLL_TIMEOUT (default 60 s). TRAINIT_COLL_HEAP sets the bytes
+ * trainit_alloc() can hand out, split between the ranks (default 32 MiB).
+ * Buffers from trainit_alloc() are read by peers in place (no copy) in large
+ * collectives when every rank's buffers come from it.
  */
 #ifndef TRAINIT_COLL_H
 #define TRAINIT_COLL_H
@@ -37,26 +55,26 @@ typedef enum {
 
 typedef enum { TRAINIT_SUM, TRAINIT_PROD, TRAINIT_MIN, TRAINIT_MAX } trainit_op;
 
-int trainit_comm_init_from_env(trainit_comm **comm);
-int trainit_comm_init(trainit_comm **comm, const char *name, int rank, int size);
-int trainit_comm_rank(const trainit_comm *comm);
-int trainit_comm_size(const trainit_comm *comm);
+int trainit_comm_init_from_env(trainit_comm** comm);
+int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size);
+int trainit_comm_rank(const trainit_comm* comm);
+int trainit_comm_size(const trainit_comm* comm);
 
-int trainit_allreduce(trainit_comm *comm, const void *send, void *recv, size_t count, trainit_dtype dtype,
+int trainit_allreduce(trainit_comm* comm, const void* send, void* recv, size_t count, trainit_dtype dtype,
                       trainit_op op);
-int trainit_reduce(trainit_comm *comm, const void *send, void *recv, size_t count, trainit_dtype dtype,
-                   trainit_op op, int root);
-int trainit_reduce_scatter(trainit_comm *comm, const void *send, void *recv, size_t recvcount,
-                           trainit_dtype dtype, trainit_op op);
-int trainit_allgather(trainit_comm *comm, const void *send, void *recv, size_t sendcount, trainit_dtype dtype);
-int trainit_broadcast(trainit_comm *comm, void *buf, size_t count, trainit_dtype dtype, int root);
-int trainit_barrier(trainit_comm *comm);
+int trainit_reduce(trainit_comm* comm, const void* send, void* recv, size_t count, trainit_dtype dtype, trainit_op op,
+                   int root);
+int trainit_reduce_scatter(trainit_comm* comm, const void* send, void* recv, size_t recvcount, trainit_dtype dtype,
+                           trainit_op op);
+int trainit_allgather(trainit_comm* comm, const void* send, void* recv, size_t sendcount, trainit_dtype dtype);
+int trainit_broadcast(trainit_comm* comm, void* buf, size_t count, trainit_dtype dtype, int root);
+int trainit_barrier(trainit_comm* comm);
 
-void *trainit_alloc(trainit_comm *comm, size_t bytes);
-void trainit_free(trainit_comm *comm, void *ptr);
+void* trainit_alloc(trainit_comm* comm, size_t bytes);
+void trainit_free(trainit_comm* comm, void* ptr);
 
-int trainit_comm_destroy(trainit_comm *comm);
-const char *trainit_strerror(int err);
+int trainit_comm_destroy(trainit_comm* comm);
+const char* trainit_strerror(int err);
 
 #ifdef __cplusplus
 }

@@ -120,13 +120,14 @@ ArenaSlot* arena_slot(void* base, int rank) {
 
 SeqLine* arena_line(void* base, int rank, uint32_t seq) {
   const ArenaHeader* h = arena_header(base);
-  return reinterpret_cast<SeqLine*>(static_cast<unsigned char*>(base) + h->lines_off) + 2 * rank + (seq & 1U);
+  return reinterpret_cast<SeqLine*>(static_cast<unsigned char*>(base) + h->lines_off) +
+         2 * static_cast<ptrdiff_t>(rank) + (seq & 1U);
 }
 
 unsigned char* arena_staging(void* base, int rank, uint32_t seq) {
   const ArenaHeader* h = arena_header(base);
   return static_cast<unsigned char*>(base) + h->staging_off + static_cast<uint64_t>(rank) * h->staging_stride +
-         (seq & 1U) * 2 * h->chunk_bytes;
+         static_cast<uint64_t>(seq & 1U) * 2 * h->chunk_bytes;
 }
 
 void coll_arena_abort(void* base) {

@@ -22,11 +22,12 @@
 //    of chunk t-1 at once.
 // Reductions fold rank 0, 1, … n-1 in that order for every element, so every
 // rank's result is bitwise the same.
+#include <trainit/coll.h>
+
 #include <cerrno>
 #include <cstring>
 
 #include "coll/comm.h"
-#include "trainit/coll.h"
 
 namespace {
 

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <trainit/coll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,8 +28,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-
-#include "trainit/coll.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -437,7 +436,7 @@ int64_t comm_now_ns() {
 int comm_attach(trainit_comm** out, void* base, size_t size, int rank) {
   ArenaHeader* h = arena_header(base);
   const int n = static_cast<int>(h->local_size);
-  if (rank < 0 || rank >= n) {
+  if (n < 1 || rank < 0 || rank >= n) {
     return -EINVAL;
   }
   auto* c = static_cast<trainit_comm*>(std::calloc(1, sizeof(trainit_comm)));
