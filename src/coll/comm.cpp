@@ -6,8 +6,9 @@
 // others itself: a rank that has slept one slice (10 ms) on a futex checks
 // each peer's pidfd (pidfd_open of the pid in the peer's slot; kill(pid, 0) on
 // kernels before 5.3, which cannot see a dead but unreaped peer) and, if one
-// is gone before publishing what it waits for, marks the arena aborted and
-// wakes every waiter. So a death is seen within about one slice by every
+// is gone without having published the step being waited for, marks the
+// arena aborted and wakes every waiter. A rank that exits after its last
+// call aborts nothing: its peers have what they need from it. So a death is seen within about one slice by every
 // rank, whichever rank it waited on.
 #include "coll/comm.h"
 
@@ -115,9 +116,12 @@ bool peer_dead(trainit_comm* c, int p) {
   return kill(pid, 0) == -1 && errno == ESRCH;
 }
 
-bool any_peer_dead(trainit_comm* c) {
+// Whether a peer died before publishing step s: it never will. (A peer that
+// published s and then exited, its last call done, harms nobody's step s.)
+bool a_peer_died_before(trainit_comm* c, uint32_t s) {
   for (int p = 0; p < c->n; ++p) {
-    if (p != c->rank && peer_dead(c, p)) {
+    if (p != c->rank && peer_dead(c, p) &&
+        !seq_reached(arena_line(c->base, p, s)->seq.load(std::memory_order_acquire), s)) {
       return true;
     }
   }
@@ -528,11 +532,7 @@ int comm_wait(trainit_comm* c, int peer, uint32_t s, int64_t deadline_ns) {
     }
     if (now - last_check >= kSleepSlice) {
       last_check = now;
-      if (any_peer_dead(c)) {
-        // Its last publish may have landed just before it died.
-        if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {
-          return 0;
-        }
+      if (a_peer_died_before(c, s)) {
         coll_arena_abort(c->base);
         return -ECONNABORTED;
       }
