@@ -24,6 +24,7 @@ struct trainit_comm {
   size_t heap_bytes;
   unsigned char* heap_all;  // the whole heap: pointers in it are read in place
   size_t heap_all_bytes;
+  uint64_t zero_copy_calls;  // large calls that read peers' buffers in place (tests)
 };
 
 namespace trainit::coll {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "coll/arena.h"
+#include "coll/comm.h"
 #include "coll/kernels.h"
 #include "emulation.h"
 #include "trainit/coll.hpp"
@@ -503,8 +504,15 @@ TEST_P(CollLarge, LargeCountsPipelinedAndZeroCopyMatchTheReferenceOnEveryRank) {
                 continue;  // zero copy: f32 only, to keep the arena small
               }
               const int root = static_cast<int>(call % static_cast<size_t>(n));
+              const uint64_t zero_copy_before = comm->zero_copy_calls;
               h[call * 8 + static_cast<size_t>(r)] =
                   run_and_check(comm, static_cast<Coll>(coll), t, op, kCount, in_place, root, call % 3, arena);
+              // Arena buffers are read in place (except reduce_scatter in place, whose
+              // output overlaps its input); ordinary ones never are.
+              const bool expect_zero_copy = arena && !(coll == kReduceScatter && in_place);
+              CHILD_CHECK(comm->zero_copy_calls - zero_copy_before == (expect_zero_copy ? 1U : 0U),
+                          "%s in_place %d arena %d: zero copy %s", kCollNames[coll], in_place, arena,
+                          expect_zero_copy ? "not taken" : "taken");
               ++call;
             }
           }
