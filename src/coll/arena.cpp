@@ -79,7 +79,6 @@ int coll_arena_format(void* base, size_t size, int local_size, uint64_t job_id) 
   }
   arena_abort_word(base)->aborted.store(0, std::memory_order_relaxed);
   arena_sleepers(base)->count.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
   std::atomic_ref<uint64_t>(h->magic).store(kArenaMagic, std::memory_order_release);
   return 0;
 }

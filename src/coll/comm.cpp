@@ -482,11 +482,11 @@ int comm_attach(trainit_comm** out, void* base, size_t size, int rank) {
 
 void comm_publish(trainit_comm* c, uint32_t s) {
   SeqLine* l = arena_line(c->base, c->rank, s);
-  l->seq.store(s, std::memory_order_release);
-  // Pairs with the waiter's fetch_add on the sleepers count (Dekker): either
-  // it sees s before sleeping, or this sees it asleep and wakes it.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (arena_sleepers(c->base)->count.load(std::memory_order_relaxed) != 0) {
+  // Both seq_cst, as the waiter's fetch_add on the sleepers count and its
+  // load of seq (Dekker): either it sees s before sleeping, or this sees it
+  // asleep and wakes it.
+  l->seq.store(s, std::memory_order_seq_cst);
+  if (arena_sleepers(c->base)->count.load(std::memory_order_seq_cst) != 0) {
     coll_futex_wake(&l->seq);
   }
 }

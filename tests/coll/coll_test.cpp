@@ -490,37 +490,40 @@ TEST_P(CollLarge, LargeCountsPipelinedAndZeroCopyMatchTheReferenceOnEveryRank) {
   // Room for f32 send and recv buffers of n × kCount in every rank's share.
   const size_t heap = static_cast<size_t>(n) * (2 * static_cast<size_t>(n) * 4 * kCount + (1U << 20));
   ::setenv("TRAINIT_COLL_HEAP", std::to_string(heap).c_str(), 1);
-  const auto status = run_ranks(n, [&](trainit_comm* comm, int r) {
-    size_t call = 0;
-    for (int coll = 0; coll < kColls; ++coll) {
-      for (trainit_dtype t : {TRAINIT_F32, TRAINIT_BF16, TRAINIT_I64}) {
-        for (trainit_op op : {TRAINIT_SUM, TRAINIT_MAX}) {
-          if ((coll == kAllgather || coll == kBroadcast) && op != TRAINIT_SUM) {
-            continue;
-          }
-          for (bool in_place : {false, true}) {
-            for (bool arena : {false, true}) {
-              if (arena && t != TRAINIT_F32) {
-                continue;  // zero copy: f32 only, to keep the arena small
+  const auto status = run_ranks(
+      n,
+      [&](trainit_comm* comm, int r) {
+        size_t call = 0;
+        for (int coll = 0; coll < kColls; ++coll) {
+          for (trainit_dtype t : {TRAINIT_F32, TRAINIT_BF16, TRAINIT_I64}) {
+            for (trainit_op op : {TRAINIT_SUM, TRAINIT_MAX}) {
+              if ((coll == kAllgather || coll == kBroadcast) && op != TRAINIT_SUM) {
+                continue;
               }
-              const int root = static_cast<int>(call % static_cast<size_t>(n));
-              const uint64_t zero_copy_before = comm->zero_copy_calls;
-              h[call * 8 + static_cast<size_t>(r)] =
-                  run_and_check(comm, static_cast<Coll>(coll), t, op, kCount, in_place, root, call % 3, arena);
-              // Arena buffers are read in place (except reduce_scatter in place, whose
-              // output overlaps its input); ordinary ones never are.
-              const bool expect_zero_copy = arena && !(coll == kReduceScatter && in_place);
-              CHILD_CHECK(comm->zero_copy_calls - zero_copy_before == (expect_zero_copy ? 1U : 0U),
-                          "%s in_place %d arena %d: zero copy %s", kCollNames[coll], in_place, arena,
-                          expect_zero_copy ? "not taken" : "taken");
-              ++call;
+              for (bool in_place : {false, true}) {
+                for (bool arena : {false, true}) {
+                  if (arena && t != TRAINIT_F32) {
+                    continue;  // zero copy: f32 only, to keep the arena small
+                  }
+                  const int root = static_cast<int>(call % static_cast<size_t>(n));
+                  const uint64_t zero_copy_before = comm->zero_copy_calls;
+                  h[call * 8 + static_cast<size_t>(r)] =
+                      run_and_check(comm, static_cast<Coll>(coll), t, op, kCount, in_place, root, call % 3, arena);
+                  // Arena buffers are read in place (except reduce_scatter in place, whose
+                  // output overlaps its input); ordinary ones never are.
+                  const bool expect_zero_copy = arena && !(coll == kReduceScatter && in_place);
+                  CHILD_CHECK(comm->zero_copy_calls - zero_copy_before == (expect_zero_copy ? 1U : 0U),
+                              "%s in_place %d arena %d: zero copy %s", kCollNames[coll], in_place, arena,
+                              expect_zero_copy ? "not taken" : "taken");
+                  ++call;
+                }
+              }
             }
           }
         }
-      }
-    }
-    return 0;
-  });
+        return 0;
+      },
+      180);  // 10 s here; sanitizers and qemu take several times that
   ::unsetenv("TRAINIT_COLL_HEAP");
   expect_all_exit(status, 0);
   for (size_t c = 0; c < 256; ++c) {
