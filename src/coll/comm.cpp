@@ -41,6 +41,7 @@ constexpr int64_t kSecond = 1'000'000'000;
 constexpr int64_t kSleepSlice = 10'000'000;  // futex slice; peer liveness is checked after each
 constexpr int64_t kJoinTimeout = 60 * kSecond;
 constexpr size_t kDefaultHeap = 32UL << 20;
+constexpr int kMinSpin = 64;
 constexpr uint64_t kHelloMagic = 0x6f6c6c65486c6f43ULL;  // "CloHello"
 
 void cpu_relax() {
@@ -463,7 +464,8 @@ int comm_attach(trainit_comm** out, void* base, size_t size, int rank) {
   // steals the time slice of the peer it waits for: poll a little, then
   // yield the core, then sleep.
   const bool oversubscribed = n > online_cpus();
-  c->spin_iters = oversubscribed ? 64 : 4000;
+  c->spin_max = oversubscribed ? kMinSpin : 4000;
+  c->spin_iters = c->spin_max;
   c->yield_iters = oversubscribed ? 200 : 50;
   c->kernels = kernels_best();
   const uint64_t share = h->heap_bytes / static_cast<uint64_t>(n);
@@ -497,15 +499,20 @@ int comm_wait(trainit_comm* c, int peer, uint32_t s, int64_t deadline_ns) {
     return 0;
   }
   ArenaAbort* abort_word = arena_abort_word(c->base);
+  // Adaptive spinning: a wait that ends while spinning doubles the next
+  // budget, one that outlasts it halves it. Other load on the cores (a
+  // descheduled peer) then stops burning whole time slices in polls.
   for (int i = 0; i < c->spin_iters; ++i) {
     cpu_relax();
     if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {
+      c->spin_iters = c->spin_iters * 2 < c->spin_max ? c->spin_iters * 2 : c->spin_max;
       return 0;
     }
     if ((i & 63) == 0 && abort_word->aborted.load(std::memory_order_relaxed) != 0) {
       return -ECONNABORTED;
     }
   }
+  c->spin_iters = c->spin_iters / 2 > kMinSpin ? c->spin_iters / 2 : kMinSpin;
   for (int i = 0; i < c->yield_iters; ++i) {
     sched_yield();
     if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {

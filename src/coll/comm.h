@@ -16,7 +16,8 @@ struct trainit_comm {
   int n;
   uint32_t seq;        // the last step this rank published
   int64_t timeout_ns;  // TRAINIT_COLL_TIMEOUT, 0: none
-  int spin_iters;      // polls before yielding (few when ranks outnumber cores)
+  int spin_max;        // most polls before yielding (few when ranks outnumber cores)
+  int spin_iters;      // polls before yielding now: adapts between kMinSpin and spin_max
   int yield_iters;     // sched_yield()s before sleeping on the futex
   int* pidfds;         // per rank: a pidfd of that peer, -1 none yet, -2 use kill(pid, 0)
   const trainit::coll::Kernels* kernels;
