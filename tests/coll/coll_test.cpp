@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -867,6 +868,15 @@ TEST(CollAbort, MarkingTheArenaAbortedWakesEveryWaiterWithEconnaborted) {
     pids.push_back(pid);
   }
   usleep(200'000);  // both asleep on the futex by now
+  // What the init's hang detection reads: which call, since when, how many done.
+  for (int r = 0; r < kN - 1; ++r) {
+    trainit::coll::CollProgress progress{};
+    ASSERT_EQ(trainit::coll::coll_arena_progress(base, r, &progress), 0);
+    EXPECT_EQ(progress.op, trainit::coll::kOpBarrier) << "rank " << r;
+    EXPECT_EQ(progress.completed, 0U);
+    EXPECT_GT(progress.pid, 0);
+    EXPECT_GE(now_ns() - static_cast<int64_t>(progress.start_ns), 150'000'000) << "rank " << r;
+  }
   const int64_t aborted_at = now_ns();
   trainit::coll::coll_arena_abort(base);
   for (size_t r = 0; r < pids.size(); ++r) {
@@ -1011,6 +1021,62 @@ TEST(CollOversubscribed, FourRanksOnFewCoresRunSmallCollectivesWithoutTickStalls
   expect_all_exit(status, 0);
   std::printf("20000 4-byte allreduces on 4 ranks: %.2f µs each\n", static_cast<double>(t[0]) / 20000 / 1000);
   EXPECT_LT(t[0], 10'000'000'000);
+}
+
+// Standalone joins leave nothing behind: no file in /dev/shm, and the
+// abstract socket is gone once everyone joined.
+TEST(CollJoin, AStandaloneCommunicatorLeavesNothingBehind) {
+  const auto list_shm = [] {
+    std::vector<std::string> names;
+    if (FILE* f = popen("ls -a /dev/shm 2>/dev/null", "r")) {
+      char line[512];
+      while (std::fgets(line, sizeof(line), f) != nullptr) {
+        names.emplace_back(line);
+      }
+      pclose(f);
+    }
+    return names;
+  };
+  const auto before = list_shm();
+  const std::string name = unique_name();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    trainit::coll::Comm comm;
+    _exit(comm.init(name.c_str(), 1, 2) == 0 && comm.barrier() == 0 ? 0 : 1);
+  }
+  trainit::coll::Comm comm;
+  ASSERT_EQ(comm.init(name.c_str(), 0, 2), 0);
+  EXPECT_EQ(comm.barrier(), 0);
+  EXPECT_EQ(list_shm(), before);
+  // The socket rank 0 served the arena on is closed: a late joiner cannot connect.
+  ::setenv("TRAINIT_COLL_TIMEOUT", "0.2", 1);
+  trainit_comm* late = nullptr;
+  EXPECT_EQ(trainit_comm_init(&late, name.c_str(), 1, 2), -ETIMEDOUT);
+  ::unsetenv("TRAINIT_COLL_TIMEOUT");
+  int ws = 0;
+  ASSERT_EQ(waitpid(pid, &ws, 0), pid);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+}
+
+// The arena's pages are committed when it is created: a limit that cannot
+// hold them fails trainit_comm_init() with an error, never a SIGBUS later.
+TEST(CollJoin, AnArenaThatCannotBeCommittedFailsAtInit) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{1 << 20, 1 << 20};  // 1 MiB files: the arena needs more
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) {
+      _exit(2);
+    }
+    trainit_comm* c = nullptr;
+    const int rc = trainit_comm_init(&c, unique_name().c_str(), 0, 1);
+    _exit(rc == -EFBIG && c == nullptr ? 0 : 1);
+  }
+  int ws = 0;
+  ASSERT_EQ(waitpid(pid, &ws, 0), pid);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << ws;
 }
 
 }  // namespace
