@@ -3,7 +3,8 @@
  *
  * A rank started by trainit joins with trainit_comm_init_from_env() (the
  * arena arrives as TRAINIT_COLL_FD with TRAINIT_LOCAL_RANK and
- * TRAINIT_LOCAL_SIZE); processes outside trainit join with
+ * TRAINIT_LOCAL_SIZE; TRAINIT_COLL_ID, when set, must name that arena, else
+ * -EPROTO); processes outside trainit join with
  * trainit_comm_init(), passing the same name, size and distinct ranks.
  *
  * Every call returns 0 or a negative errno: -EINVAL for bad arguments,

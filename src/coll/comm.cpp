@@ -7,9 +7,15 @@
 // each peer's pidfd (pidfd_open of the pid in the peer's slot; kill(pid, 0) on
 // kernels before 5.3, which cannot see a dead but unreaped peer) and, if one
 // is gone without having published the step being waited for, marks the
-// arena aborted and wakes every waiter. A rank that exits after its last
-// call aborts nothing: its peers have what they need from it. So a death is seen within about one slice by every
-// rank, whichever rank it waited on.
+// arena aborted and wakes every waiter. So a death is seen within about one
+// slice by every rank, whichever rank it waited on. A rank that exits after
+// its last call aborts nothing: its peers have what they need from it.
+//
+// Under trainit (an arena from the environment) the init does that: it reaps
+// the dead rank, records its exit status as the job's, then aborts the
+// arena. A rank that aborted first would exit first and could be taken for
+// the failing one, so there the ranks' own check waits kEnvDeathGrace (1 s)
+// before acting: a fallback, should nobody abort.
 #include "coll/comm.h"
 
 #include <fcntl.h>
@@ -42,6 +48,7 @@ constexpr int64_t kSleepSlice = 10'000'000;  // futex slice; peer liveness is ch
 constexpr int64_t kJoinTimeout = 60 * kSecond;
 constexpr size_t kDefaultHeap = 32UL << 20;
 constexpr int kMinSpin = 64;
+constexpr int64_t kEnvDeathGrace = kSecond;
 constexpr uint64_t kHelloMagic = 0x6f6c6c65486c6f43ULL;  // "CloHello"
 
 void cpu_relax() {
@@ -540,8 +547,13 @@ int comm_wait(trainit_comm* c, int peer, uint32_t s, int64_t deadline_ns) {
     if (now - last_check >= kSleepSlice) {
       last_check = now;
       if (a_peer_died_before(c, s)) {
-        coll_arena_abort(c->base);
-        return -ECONNABORTED;
+        if (c->peer_dead_since == 0) {
+          c->peer_dead_since = now;
+        }
+        if (now - c->peer_dead_since >= c->death_grace_ns) {
+          coll_arena_abort(c->base);
+          return -ECONNABORTED;
+        }
       }
     }
     sleepers.fetch_add(1, std::memory_order_seq_cst);
@@ -584,11 +596,24 @@ int trainit_comm_init_from_env(trainit_comm** comm) {
     munmap(base, bytes);
     return -EINVAL;
   }
+  // TRAINIT_COLL_ID (the job id in 16 hex digits), when set, must name this
+  // arena: an fd left over from another job or start is refused.
+  if (const char* id = std::getenv("TRAINIT_COLL_ID"); id != nullptr && *id != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long want = std::strtoull(id, &end, 16);
+    if (errno != 0 || *end != '\0' || want != arena_header(base)->job_id) {
+      munmap(base, bytes);
+      return -EPROTO;
+    }
+  }
   r = comm_attach(comm, base, bytes, static_cast<int>(rank));
   if (r < 0) {
     munmap(base, bytes);
+    return r;
   }
-  return r;
+  (*comm)->death_grace_ns = kEnvDeathGrace;  // the init aborts first (see the top)
+  return 0;
 }
 
 int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size) {

@@ -26,6 +26,8 @@ struct trainit_comm {
   unsigned char* heap_all;  // the whole heap: pointers in it are read in place
   size_t heap_all_bytes;
   uint64_t zero_copy_calls;  // large calls that read peers' buffers in place (tests)
+  int64_t death_grace_ns;    // how long a dead peer goes unanswered before this rank aborts
+  int64_t peer_dead_since;   // when this rank first saw a peer dead (0: never)
 };
 
 namespace trainit::coll {

@@ -800,6 +800,9 @@ TEST(CollEnv, RanksJoinAnArenaFromTheEnvironmentAndBadVariablesAreEinval) {
   ::setenv("TRAINIT_LOCAL_RANK", "0", 1);
   EXPECT_EQ(trainit_comm_init_from_env(&c), -EINVAL);  // the arena holds 3
   ::setenv("TRAINIT_LOCAL_SIZE", "3", 1);
+  ::setenv("TRAINIT_COLL_ID", "000000000000002b", 1);  // another job's arena
+  EXPECT_EQ(trainit_comm_init_from_env(&c), -EPROTO);
+  ::setenv("TRAINIT_COLL_ID", "000000000000002a", 1);  // this one's: 42
   std::vector<pid_t> pids;
   for (int r = 0; r < kN; ++r) {
     const pid_t pid = fork();
@@ -834,6 +837,7 @@ TEST(CollEnv, RanksJoinAnArenaFromTheEnvironmentAndBadVariablesAreEinval) {
   ::unsetenv("TRAINIT_COLL_FD");
   ::unsetenv("TRAINIT_LOCAL_SIZE");
   ::unsetenv("TRAINIT_LOCAL_RANK");
+  ::unsetenv("TRAINIT_COLL_ID");
   munmap(base, size);
   close(fd);
 }
@@ -1077,6 +1081,58 @@ TEST(CollJoin, AnArenaThatCannotBeCommittedFailsAtInit) {
   int ws = 0;
   ASSERT_EQ(waitpid(pid, &ws, 0), pid);
   EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << ws;
+}
+
+// Under trainit the init aborts the arena when a rank dies (and records that
+// rank's status first); should nobody do it, the ranks abort by themselves
+// about a second after the death.
+TEST(CollEnv, RanksOfAnArenaNobodyAbortsGiveUpAboutASecondAfterAPeerDied) {
+  constexpr int kN = 3;
+  const size_t size = trainit::coll::coll_arena_size(kN, 0);
+  const int fd = memfd_create("test-arena", 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_EQ(trainit::coll::coll_arena_format(base, size, kN, 7), 0);
+  Shared times(sizeof(int64_t) * 8);
+  auto* t = times.as<int64_t>();
+  ::setenv("TRAINIT_COLL_FD", std::to_string(fd).c_str(), 1);
+  ::setenv("TRAINIT_LOCAL_SIZE", "3", 1);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < kN; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(20);
+      ::setenv("TRAINIT_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      trainit_comm* c = nullptr;
+      if (trainit_comm_init_from_env(&c) != 0 || trainit_barrier(c) != 0) {
+        _exit(2);
+      }
+      if (r == 2) {
+        pause();  // the parent kills it
+      }
+      const int rc = trainit_barrier(c);
+      t[r] = now_ns();
+      _exit(rc == -ECONNABORTED ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  usleep(200'000);
+  const int64_t killed_at = now_ns();
+  kill(pids[2], SIGKILL);
+  for (int r = 0; r < kN; ++r) {
+    int ws = 0;
+    ASSERT_EQ(waitpid(pids[static_cast<size_t>(r)], &ws, 0), pids[static_cast<size_t>(r)]);
+    if (r < 2) {
+      EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << ws;
+      EXPECT_GE(t[r] - killed_at, 900'000'000) << "rank " << r << ": the init's turn first";
+      EXPECT_LT(t[r] - killed_at, 2'000'000'000) << "rank " << r;
+    }
+  }
+  EXPECT_TRUE(trainit::coll::coll_arena_aborted(base));
+  ::unsetenv("TRAINIT_COLL_FD");
+  ::unsetenv("TRAINIT_LOCAL_SIZE");
+  munmap(base, size);
+  close(fd);
 }
 
 }  // namespace
