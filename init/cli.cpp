@@ -262,35 +262,58 @@ constexpr OptionSpec kOptions[] = {
      .value_name = "MODE",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        if (value == "auto") {
-         o.mode = RequestedMode::kAuto;
-       } else if (value == "exec") {
-         o.mode = RequestedMode::kExec;
-       } else if (value == "ascend") {
-         o.mode = RequestedMode::kAscend;
-       } else if (value == "mpi") {
-         o.mode = RequestedMode::kMpi;
-       } else {
-         return reason("expected auto, exec, ascend or mpi");
+         o.mode = kAutoMode;
+         return {};
        }
+       auto mode = mode_from_name(value);
+       if (!mode) {
+         return reason(fmt::format("expected auto, {}", mode_names()));
+       }
+       o.mode = *mode;
        return {};
      },
      .show = [](const Options& o) -> std::optional<std::string> {
-       switch (o.mode) {
-         case RequestedMode::kAuto:
-           return "auto";
-         case RequestedMode::kExec:
-           return "exec";
-         case RequestedMode::kAscend:
-           return "ascend";
-         case RequestedMode::kMpi:
-           return "mpi";
-       }
-       return std::nullopt;
+       return std::string(o.mode ? mode_name(*o.mode) : "auto");
      },
-     .help = "auto (default: ascend when RANK_TABLE_FILE or\n"
-             "RANK_TABLE_FILE_V_1_0 is set, else exec), exec,\n"
-             "ascend, mpi (sshd on every host, mpirun on host 0)",
+     .help = "auto (default: torchrun or msrun for MA_RUN_METHOD,\n"
+             "ascend when RANK_TABLE_FILE or RANK_TABLE_FILE_V_1_0\n"
+             "is set, else exec), exec, ascend, mpi (sshd on every\n"
+             "host, mpirun on host 0), torchrun and msrun (their\n"
+             "agents' job, natively), torchrun-exec and msrun-exec\n"
+             "(the real tools), pytorch (--init_method arguments),\n"
+             "tensorflow (--task_index/--ps_hosts/... arguments)",
      .heading = "Job modes:"},
+    {.name = "nproc-per-node",
+     .value_name = "N",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto n = parse_decimal(value, 1, 1024);
+       if (!n) {
+         return reason("expected an integer in 1-1024");
+       }
+       o.nproc_per_node = static_cast<unsigned>(*n);
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.nproc_per_node ? std::optional(std::to_string(*o.nproc_per_node)) : std::nullopt;
+     },
+     .help = "processes per host in the framework modes\n"
+             "(default: MA_NUM_GPUS, PET_NPROC_PER_NODE, else 1)"},
+    {.name = "master-port",
+     .value_name = "PORT",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto port = parse_decimal(value, 1, 65535);
+       if (!port) {
+         return reason("expected a port in 1-65535");
+       }
+       o.master_port = static_cast<uint16_t>(*port);
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.master_port ? std::optional(std::to_string(*o.master_port)) : std::nullopt;
+     },
+     .help = "host 0's rendezvous port in the framework modes\n"
+             "(default: torchrun MA_TORCHRUN_MASTER_PORT or 18888,\n"
+             "msrun 8118, pytorch 29500)"},
     {.name = "rank-table-timeout",
      .value_name = "SECONDS",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
@@ -875,6 +898,9 @@ PlanOptions plan_options(const Options& options) {
   p.ssh_authorized_keys = options.ssh_authorized_keys;
   p.ssh_identity = options.ssh_identity;
   p.private_dir = options.private_dir;
+  p.nproc_per_node = options.nproc_per_node;
+  p.master_port = options.master_port;
+  p.max_restarts = options.max_restarts < 0 ? 0 : static_cast<unsigned>(options.max_restarts);
   if (options.as_user.empty()) {
     p.is_root = ::geteuid() == 0;
     p.user = p.is_root ? "root" : "";

@@ -101,12 +101,14 @@ class JobRunner {
             }) {
     relay_.set_error_handler([this](size_t rank, const Error& e) { on_log_error(rank, e); });
     input_.options = plan_options(options);
-    input_.options.mode = options.mode == RequestedMode::kMpi ? RequestedMode::kMpi : RequestedMode::kAscend;
+    // main() resolved the mode already (and refused a bad one): a job mode.
+    auto mode = resolve_mode(options.mode, env_);
+    input_.options.mode = mode ? *mode : Mode::kAscend;
     input_.argv = options.command;
     input_.env = env_;
     input_.fs = &fs_;
     status_.path = options.status_file.empty() ? default_status_path(env_) : options.status_file;
-    status_.mode = "ascend";
+    status_.mode = std::string(mode_name(input_.options.mode.value_or(Mode::kAscend)));
   }
 
   void start() {
@@ -118,7 +120,7 @@ class JobRunner {
     in_transition_ = true;
     if (auto secret = job_secret(); !secret) {
       fail(kConfig, secret.error().message);
-    } else if (secret_ = std::move(*secret); input_.options.mode == RequestedMode::kAscend) {
+    } else if (secret_ = std::move(*secret); input_.options.mode == Mode::kAscend) {
       go(State::kWaitRankTable, "trainit started");
     } else if (auto plan = make_plan(input_); plan) {  // nothing to wait for: planned at once
       plan_ = std::move(*plan);
@@ -212,7 +214,7 @@ class JobRunner {
         break;
       case Deadline::kBarrier:
         deadline_ = loop_.add_timer(
-            now + options_.barrier_timeout,
+            now + barrier_timeout(),
             [this] {
               on_barrier_timeout();
               return 0;
@@ -440,7 +442,7 @@ class JobRunner {
       peer_addrs_.push_back(peer.addrs.front());
       log_info("host {} is {} ({})", peer_addrs_.size() - 1, peer.name, ipv4_string(peer.addrs.front()));
     }
-    if (plan_.mpi && !replan_with_addresses()) {
+    if (plan_.replan_with_addresses && !replan_with_addresses()) {
       return;
     }
     fire(Event::kDone, fmt::format("every peer name resolved ({} hosts)", resolved.size()));
@@ -495,7 +497,14 @@ class JobRunner {
     };
     const uint16_t port = plan_.hosts->control_port;
     if (host_index() == 0) {
-      auto server = ControlServer::listen(loop_, port, peer_addrs_, config, std::move(events));
+      // A platform that names only host 0 (Kubeflow): any address may
+      // check in, and only a job secret tells a peer from a stranger.
+      std::vector<in_addr> allowed = plan_.hosts->peers.size() == plan_.hosts->hosts ? peer_addrs_ : std::vector<in_addr>{};
+      if (allowed.empty() && secret_.empty()) {
+        log_warning("the platform names only host 0: any address may join the control channel; set "
+                    "TRAINIT_JOB_SECRET to tell the job's hosts from strangers");
+      }
+      auto server = ControlServer::listen(loop_, port, std::move(allowed), config, std::move(events));
       if (!server) {
         fail(kOsError, fmt::format("control channel: {}", server.error().message));
         return;
@@ -661,13 +670,22 @@ class JobRunner {
     return true;
   }
 
+  // --barrier-timeout, unless the mode's own rendezvous timeout says
+  // otherwise (torchrun's --rdzv_conf=timeout=, MSRUN_CLUSTER_TIME_OUT).
+  [[nodiscard]] Duration barrier_timeout() const {
+    if (plan_.launch && plan_.launch->rendezvous_timeout) {
+      return std::chrono::seconds(*plan_.launch->rendezvous_timeout);
+    }
+    return options_.barrier_timeout;
+  }
+
   void on_barrier_timeout() {
     if (!exit_code_) {
       exit_code_ = kTempFail;
       status_.cause =
-          server_ ? fmt::format("hosts missing at the barrier after {:.0f} s: {}", seconds(options_.barrier_timeout),
+          server_ ? fmt::format("hosts missing at the barrier after {:.0f} s: {}", seconds(barrier_timeout()),
                                 fmt::join(server_->missing(), ", "))
-                  : fmt::format("host 0 did not open the barrier within {:.0f} s", seconds(options_.barrier_timeout));
+                  : fmt::format("host 0 did not open the barrier within {:.0f} s", seconds(barrier_timeout()));
       log_error("{}", status_.cause);
       tell_other_hosts(StopNotice{kTempFail, static_cast<int>(host_index()), -1, status_.cause});
     }

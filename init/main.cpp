@@ -79,7 +79,7 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
     log_error("cannot set up as init: {}", errno_string(-r));
     return exit_code::kOsError;
   }
-  if (options->mode == RequestedMode::kExec || (options->mode == RequestedMode::kAuto && !job_variables_set())) {
+  if (options->mode == Mode::kExec || (options->mode == kAutoMode && !job_variables_set())) {
     return run_exec(*options, pid1);  // tini's job: the platform contract stays unread
   }
   Environment env = Environment::from_envp(environ);

@@ -28,7 +28,8 @@
 // every reconnection. Wire format and handshake: net/wire.h, net/auth.h.
 //
 // Trust: the server takes connections only from `allowed` addresses (the
-// peers' names resolved), at most kMaxPending at a time before their
+// peers' names resolved; empty: any address, where the platform names only
+// host 0 and the secret is the only check), at most kMaxPending at a time before their
 // handshake, each for at most `handshake`. With a secret, both sides prove
 // they hold it (a side with a secret refuses one without, and the other way
 // round); without, any allowed address may claim any host index. A
