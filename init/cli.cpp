@@ -900,7 +900,6 @@ PlanOptions plan_options(const Options& options) {
   p.private_dir = options.private_dir;
   p.nproc_per_node = options.nproc_per_node;
   p.master_port = options.master_port;
-  p.max_restarts = options.max_restarts < 0 ? 0 : static_cast<unsigned>(options.max_restarts);
   if (options.as_user.empty()) {
     p.is_root = ::geteuid() == 0;
     p.user = p.is_root ? "root" : "";

@@ -231,8 +231,13 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
     port = *params.master_port;
   if (input.options.master_port)
     port = *input.options.master_port;
-  const unsigned max_restarts = input.options.max_restarts != 0 ? input.options.max_restarts
-                                                                : params.max_restarts.value_or(0);
+  // A job mode does not restart (yet): the workers are told so, and the
+  // plan says why a --max_restarts asked of torchrun has no effect.
+  if (params.max_restarts.value_or(0) > 0) {
+    params.notes.push_back(fmt::format("--max_restarts={}: trainit does not restart a job yet: the first failure "
+                                       "ends it on every host (TORCHELASTIC_MAX_RESTARTS=0)",
+                                       *params.max_restarts));
+  }
 
   Plan plan = base_plan(Mode::kTorchrun, input, f, true);
   plan.launch->master_port = port;
@@ -266,8 +271,8 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
     set_env(p.env, "ROLE_NAME", role);
     set_env(p.env, "MASTER_ADDR", f.master);
     set_env(p.env, "MASTER_PORT", std::to_string(port));
-    set_env(p.env, "TORCHELASTIC_RESTART_COUNT", std::to_string(input.options.restart_count));
-    set_env(p.env, "TORCHELASTIC_MAX_RESTARTS", std::to_string(max_restarts));
+    set_env(p.env, "TORCHELASTIC_RESTART_COUNT", "0");
+    set_env(p.env, "TORCHELASTIC_MAX_RESTARTS", "0");
     set_env(p.env, "TORCHELASTIC_RUN_ID", id);
     if (!omp_set)
       set_env(p.env, "OMP_NUM_THREADS", "1");

@@ -234,13 +234,10 @@ struct PlanOptions {
   // switch users: only its own can log in anyway).
   bool is_root = false;
   std::string user;
-  // The framework modes: --nproc-per-node (else the platform's count),
-  // --master-port (else the mode's default), and the restart counters torchrun
-  // gives its workers (TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RESTART_COUNT).
+  // The framework modes: --nproc-per-node (else the platform's count) and
+  // --master-port (else the mode's default).
   std::optional<unsigned> nproc_per_node;
   std::optional<std::uint16_t> master_port;
-  unsigned max_restarts = 0;
-  unsigned restart_count = 0;
 };
 
 struct PlanInput {

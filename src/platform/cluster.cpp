@@ -312,7 +312,9 @@ Result<Cluster> cluster_from_env(const Environment& env, const FileSystem& fs) {
     auto k = kubeflow_view(env, fs);
     if (!k && !winner)
       return k.error();
-    if (k && winner) {
+    if (!k) {
+      c.disagreements.push_back(fmt::format("Kubeflow's variables ignored: {}", k.error().message));
+    } else if (winner) {
       losers.push_back(std::move(k->view));
     } else if (k) {
       winner = std::move(k->view);
@@ -326,7 +328,9 @@ Result<Cluster> cluster_from_env(const Environment& env, const FileSystem& fs) {
     auto v = volcano_view(env, fs);
     if (!v && !winner)
       return v.error();
-    if (v && winner) {
+    if (!v) {
+      c.disagreements.push_back(fmt::format("Volcano's variables ignored: {}", v.error().message));
+    } else if (winner) {
       losers.push_back(std::move(v->view));
     } else if (v) {
       winner = std::move(v->view);
