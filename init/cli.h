@@ -51,7 +51,7 @@ struct Options {
   int max_restarts = -1;                     // --max-restarts N; -1: no limit
   Ready ready = Ready::kSpawn;               // --ready spawn|notify: when to tell our supervisor READY=1
   // Job modes.
-  RequestedMode mode = kAutoMode;  // --mode auto|exec|ascend|mpi|torchrun|...
+  RequestedMode mode = kAutoMode;                            // --mode auto|exec|ascend|mpi|torchrun|...
   unsigned max_local_devices = kDefaultLocalDevices;         // --max-local-devices N
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
   std::string status_file;                                   // --status-file PATH; empty: the default

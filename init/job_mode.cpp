@@ -499,10 +499,12 @@ class JobRunner {
     if (host_index() == 0) {
       // A platform that names only host 0 (Kubeflow): any address may
       // check in, and only a job secret tells a peer from a stranger.
-      std::vector<in_addr> allowed = plan_.hosts->peers.size() == plan_.hosts->hosts ? peer_addrs_ : std::vector<in_addr>{};
+      std::vector<in_addr> allowed =
+          plan_.hosts->peers.size() == plan_.hosts->hosts ? peer_addrs_ : std::vector<in_addr>{};
       if (allowed.empty() && secret_.empty()) {
-        log_warning("the platform names only host 0: any address may join the control channel; set "
-                    "TRAINIT_JOB_SECRET to tell the job's hosts from strangers");
+        log_warning(
+            "the platform names only host 0: any address may join the control channel; set "
+            "TRAINIT_JOB_SECRET to tell the job's hosts from strangers");
       }
       auto server = ControlServer::listen(loop_, port, std::move(allowed), config, std::move(events));
       if (!server) {
@@ -682,10 +684,10 @@ class JobRunner {
   void on_barrier_timeout() {
     if (!exit_code_) {
       exit_code_ = kTempFail;
-      status_.cause =
-          server_ ? fmt::format("hosts missing at the barrier after {:.0f} s: {}", seconds(barrier_timeout()),
-                                fmt::join(server_->missing(), ", "))
-                  : fmt::format("host 0 did not open the barrier within {:.0f} s", seconds(barrier_timeout()));
+      status_.cause = server_
+                          ? fmt::format("hosts missing at the barrier after {:.0f} s: {}", seconds(barrier_timeout()),
+                                        fmt::join(server_->missing(), ", "))
+                          : fmt::format("host 0 did not open the barrier within {:.0f} s", seconds(barrier_timeout()));
       log_error("{}", status_.cause);
       tell_other_hosts(StopNotice{kTempFail, static_cast<int>(host_index()), -1, status_.cause});
     }

@@ -92,9 +92,10 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
     return run_exec(*options, pid1);
   }
   if (options->restart != Restart::kNo) {
-    log_error("--restart (TRAINIT_RESTART) restarts exec mode's child; the {} mode does not restart a job: "
-              "the first failure ends it on every host",
-              mode_name(*mode));
+    log_error(
+        "--restart (TRAINIT_RESTART) restarts exec mode's child; the {} mode does not restart a job: "
+        "the first failure ends it on every host",
+        mode_name(*mode));
     return exit_code::kUsage;
   }
   if (options->verbosity == 1) {

@@ -37,26 +37,26 @@ typedef enum {
 
 typedef enum { TRAINIT_SUM, TRAINIT_PROD, TRAINIT_MIN, TRAINIT_MAX } trainit_op;
 
-int trainit_comm_init_from_env(trainit_comm **comm);
-int trainit_comm_init(trainit_comm **comm, const char *name, int rank, int size);
-int trainit_comm_rank(const trainit_comm *comm);
-int trainit_comm_size(const trainit_comm *comm);
+int trainit_comm_init_from_env(trainit_comm** comm);
+int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size);
+int trainit_comm_rank(const trainit_comm* comm);
+int trainit_comm_size(const trainit_comm* comm);
 
-int trainit_allreduce(trainit_comm *comm, const void *send, void *recv, size_t count, trainit_dtype dtype,
+int trainit_allreduce(trainit_comm* comm, const void* send, void* recv, size_t count, trainit_dtype dtype,
                       trainit_op op);
-int trainit_reduce(trainit_comm *comm, const void *send, void *recv, size_t count, trainit_dtype dtype,
-                   trainit_op op, int root);
-int trainit_reduce_scatter(trainit_comm *comm, const void *send, void *recv, size_t recvcount,
-                           trainit_dtype dtype, trainit_op op);
-int trainit_allgather(trainit_comm *comm, const void *send, void *recv, size_t sendcount, trainit_dtype dtype);
-int trainit_broadcast(trainit_comm *comm, void *buf, size_t count, trainit_dtype dtype, int root);
-int trainit_barrier(trainit_comm *comm);
+int trainit_reduce(trainit_comm* comm, const void* send, void* recv, size_t count, trainit_dtype dtype, trainit_op op,
+                   int root);
+int trainit_reduce_scatter(trainit_comm* comm, const void* send, void* recv, size_t recvcount, trainit_dtype dtype,
+                           trainit_op op);
+int trainit_allgather(trainit_comm* comm, const void* send, void* recv, size_t sendcount, trainit_dtype dtype);
+int trainit_broadcast(trainit_comm* comm, void* buf, size_t count, trainit_dtype dtype, int root);
+int trainit_barrier(trainit_comm* comm);
 
-void *trainit_alloc(trainit_comm *comm, size_t bytes);
-void trainit_free(trainit_comm *comm, void *ptr);
+void* trainit_alloc(trainit_comm* comm, size_t bytes);
+void trainit_free(trainit_comm* comm, void* ptr);
 
-int trainit_comm_destroy(trainit_comm *comm);
-const char *trainit_strerror(int err);
+int trainit_comm_destroy(trainit_comm* comm);
+const char* trainit_strerror(int err);
 
 #ifdef __cplusplus
 }

@@ -75,7 +75,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::listen(Loop& loop, uint16_
 }
 
 bool ControlServer::allowed(in_addr addr) const noexcept {
-  return allowed_.empty() || std::any_of(allowed_.begin(), allowed_.end(), [addr](in_addr a) { return same_ipv4(a, addr); });
+  return allowed_.empty() ||
+         std::any_of(allowed_.begin(), allowed_.end(), [addr](in_addr a) { return same_ipv4(a, addr); });
 }
 
 size_t ControlServer::pending() const noexcept {

@@ -38,7 +38,8 @@ Result<void> read_rdzv_conf(std::string_view value, TorchrunParams& out) {
   std::size_t start = 0;
   while (start <= value.size()) {
     std::size_t comma = value.find(',', start);
-    std::string_view item = value.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    std::string_view item =
+        value.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (!item.empty()) {
       auto eq = item.find('=');
       if (eq == std::string_view::npos)
@@ -160,7 +161,7 @@ Result<void> check_port(const Plan& plan, std::uint16_t port, std::string_view w
   return {};
 }
 
-ProcessSpec logged_process(const Frame& f, std::string name, std::string log_file, std::string prefix) {
+ProcessSpec logged_process(const Frame& f, std::string name, const std::string& log_file, std::string prefix) {
   ProcessSpec p;
   p.name = std::move(name);
   p.env = f.base_env;
@@ -207,8 +208,8 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
                              *params.node_rank, f.cluster.index, f.cluster.source)};
   }
   if (params.standalone && f.cluster.hosts > 1)
-    return Error{fmt::format("MA_EXTRA_TORCHRUN_PARAMS: --standalone, but {} says {} hosts", f.cluster.source,
-                             f.cluster.hosts)};
+    return Error{
+        fmt::format("MA_EXTRA_TORCHRUN_PARAMS: --standalone, but {} says {} hosts", f.cluster.source, f.cluster.hosts)};
   if (params.nproc_per_node && !input.options.nproc_per_node) {
     if (*params.nproc_per_node == "auto") {
       f.nproc = std::max(visible_accelerators(*input.fs), 1U);
@@ -225,8 +226,8 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
   auto platform_port = input.env.torchrun_master_port();
   if (!platform_port)
     return platform_port.error();
-  std::uint16_t port = input.env.get("MA_TORCHRUN_MASTER_PORT") ? *platform_port
-                                                                 : f.cluster.master_port.value_or(*platform_port);
+  std::uint16_t port =
+      input.env.get("MA_TORCHRUN_MASTER_PORT") ? *platform_port : f.cluster.master_port.value_or(*platform_port);
   if (params.master_port)
     port = *params.master_port;
   if (input.options.master_port)
@@ -234,9 +235,10 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
   // A job mode does not restart (yet): the workers are told so, and the
   // plan says why a --max_restarts asked of torchrun has no effect.
   if (params.max_restarts.value_or(0) > 0) {
-    params.notes.push_back(fmt::format("--max_restarts={}: trainit does not restart a job yet: the first failure "
-                                       "ends it on every host (TORCHELASTIC_MAX_RESTARTS=0)",
-                                       *params.max_restarts));
+    params.notes.push_back(
+        fmt::format("--max_restarts={}: trainit does not restart a job yet: the first failure "
+                    "ends it on every host (TORCHELASTIC_MAX_RESTARTS=0)",
+                    *params.max_restarts));
   }
 
   Plan plan = base_plan(Mode::kTorchrun, input, f, true);
@@ -379,8 +381,8 @@ Result<Plan> plan_msrun(const PlanInput& input) {
   const std::string world = std::to_string(f.cluster.hosts * f.nproc);
   for (unsigned local = 0; local < f.nproc; ++local) {
     const unsigned rank = f.cluster.index * f.nproc + local;
-    ProcessSpec p =
-        logged_process(f, fmt::format("worker-{}", rank), fmt::format("worker_{}.log", rank), fmt::format("[rank {}] ", rank));
+    ProcessSpec p = logged_process(f, fmt::format("worker-{}", rank), fmt::format("worker_{}.log", rank),
+                                   fmt::format("[rank {}] ", rank));
     p.rank = rank;
     p.argv = argv;
     set_msrun_env(p.env, f, *m, "MS_WORKER");
@@ -442,7 +444,8 @@ Result<Plan> plan_pytorch(const PlanInput& input) {
   argv.emplace_back("--init_method");
   argv.push_back(fmt::format("tcp://{}:{}", f.master, port));
   if (f.cluster.hosts > 1) {
-    argv.insert(argv.end(), {"--rank", std::to_string(f.cluster.index), "--world_size", std::to_string(f.cluster.hosts)});
+    argv.insert(argv.end(),
+                {"--rank", std::to_string(f.cluster.index), "--world_size", std::to_string(f.cluster.hosts)});
   }
   plan.processes.push_back(host_process(f, std::move(argv)));
   return plan;
@@ -488,8 +491,9 @@ Result<Plan> plan_tensorflow(const PlanInput& input) {
     if (!ps->empty())
       cluster = fmt::format("\"ps\":{},{}", json_list(*ps), cluster);
     ProcessSpec p = host_process(f, std::move(argv));
-    set_env(p.env, "TF_CONFIG",
-            fmt::format("{{\"cluster\":{{{}}},\"task\":{{\"type\":\"{}\",\"index\":{}}}}}", cluster, job, f.cluster.index));
+    set_env(
+        p.env, "TF_CONFIG",
+        fmt::format("{{\"cluster\":{{{}}},\"task\":{{\"type\":\"{}\",\"index\":{}}}}}", cluster, job, f.cluster.index));
     plan.processes.push_back(std::move(p));
     return plan;
   }
@@ -538,9 +542,9 @@ Result<TorchrunParams> parse_torchrun_params(std::string_view text) {
   for (std::size_t i = 0; i < words->size(); ++i) {
     std::string_view word = (*words)[i];
     if (!word.starts_with("-") || word == "-" || word == "--") {
-      return Error{fmt::format(
-          "MA_EXTRA_TORCHRUN_PARAMS: {} is not a torchrun parameter (the command comes after trainit's --)",
-          quote_for_message(word))};
+      return Error{
+          fmt::format("MA_EXTRA_TORCHRUN_PARAMS: {} is not a torchrun parameter (the command comes after trainit's --)",
+                      quote_for_message(word))};
     }
     word.remove_prefix(word.starts_with("--") ? 2 : 1);
     std::string name(word.substr(0, word.find('=')));
@@ -557,9 +561,9 @@ Result<TorchrunParams> parse_torchrun_params(std::string_view text) {
       continue;
     }
     static constexpr std::string_view kKnown[] = {
-        "nproc_per_node", "nnodes",         "node_rank",     "master_addr", "master_port", "max_restarts",
-        "rdzv_conf",      "rdzv_id",        "rdzv_backend",  "rdzv_endpoint", "role",      "monitor_interval",
-        "start_method",   "log_dir",        "redirects",     "tee",         "local_addr"};
+        "nproc_per_node", "nnodes",  "node_rank",    "master_addr",   "master_port", "max_restarts",
+        "rdzv_conf",      "rdzv_id", "rdzv_backend", "rdzv_endpoint", "role",        "monitor_interval",
+        "start_method",   "log_dir", "redirects",    "tee",           "local_addr"};
     if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
       return Error{fmt::format(
           "MA_EXTRA_TORCHRUN_PARAMS: {} is not a torchrun parameter trainit runs natively (--mode torchrun-exec "
@@ -608,9 +612,10 @@ Result<TorchrunParams> parse_torchrun_params(std::string_view text) {
       out.master_addr = value->substr(0, colon);
       out.master_port = static_cast<std::uint16_t>(*n);
     } else {
-      out.notes.push_back(fmt::format("--{}={}: tunes torchrun's agent or its log files; trainit watches every "
-                                      "process without polling and logs each to the console and its own file",
-                                      name, *value));
+      out.notes.push_back(
+          fmt::format("--{}={}: tunes torchrun's agent or its log files; trainit watches every "
+                      "process without polling and logs each to the console and its own file",
+                      name, *value));
     }
   }
   return out;

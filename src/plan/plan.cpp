@@ -47,9 +47,15 @@ struct ModeName {
   std::string_view name;
 };
 constexpr ModeName kModeNames[] = {
-    {Mode::kExec, "exec"},          {Mode::kAscend, "ascend"},           {Mode::kMpi, "mpi"},
-    {Mode::kTorchrun, "torchrun"},  {Mode::kTorchrunExec, "torchrun-exec"}, {Mode::kMsrun, "msrun"},
-    {Mode::kMsrunExec, "msrun-exec"}, {Mode::kPytorch, "pytorch"},        {Mode::kTensorflow, "tensorflow"},
+    {Mode::kExec, "exec"},
+    {Mode::kAscend, "ascend"},
+    {Mode::kMpi, "mpi"},
+    {Mode::kTorchrun, "torchrun"},
+    {Mode::kTorchrunExec, "torchrun-exec"},
+    {Mode::kMsrun, "msrun"},
+    {Mode::kMsrunExec, "msrun-exec"},
+    {Mode::kPytorch, "pytorch"},
+    {Mode::kTensorflow, "tensorflow"},
 };
 
 }  // namespace

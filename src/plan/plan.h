@@ -116,7 +116,7 @@ inline constexpr std::uint16_t kDefaultControlPort = 36660;
 // A job of several hosts (containers): who they are and how they meet.
 struct HostsPlan {
   unsigned hosts = 1;
-  unsigned index = 0;              // this host's
+  unsigned index = 0;  // this host's
   // Host i's DNS name (platform/geometry.h), i = 0..hosts-1; or, where the
   // platform names only host 0 (Kubeflow), just host 0's: host 0's control
   // channel then admits any address, and only a job secret tells a peer
@@ -168,8 +168,8 @@ struct LaunchPlan {
   std::vector<std::string> disagreements;  // values of the other platforms that differ
   unsigned hosts = 1;
   unsigned index = 0;
-  unsigned nproc = 1;           // processes per host (workers; msrun's scheduler not counted)
-  std::string master_addr;      // host 0 as the processes reach it
+  unsigned nproc = 1;       // processes per host (workers; msrun's scheduler not counted)
+  std::string master_addr;  // host 0 as the processes reach it
   std::uint16_t master_port = 0;
   std::optional<unsigned> rendezvous_timeout;  // seconds: the host barrier's deadline, when the mode sets one
   std::vector<std::string> notes;              // what trainit does differently from the tool it replaces
@@ -195,9 +195,9 @@ struct Plan {
   // first state that writes into it; it must then be a directory of trainit's
   // own user, not a symlink, and not group/world-writable (sshd's rules).
   std::string private_dir;
-  std::optional<SshdPlan> sshd;        // mpi, several hosts
-  std::optional<MpiPlan> mpi;          // mpi
-  std::optional<LaunchPlan> launch;    // the framework modes
+  std::optional<SshdPlan> sshd;      // mpi, several hosts
+  std::optional<MpiPlan> mpi;        // mpi
+  std::optional<LaunchPlan> launch;  // the framework modes
   // Once resolve_peers has found the hosts, the run makes the plan again with
   // PlanInput::peer_addresses (mpi: hostfile and ssh config; msrun: MindSpore
   // reaches its scheduler by address).

@@ -114,8 +114,9 @@ Result<Kubeflow> kubeflow_view(const Environment& env, const FileSystem& fs) {
     if (!n)
       return n.error();
     if (*n >= v.hosts) {
-      return bad(rank->first, rank->second,
-                 fmt::format("not below the host count {} ({})", v.hosts, v.hosts_from.empty() ? "default" : v.hosts_from));
+      return bad(
+          rank->first, rank->second,
+          fmt::format("not below the host count {} ({})", v.hosts, v.hosts_from.empty() ? "default" : v.hosts_from));
     }
     v.index = *n;
     v.index_from = rank->first;
@@ -175,7 +176,8 @@ Result<std::vector<std::string>> volcano_hosts(const Environment& env, const Fil
   std::size_t start = 0;
   while (start <= text.size() && !text.empty()) {
     std::size_t end = text.find(separator, start);
-    std::string_view item = std::string_view(text).substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string_view item =
+        std::string_view(text).substr(start, end == std::string::npos ? std::string::npos : end - start);
     while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back())) != 0)
       item.remove_suffix(1);
     while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front())) != 0)
@@ -214,9 +216,10 @@ Result<Volcano> volcano_view(const Environment& env, const FileSystem& fs) {
   if (!index)
     return index.error();
   if (tasks.empty()) {
-    return Error{fmt::format("{} is set, but neither /etc/volcano/{{master,worker}}.host nor VC_MASTER_HOSTS or "
-                             "VC_WORKER_HOSTS lists the job's hosts",
-                             index_var->first)};
+    return Error{
+        fmt::format("{} is set, but neither /etc/volcano/{{master,worker}}.host nor VC_MASTER_HOSTS or "
+                    "VC_WORKER_HOSTS lists the job's hosts",
+                    index_var->first)};
   }
   // This host's task: the one that lists its name, else the only one.
   std::size_t mine = tasks.size();
@@ -230,9 +233,10 @@ Result<Volcano> volcano_view(const Environment& env, const FileSystem& fs) {
   }
   if (mine == tasks.size()) {
     if (tasks.size() > 1) {
-      return Error{fmt::format("Volcano lists tasks master and worker, and HOSTNAME={} is in neither: cannot tell "
-                               "which this host is",
-                               quote_for_message(env.get("HOSTNAME").value_or("")))};
+      return Error{
+          fmt::format("Volcano lists tasks master and worker, and HOSTNAME={} is in neither: cannot tell "
+                      "which this host is",
+                      quote_for_message(env.get("HOSTNAME").value_or("")))};
     }
     mine = 0;
   }
@@ -269,7 +273,8 @@ void compare(const View& winner, const View& other, std::vector<std::string>& ou
                               *winner.nproc));
   }
   if (!other.master.empty() && !winner.master.empty() && other.master != winner.master)
-    out.push_back(fmt::format("{} says host 0 is {} ({}: {})", other.master_from, other.master, winner.source, winner.master));
+    out.push_back(
+        fmt::format("{} says host 0 is {} ({}: {})", other.master_from, other.master, winner.source, winner.master));
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ struct Cluster {
   // Every host's name, host 0 first, when the source names them all; just
   // host 0's when it names only that one (Kubeflow); empty for "none".
   std::vector<std::string> peers;
-  bool all_named = false;                   // peers names every host
+  bool all_named = false;                    // peers names every host
   std::optional<std::uint16_t> master_port;  // Kubeflow's
   std::string job_name;                      // a rendezvous id: MA_VJ_NAME; else empty
   std::string task_name = "worker";          // the role (MA_TASK_NAME)

@@ -114,7 +114,7 @@ class Environment {
   // bytes of A-Z a-z 0-9 . _ - : , ^ =; default kDefaultMpiInterfaces.
   [[nodiscard]] Result<std::string> mpi_interfaces() const;
 
- // A decimal variable in min..max (nullopt when unset); the error names it.
+  // A decimal variable in min..max (nullopt when unset); the error names it.
   [[nodiscard]] Result<std::optional<unsigned>> number(std::string_view name, std::uint64_t min,
                                                        std::uint64_t max) const;
 

@@ -54,7 +54,8 @@ TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
   expect_usage_error(run({}), "plan: no program given to run (see trainit plan --help)");
   expect_usage_error(run({"--"}), "plan: no program given to run (see trainit plan --help)");
   expect_usage_error(run({"--mode", "horovod", "--", "x"}),
-                     "plan: --mode \"horovod\": expected auto, exec, ascend, mpi, torchrun, torchrun-exec, msrun, msrun-exec, pytorch, "
+                     "plan: --mode \"horovod\": expected auto, exec, ascend, mpi, torchrun, torchrun-exec, msrun, "
+                     "msrun-exec, pytorch, "
                      "tensorflow (see trainit plan --help)");
   expect_usage_error(run({"--mode"}), "plan: --mode needs a value (see trainit plan --help)");
   expect_usage_error(run({"--max-local-devices", "0", "x"}),
@@ -63,7 +64,8 @@ TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
                      "plan: --max-local-devices \"abc\": expected an integer in 1-4096 (see trainit plan --help)");
   expect_usage_error(run({"--frobnicate", "x"}), "plan: unknown option \"--frobnicate\" (see trainit plan --help)");
   expect_usage_error(run({"x"}, {{"TRAINIT_MODE", "horovod"}}),
-                     "plan: TRAINIT_MODE=\"horovod\": expected auto, exec, ascend, mpi, torchrun, torchrun-exec, msrun, msrun-exec, pytorch, "
+                     "plan: TRAINIT_MODE=\"horovod\": expected auto, exec, ascend, mpi, torchrun, torchrun-exec, "
+                     "msrun, msrun-exec, pytorch, "
                      "tensorflow (see trainit plan --help)");
 }
 

@@ -30,7 +30,8 @@ std::vector<EnvVar> modelarts(unsigned hosts, unsigned index, unsigned gpus) {
           {"MA_NUM_GPUS", std::to_string(gpus)}};
 }
 
-Result<Plan> plan(Mode mode, std::vector<EnvVar> vars, const FileSystem& fs, std::vector<std::string> argv = {"train.py"}) {
+Result<Plan> plan(Mode mode, std::vector<EnvVar> vars, const FileSystem& fs,
+                  std::vector<std::string> argv = {"train.py"}) {
   PlanInput input;
   input.options.mode = mode;
   input.argv = std::move(argv);
@@ -152,10 +153,10 @@ TEST(ClusterSources, ModelArtsWinsAndEveryDisagreeingValueIsReported) {
 TEST(ClusterSources, VolcanoReadsItsHostFilesBeforeItsVariables) {
   MemoryFileSystem fs;
   fs.add_file("/etc/volcano/worker.host", "vj-worker-0.vj\nvj-worker-1.vj\n");
-  auto c = cluster_from_env(Environment(std::vector<EnvVar>{{"VC_TASK_INDEX", "1"},
-                                                            {"VC_WORKER_HOSTS", "stale-0,stale-1,stale-2"},
-                                                            {"HOSTNAME", "vj-worker-1"}}),
-                            fs);
+  auto c = cluster_from_env(
+      Environment(std::vector<EnvVar>{
+          {"VC_TASK_INDEX", "1"}, {"VC_WORKER_HOSTS", "stale-0,stale-1,stale-2"}, {"HOSTNAME", "vj-worker-1"}}),
+      fs);
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->source, "Volcano");
   EXPECT_EQ(c->peers, (std::vector<std::string>{"vj-worker-0.vj", "vj-worker-1.vj"}));
@@ -164,8 +165,8 @@ TEST(ClusterSources, VolcanoReadsItsHostFilesBeforeItsVariables) {
 
 TEST(ClusterSources, BadKubeflowValuesAreErrorsNamingTheVariable) {
   MemoryFileSystem fs;
-  for (auto [name, value] : {std::pair{"PET_NNODES", "1:4"}, std::pair{"PET_NPROC_PER_NODE", "abc"},
-                             std::pair{"PET_NODE_RANK", "-1"}}) {
+  for (auto [name, value] :
+       {std::pair{"PET_NNODES", "1:4"}, std::pair{"PET_NPROC_PER_NODE", "abc"}, std::pair{"PET_NODE_RANK", "-1"}}) {
     std::vector<EnvVar> vars = {{"PET_MASTER_ADDR", "m"}, {name, value}};
     auto c = cluster_from_env(Environment(vars), fs);
     ASSERT_FALSE(c.ok()) << name;
@@ -199,8 +200,8 @@ TEST(TensorflowPlan, AppendsTheClusterArgumentsAndATfConfig) {
   ASSERT_TRUE(p.ok()) << p.error().message;
   ASSERT_EQ(p->processes.size(), 1U);
   EXPECT_EQ(p->processes[0].argv,
-            (std::vector<std::string>{"python3", "tf.py", "--task_index", "1", "--ps_hosts", "ps-0:5000", "--worker_hosts",
-                                      "w-0:5001,w-1:5001", "--job_name", "worker"}));
+            (std::vector<std::string>{"python3", "tf.py", "--task_index", "1", "--ps_hosts", "ps-0:5000",
+                                      "--worker_hosts", "w-0:5001,w-1:5001", "--job_name", "worker"}));
   EXPECT_EQ(env_of(p->processes[0])["TF_CONFIG"],
             R"({"cluster":{"ps":["ps-0:5000"],"worker":["w-0:5001","w-1:5001"]},"task":{"type":"worker","index":1}})");
   EXPECT_FALSE(p->hosts) << "no control channel: a parameter server never finishes";
