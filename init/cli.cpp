@@ -900,6 +900,10 @@ PlanOptions plan_options(const Options& options) {
   p.private_dir = options.private_dir;
   p.nproc_per_node = options.nproc_per_node;
   p.master_port = options.master_port;
+  p.restart_on_failure = options.restart == Restart::kOnFailure;
+  if (options.max_restarts >= 0) {
+    p.max_restarts = static_cast<unsigned>(options.max_restarts);
+  }
   if (options.as_user.empty()) {
     p.is_root = ::geteuid() == 0;
     p.user = p.is_root ? "root" : "";

@@ -737,6 +737,9 @@ class JobRunner {
   // --- spawn, running ------------------------------------------------------
 
   void enter_spawn() {
+    if (restart_pending_) {
+      prepare_restart();
+    }
     // A rank cannot start without its working directory; without a log
     // directory it can, on the console (the log relay reports the files).
     for (const auto& dir : plan_.dirs) {
@@ -871,7 +874,13 @@ class JobRunner {
     const std::string what = info.si_code == CLD_EXITED ? fmt::format("exited with {}", info.si_status)
                                                         : fmt::format("was killed by {}", signal_name(info.si_status));
     write_status();
-    if (rank.state == RankState::kFailed && state_ == State::kRunning) {
+    if (rank.state == RankState::kFailed && state_ == State::kRunning && may_restart()) {
+      restart_pending_ = true;
+      log_warning("{} (pid {}) {}; restarting the job (restart {} of {})", rank.spec->name, rank.pid, what,
+                  restarts_ + 1,
+                  *plan_.restarts == kUnlimitedRestarts ? std::string("unlimited") : std::to_string(*plan_.restarts));
+      fire(Event::kRestart, fmt::format("{} {}", rank.spec->name, what));
+    } else if (rank.state == RankState::kFailed && state_ == State::kRunning) {
       fail(rank.code, fmt::format("{} (pid {}) {}", rank.spec->name, rank.pid, what),
            rank.spec->rank ? static_cast<int>(*rank.spec->rank) : -1);
     } else {
@@ -921,7 +930,32 @@ class JobRunner {
   void check_all_gone() {
     if ((state_ == State::kStopping || state_ == State::kReaping) && !loop_.has_children()) {
       escalation_.finish();
-      fire(Event::kAllGone, "no process is left");
+      if (state_ == State::kReaping && restart_pending_) {
+        fire(Event::kRestart, "no process is left: the job starts again");
+      } else {
+        fire(Event::kAllGone, "no process is left");
+      }
+    }
+  }
+
+  // Whether a rank's failure restarts the job (Plan::restarts): one host,
+  // restarts left, and nothing else ending the job.
+  [[nodiscard]] bool may_restart() const {
+    return plan_.restarts && !multi_host() && restarts_ < *plan_.restarts && !exit_code_;
+  }
+
+  // spawn, again: the ranks of the last start are gone; the workers learn
+  // which start this is (TORCHELASTIC_RESTART_COUNT, where the plan sets it).
+  void prepare_restart() {
+    restart_pending_ = false;
+    ++restarts_;
+    ranks_.clear();
+    for (ProcessSpec& spec : plan_.processes) {
+      for (EnvVar& var : spec.env) {
+        if (var.name == "TORCHELASTIC_RESTART_COUNT") {
+          var.value = std::to_string(restarts_);
+        }
+      }
     }
   }
 
@@ -967,6 +1001,7 @@ class JobRunner {
       return 0;
     }
     if (signo == SIGTERM || signo == SIGINT) {
+      restart_pending_ = false;  // a stop ends the job, restarting or not
       if (!exit_code_) {
         exit_code_ = kSignalBase + signo;
         const std::string why = fmt::format("trainit got {}", signal_name(signo));
@@ -1036,6 +1071,8 @@ class JobRunner {
   bool server_finished_ = false;           // host 0's own ranks all exited 0
   std::string secret_;                     // the hosts' shared secret; empty: none
   size_t relay_logs_ = 0;                  // processes given to the log relay so far
+  unsigned restarts_ = 0;                  // times the job was started again (Plan::restarts)
+  bool restart_pending_ = false;           // the ranks are being stopped to start again
   // mpi: sshd, the host keys made for it, the probes of sshd ports.
   std::vector<SourceHandle> keygens_;
   size_t keygens_done_ = 0;

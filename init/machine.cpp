@@ -49,6 +49,8 @@ std::string_view event_name(Event event) noexcept {
       return "RankExited";
     case Event::kAllGone:
       return "AllGone";
+    case Event::kRestart:
+      return "Restart";
   }
   return "?";
 }
@@ -67,7 +69,7 @@ State next(State state, Event event, const Plan& plan) noexcept {
     case State::kExit:
       return State::kExit;
     case State::kReaping:
-      return event == Event::kAllGone ? State::kExit : state;
+      return event == Event::kAllGone ? State::kExit : event == Event::kRestart ? State::kSpawn : state;
     case State::kStopping:
       return event == Event::kAllGone || event == Event::kTimedOut ? State::kReaping : state;
     case State::kRunning:
@@ -79,7 +81,7 @@ State next(State state, Event event, const Plan& plan) noexcept {
       if (event == Event::kDone) {
         return planned_after(state, plan);
       }
-      if (event == Event::kRankExited) {
+      if (event == Event::kRankExited || event == Event::kRestart) {
         return state;
       }
       if (event == Event::kAllGone) {

@@ -91,10 +91,10 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
   if (*mode == Mode::kExec) {
     return run_exec(*options, pid1);
   }
-  if (options->restart != Restart::kNo) {
+  if (options->restart == Restart::kAlways) {
     log_error(
-        "--restart (TRAINIT_RESTART) restarts exec mode's child; the {} mode does not restart a job: "
-        "the first failure ends it on every host",
+        "--restart always (TRAINIT_RESTART) is exec mode's: a job that ended well is done (the {} mode "
+        "restarts on-failure only)",
         mode_name(*mode));
     return exit_code::kUsage;
   }

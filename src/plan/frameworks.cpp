@@ -232,16 +232,25 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
     port = *params.master_port;
   if (input.options.master_port)
     port = *input.options.master_port;
-  // A job mode does not restart (yet): the workers are told so, and the
-  // plan says why a --max_restarts asked of torchrun has no effect.
-  if (params.max_restarts.value_or(0) > 0) {
-    params.notes.push_back(
-        fmt::format("--max_restarts={}: trainit does not restart a job yet: the first failure "
-                    "ends it on every host (TORCHELASTIC_MAX_RESTARTS=0)",
-                    *params.max_restarts));
+  // torchrun's --max_restarts N is --restart on-failure --max-restarts N,
+  // unless trainit's own options say otherwise (make_plan then sets
+  // Plan::restarts from them).
+  std::optional<unsigned> restarts;
+  if (input.options.restart_on_failure) {
+    restarts = input.options.max_restarts.value_or(kUnlimitedRestarts);
+  } else if (params.max_restarts.value_or(0) > 0) {
+    if (f.cluster.hosts > 1) {
+      params.notes.push_back(
+          fmt::format("--max_restarts={}: the hosts of a job would have to restart together, "
+                      "which trainit does not do yet: the first failure ends the job",
+                      *params.max_restarts));
+    } else {
+      restarts = params.max_restarts;
+    }
   }
 
   Plan plan = base_plan(Mode::kTorchrun, input, f, true);
+  plan.restarts = restarts;
   plan.launch->master_port = port;
   plan.launch->rendezvous_timeout = params.rendezvous_timeout;
   plan.launch->notes = std::move(params.notes);
@@ -273,8 +282,8 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
     set_env(p.env, "ROLE_NAME", role);
     set_env(p.env, "MASTER_ADDR", f.master);
     set_env(p.env, "MASTER_PORT", std::to_string(port));
-    set_env(p.env, "TORCHELASTIC_RESTART_COUNT", "0");
-    set_env(p.env, "TORCHELASTIC_MAX_RESTARTS", "0");
+    set_env(p.env, "TORCHELASTIC_RESTART_COUNT", "0");  // the run counts up on each restart
+    set_env(p.env, "TORCHELASTIC_MAX_RESTARTS", std::to_string(restarts.value_or(0)));
     set_env(p.env, "TORCHELASTIC_RUN_ID", id);
     if (!omp_set)
       set_env(p.env, "OMP_NUM_THREADS", "1");

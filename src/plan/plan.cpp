@@ -107,9 +107,18 @@ Result<Plan> make_plan(const PlanInput& input) {
                         : *mode == Mode::kMpi  ? plan_mpi(input)
                         : *mode == Mode::kExec ? plan_exec(input)
                                                : plan_framework(*mode, input);
-    if (plan) {
-      plan->settings = input.settings;
+    if (!plan)
+      return plan;
+    if (input.options.restart_on_failure && plan->mode != Mode::kExec) {  // exec mode restarts its own way
+      if (plan->hosts && plan->hosts->hosts > 1) {
+        return Error{
+            fmt::format("--restart on-failure: the {} hosts of this job would have to restart together, "
+                        "which trainit does not do yet; the first failure ends the job on every host",
+                        plan->hosts->hosts)};
+      }
+      plan->restarts = input.options.max_restarts.value_or(kUnlimitedRestarts);
     }
+    plan->settings = input.settings;
     return plan;
   } catch (const std::exception& e) {  // allocation failure: planners throw nothing else
     return Error{fmt::format("cannot plan: {}", one_line(e.what()))};

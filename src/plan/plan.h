@@ -202,6 +202,10 @@ struct Plan {
   // PlanInput::peer_addresses (mpi: hostfile and ssh config; msrun: MindSpore
   // reaches its scheduler by address).
   bool replan_with_addresses = false;
+  // After a failure, the job is stopped and started again, at most this many
+  // times (kUnlimitedRestarts: no limit); nullopt: the first failure ends
+  // it. One host only: a job of several hosts does not restart (yet).
+  std::optional<unsigned> restarts;
   std::vector<std::string> dirs;       // created (mkdir -p, 0755) before the first spawn, in order
   std::vector<FileSpec> files;         // written after dirs, before the first spawn
   std::vector<ProcessSpec> processes;  // in spawn order
@@ -238,7 +242,15 @@ struct PlanOptions {
   // --master-port (else the mode's default).
   std::optional<unsigned> nproc_per_node;
   std::optional<std::uint16_t> master_port;
+  // --restart on-failure (job modes): restart the job after a failure, at
+  // most max_restarts times (nullopt: no limit). Plan::restarts says what
+  // the run will do.
+  bool restart_on_failure = false;
+  std::optional<unsigned> max_restarts;
 };
+
+// Plan::restarts for "no limit".
+inline constexpr unsigned kUnlimitedRestarts = 2147483647;
 
 struct PlanInput {
   PlanOptions options;

@@ -154,6 +154,8 @@ std::string plan_to_json(const Plan& plan) {
     out["sshd"] = sshd_json(*plan.sshd);
   if (plan.mpi)
     out["mpi"] = mpi_json(*plan.mpi);
+  if (plan.restarts)
+    out["restarts"] = *plan.restarts == kUnlimitedRestarts ? Ordered("unlimited") : Ordered(*plan.restarts);
   out["dirs"] = plan.dirs;
   Ordered files = Ordered::array();
   for (const FileSpec& f : plan.files) {
