@@ -1,0 +1,81 @@
+// A thin RAII wrapper over trainit/coll.h: one Comm owns one trainit_comm
+// and destroys it. Move-only; every method returns what the C call returns
+// (0 or a negative errno) and throws nothing. Same contract as coll.h: one
+// thread per rank calls a Comm's collectives, every rank in the same order.
+#ifndef TRAINIT_COLL_HPP
+#define TRAINIT_COLL_HPP
+
+#include <cstddef>
+
+#include "trainit/coll.h"
+
+namespace trainit::coll {
+
+class Comm {
+ public:
+  Comm() noexcept = default;
+  ~Comm() { reset(); }
+  Comm(Comm&& other) noexcept : comm_(other.comm_) { other.comm_ = nullptr; }
+  Comm& operator=(Comm&& other) noexcept {
+    if (this != &other) {
+      reset();
+      comm_ = other.comm_;
+      other.comm_ = nullptr;
+    }
+    return *this;
+  }
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  // A rank started by trainit (TRAINIT_COLL_FD, TRAINIT_LOCAL_RANK,
+  // TRAINIT_LOCAL_SIZE): 0 or a negative errno; *this is left empty on error.
+  int init_from_env() noexcept {
+    reset();
+    return trainit_comm_init_from_env(&comm_);
+  }
+  // Standalone: processes passing the same name and size, each its own rank.
+  int init(const char* name, int rank, int size) noexcept {
+    reset();
+    return trainit_comm_init(&comm_, name, rank, size);
+  }
+
+  explicit operator bool() const noexcept { return comm_ != nullptr; }
+  trainit_comm* get() const noexcept { return comm_; }
+  int rank() const noexcept { return trainit_comm_rank(comm_); }
+  int size() const noexcept { return trainit_comm_size(comm_); }
+
+  int allreduce(const void* send, void* recv, size_t count, trainit_dtype dtype, trainit_op op) noexcept {
+    return trainit_allreduce(comm_, send, recv, count, dtype, op);
+  }
+  int reduce(const void* send, void* recv, size_t count, trainit_dtype dtype, trainit_op op, int root) noexcept {
+    return trainit_reduce(comm_, send, recv, count, dtype, op, root);
+  }
+  int reduce_scatter(const void* send, void* recv, size_t recvcount, trainit_dtype dtype, trainit_op op) noexcept {
+    return trainit_reduce_scatter(comm_, send, recv, recvcount, dtype, op);
+  }
+  int allgather(const void* send, void* recv, size_t sendcount, trainit_dtype dtype) noexcept {
+    return trainit_allgather(comm_, send, recv, sendcount, dtype);
+  }
+  int broadcast(void* buf, size_t count, trainit_dtype dtype, int root) noexcept {
+    return trainit_broadcast(comm_, buf, count, dtype, root);
+  }
+  int barrier() noexcept { return trainit_barrier(comm_); }
+
+  // From the arena: peers read such buffers in place. nullptr when full.
+  void* alloc(size_t bytes) noexcept { return trainit_alloc(comm_, bytes); }
+  void free(void* ptr) noexcept { trainit_free(comm_, ptr); }
+
+  // Destroys the communicator now: 0 or a negative errno.
+  int reset() noexcept {
+    trainit_comm* c = comm_;
+    comm_ = nullptr;
+    return trainit_comm_destroy(c);
+  }
+
+ private:
+  trainit_comm* comm_ = nullptr;
+};
+
+}  // namespace trainit::coll
+
+#endif  // TRAINIT_COLL_HPP

@@ -1,0 +1,755 @@
+// Joining a communicator (from trainit's environment, or standalone over an
+// abstract unix socket), waiting on peers, trainit_alloc and the small calls.
+//
+// Peer death: trainit's init marks the arena aborted when a rank exits. A
+// standalone communicator has no such watcher, so every rank watches the
+// others itself: a rank that has slept one slice (10 ms) on a futex checks
+// each peer's pidfd (pidfd_open of the pid in the peer's slot; kill(pid, 0) on
+// kernels before 5.3, which cannot see a dead but unreaped peer) and, if one
+// is gone before publishing what it waits for, marks the arena aborted and
+// wakes every waiter. So a death is seen within about one slice by every
+// rank, whichever rank it waited on.
+#include "coll/comm.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "trainit/coll.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace trainit::coll {
+namespace {
+
+constexpr int64_t kSecond = 1'000'000'000;
+constexpr int64_t kSleepSlice = 10'000'000;  // futex slice; peer liveness is checked after each
+constexpr int64_t kJoinTimeout = 60 * kSecond;
+constexpr size_t kDefaultHeap = 32UL << 20;
+constexpr uint64_t kHelloMagic = 0x6f6c6c65486c6f43ULL;  // "CloHello"
+
+void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// A non-negative int from the environment: the value, -1 if unset or bad.
+long env_int(const char* name) {
+  const char* s = std::getenv(name);
+  if (s == nullptr || *s == '\0') {
+    return -1;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 0) {
+    return -1;
+  }
+  return v;
+}
+
+// TRAINIT_COLL_TIMEOUT in nanoseconds (seconds, fractions allowed), 0 if unset.
+int64_t env_timeout_ns() {
+  const char* s = std::getenv("TRAINIT_COLL_TIMEOUT");
+  if (s == nullptr || *s == '\0') {
+    return 0;
+  }
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (*end != '\0' || !(v > 0) || v > 1e9) {
+    return 0;
+  }
+  return static_cast<int64_t>(v * 1e9);
+}
+
+int online_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    return CPU_COUNT(&set);
+  }
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+bool seq_reached(uint32_t seen, uint32_t s) {
+  return static_cast<int32_t>(seen - s) >= 0;
+}
+
+// Whether rank p's process is gone (never for a peer not yet known).
+bool peer_dead(trainit_comm* c, int p) {
+  const int32_t pid = arena_slot(c->base, p)->pid.load(std::memory_order_relaxed);
+  if (pid <= 0) {
+    return false;
+  }
+  if (c->pidfds[p] == -1) {
+    const long fd = syscall(SYS_pidfd_open, pid, 0);
+    if (fd >= 0) {
+      c->pidfds[p] = static_cast<int>(fd);
+    } else if (errno == ESRCH) {
+      return true;
+    } else {
+      c->pidfds[p] = -2;
+    }
+  }
+  if (c->pidfds[p] >= 0) {
+    pollfd pfd{c->pidfds[p], POLLIN, 0};
+    return poll(&pfd, 1, 0) > 0;
+  }
+  return kill(pid, 0) == -1 && errno == ESRCH;
+}
+
+bool any_peer_dead(trainit_comm* c) {
+  for (int p = 0; p < c->n; ++p) {
+    if (p != c->rank && peer_dead(c, p)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+int map_arena(int fd, void** base, size_t* size) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    return -errno;
+  }
+  if (st.st_size <= 0) {
+    return -EPROTO;
+  }
+  void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    return -errno;
+  }
+  const int r = coll_arena_check(p, static_cast<size_t>(st.st_size));
+  if (r < 0) {
+    munmap(p, static_cast<size_t>(st.st_size));
+    return r;
+  }
+  *base = p;
+  *size = static_cast<size_t>(st.st_size);
+  return 0;
+}
+
+// --- standalone rendezvous ---------------------------------------------------
+
+struct Hello {
+  uint64_t magic;
+  int32_t rank;
+  int32_t size;
+};
+
+struct Reply {
+  uint64_t magic;
+  int32_t status;  // 0, or the negative errno the joining rank returns
+  int32_t pad;
+};
+
+int socket_address(const char* name, sockaddr_un* addr, socklen_t* len) {
+  *addr = sockaddr_un{};
+  addr->sun_family = AF_UNIX;
+  // Abstract: no file, gone with the socket. The uid keeps users apart.
+  const int n = std::snprintf(addr->sun_path + 1, sizeof(addr->sun_path) - 1, "trainit-coll/%u/%s",
+                              static_cast<unsigned>(geteuid()), name);
+  if (n < 0 || static_cast<size_t>(n) >= sizeof(addr->sun_path) - 1) {
+    return -ENAMETOOLONG;
+  }
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + static_cast<size_t>(n));
+  return 0;
+}
+
+// Waits for events on fd until deadline: 0, -ETIMEDOUT or -errno.
+int poll_until(int fd, short events, int64_t deadline) {
+  for (;;) {
+    const int64_t left = deadline - comm_now_ns();
+    if (left <= 0) {
+      return -ETIMEDOUT;
+    }
+    pollfd pfd{fd, events, 0};
+    const int r = poll(&pfd, 1, static_cast<int>((left + 999'999) / 1'000'000));
+    if (r > 0) {
+      return 0;
+    }
+    if (r < 0 && errno != EINTR) {
+      return -errno;
+    }
+  }
+}
+
+// Reads exactly len bytes before deadline: 0, -ECONNABORTED on EOF, -errno.
+int read_full(int fd, void* buf, size_t len, int64_t deadline) {
+  auto* p = static_cast<unsigned char*>(buf);
+  while (len > 0) {
+    const int r = poll_until(fd, POLLIN, deadline);
+    if (r < 0) {
+      return r;
+    }
+    const ssize_t got = recv(fd, p, len, MSG_DONTWAIT);
+    if (got == 0) {
+      return -ECONNABORTED;
+    }
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) {
+        continue;
+      }
+      return -errno;
+    }
+    p += got;
+    len -= static_cast<size_t>(got);
+  }
+  return 0;
+}
+
+bool same_user(int fd, pid_t* pid) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return false;
+  }
+  if (pid != nullptr) {
+    *pid = cred.pid;
+  }
+  return cred.uid == geteuid();
+}
+
+int send_reply(int fd, int status, int arena_fd) {
+  Reply reply{kHelloMagic, status, 0};
+  iovec iov{&reply, sizeof(reply)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (arena_fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cmsg), &arena_fd, sizeof(int));
+  }
+  return sendmsg(fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(reply)) ? 0 : -ECONNABORTED;
+}
+
+// Rank 0: creates the arena, committed up front, and serves it to size - 1
+// peers of this user; returns the arena's fd (close-on-exec) or -errno.
+int create_arena(int size, int* out_fd, void** base, size_t* bytes) {
+  long heap = env_int("TRAINIT_COLL_HEAP");
+  const size_t total = coll_arena_size(size, heap >= 0 ? static_cast<size_t>(heap) : kDefaultHeap);
+  if (total == 0) {
+    return -EINVAL;
+  }
+  const int fd = memfd_create("trainit-coll", MFD_CLOEXEC);
+  if (fd < 0) {
+    return -errno;
+  }
+  int r = 0;
+  if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    r = -errno;
+  } else if ((r = posix_fallocate(fd, 0, static_cast<off_t>(total))) != 0) {
+    // Pages committed now: a small memory limit fails here, not as SIGBUS later.
+    r = -r;
+  } else {
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      r = -errno;
+    } else {
+      r = coll_arena_format(p, total, size, (static_cast<uint64_t>(getpid()) << 32) ^ comm_now_ns());
+      if (r == 0) {
+        *base = p;
+        *bytes = total;
+        *out_fd = fd;
+        return 0;
+      }
+      munmap(p, total);
+    }
+  }
+  close(fd);
+  return r;
+}
+
+int serve_arena(const char* name, int size, int arena_fd, void* base, int64_t deadline) {
+  sockaddr_un addr;
+  socklen_t len = 0;
+  int r = socket_address(name, &addr, &len);
+  if (r < 0) {
+    return r;
+  }
+  const int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (lfd < 0) {
+    return -errno;
+  }
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(lfd, size) != 0) {
+    r = -errno;
+    close(lfd);
+    return r;
+  }
+  auto* conns = static_cast<int*>(std::malloc(sizeof(int) * static_cast<size_t>(size)));
+  if (conns == nullptr) {
+    close(lfd);
+    return -ENOMEM;
+  }
+  for (int i = 0; i < size; ++i) {
+    conns[i] = -1;
+  }
+  int joined = 1;
+  while (joined < size) {
+    r = poll_until(lfd, POLLIN, deadline);
+    if (r < 0) {
+      break;
+    }
+    const int cfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (cfd < 0) {
+      continue;
+    }
+    pid_t pid = 0;
+    Hello hello{};
+    // Another user's process may reach an abstract name: ignore it.
+    if (!same_user(cfd, &pid) || read_full(cfd, &hello, sizeof(hello), deadline) < 0 || hello.magic != kHelloMagic) {
+      close(cfd);
+      continue;
+    }
+    if (hello.size != size || hello.rank <= 0 || hello.rank >= size || conns[hello.rank] >= 0) {
+      (void)send_reply(cfd, -EINVAL, -1);
+      close(cfd);
+      continue;
+    }
+    conns[hello.rank] = cfd;
+    arena_slot(base, hello.rank)->pid.store(pid, std::memory_order_relaxed);
+    ++joined;
+  }
+  // Everyone is here (or the deadline passed): nobody else may join.
+  close(lfd);
+  for (int i = 1; i < size; ++i) {
+    if (conns[i] >= 0) {
+      if (r == 0 && send_reply(conns[i], 0, arena_fd) < 0) {
+        coll_arena_abort(base);  // that peer is gone already: the others see it at their first call
+      }
+      if (r < 0) {
+        (void)send_reply(conns[i], r, -1);
+      }
+      close(conns[i]);
+    }
+  }
+  std::free(conns);
+  return r;
+}
+
+// Ranks 1…size-1: connects (retrying until rank 0 listens) and receives the
+// arena's fd.
+int join_arena(const char* name, int rank, int size, int64_t deadline, int* arena_fd) {
+  sockaddr_un addr;
+  socklen_t len = 0;
+  int r = socket_address(name, &addr, &len);
+  if (r < 0) {
+    return r;
+  }
+  int fd = -1;
+  int64_t backoff = 100'000;
+  for (;;) {
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      return -errno;
+    }
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0) {
+      break;
+    }
+    r = -errno;
+    close(fd);
+    if (r != -ECONNREFUSED && r != -ENOENT && r != -EAGAIN) {
+      return r;
+    }
+    if (comm_now_ns() + backoff > deadline) {
+      return -ETIMEDOUT;
+    }
+    timespec ts{0, static_cast<long>(backoff)};
+    nanosleep(&ts, nullptr);
+    backoff = backoff * 2 > 10'000'000 ? 10'000'000 : backoff * 2;
+  }
+  if (!same_user(fd, nullptr)) {
+    close(fd);
+    return -EPERM;
+  }
+  const Hello hello{kHelloMagic, rank, size};
+  if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(hello))) {
+    r = -errno;
+    close(fd);
+    return r;
+  }
+  r = poll_until(fd, POLLIN, deadline);
+  if (r < 0) {
+    close(fd);
+    return r;
+  }
+  Reply reply{};
+  iovec iov{&reply, sizeof(reply)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t got = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  close(fd);
+  int received = -1;
+  for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg != nullptr; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+    if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
+      std::memcpy(&received, CMSG_DATA(cmsg), sizeof(int));
+    }
+  }
+  if (got != static_cast<ssize_t>(sizeof(reply)) || reply.magic != kHelloMagic || reply.status != 0 || received < 0) {
+    if (received >= 0) {
+      close(received);
+    }
+    if (got == static_cast<ssize_t>(sizeof(reply)) && reply.magic == kHelloMagic && reply.status < 0) {
+      return reply.status;
+    }
+    return -ECONNABORTED;
+  }
+  *arena_fd = received;
+  return 0;
+}
+
+}  // namespace
+
+int64_t comm_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * kSecond + ts.tv_nsec;
+}
+
+int comm_attach(trainit_comm** out, void* base, size_t size, int rank) {
+  ArenaHeader* h = arena_header(base);
+  const int n = static_cast<int>(h->local_size);
+  if (rank < 0 || rank >= n) {
+    return -EINVAL;
+  }
+  auto* c = static_cast<trainit_comm*>(std::calloc(1, sizeof(trainit_comm)));
+  int* pidfds = static_cast<int*>(std::malloc(sizeof(int) * static_cast<size_t>(n)));
+  if (c == nullptr || pidfds == nullptr) {
+    std::free(c);
+    std::free(pidfds);
+    return -ENOMEM;
+  }
+  for (int i = 0; i < n; ++i) {
+    pidfds[i] = -1;
+  }
+  c->base = static_cast<unsigned char*>(base);
+  c->size = size;
+  c->rank = rank;
+  c->n = n;
+  c->pidfds = pidfds;
+  c->timeout_ns = env_timeout_ns();
+  // Spinning only pays while every rank has a core; past that, a spinner
+  // steals the time slice of the peer it waits for: poll a little, then
+  // yield the core, then sleep.
+  const bool oversubscribed = n > online_cpus();
+  c->spin_iters = oversubscribed ? 64 : 4000;
+  c->yield_iters = oversubscribed ? 200 : 50;
+  c->kernels = kernels_best();
+  const uint64_t share = h->heap_bytes / static_cast<uint64_t>(n);
+  c->heap_all = c->base + h->heap_off;
+  c->heap_all_bytes = h->heap_bytes;
+  c->heap = c->heap_all + share * static_cast<uint64_t>(rank);
+  c->heap_bytes = share;
+  // This rank's seq starts where its lines left off (0 in a fresh arena).
+  const uint32_t s0 = arena_line(base, rank, 0)->seq.load(std::memory_order_acquire);
+  const uint32_t s1 = arena_line(base, rank, 1)->seq.load(std::memory_order_acquire);
+  c->seq = seq_reached(s0, s1) ? s0 : s1;
+  arena_slot(base, rank)->pid.store(getpid(), std::memory_order_relaxed);
+  *out = c;
+  return 0;
+}
+
+void comm_publish(trainit_comm* c, uint32_t s) {
+  SeqLine* l = arena_line(c->base, c->rank, s);
+  l->seq.store(s, std::memory_order_release);
+  // Pairs with the waiter's fetch_add on the sleepers count (Dekker): either
+  // it sees s before sleeping, or this sees it asleep and wakes it.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (arena_sleepers(c->base)->count.load(std::memory_order_relaxed) != 0) {
+    coll_futex_wake(&l->seq);
+  }
+}
+
+int comm_wait(trainit_comm* c, int peer, uint32_t s, int64_t deadline_ns) {
+  SeqLine* l = arena_line(c->base, peer, s);
+  if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {
+    return 0;
+  }
+  ArenaAbort* abort_word = arena_abort_word(c->base);
+  for (int i = 0; i < c->spin_iters; ++i) {
+    cpu_relax();
+    if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {
+      return 0;
+    }
+    if ((i & 63) == 0 && abort_word->aborted.load(std::memory_order_relaxed) != 0) {
+      return -ECONNABORTED;
+    }
+  }
+  for (int i = 0; i < c->yield_iters; ++i) {
+    sched_yield();
+    if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {
+      return 0;
+    }
+    if (abort_word->aborted.load(std::memory_order_relaxed) != 0) {
+      return -ECONNABORTED;
+    }
+  }
+  std::atomic<uint32_t>& sleepers = arena_sleepers(c->base)->count;
+  int64_t last_check = comm_now_ns();
+  for (;;) {
+    if (abort_word->aborted.load(std::memory_order_acquire) != 0) {
+      return -ECONNABORTED;
+    }
+    const int64_t now = comm_now_ns();
+    int64_t slice = kSleepSlice;
+    if (deadline_ns != 0) {
+      if (now >= deadline_ns) {
+        coll_arena_abort(c->base);
+        return -ETIMEDOUT;
+      }
+      slice = deadline_ns - now < slice ? deadline_ns - now : slice;
+    }
+    if (now - last_check >= kSleepSlice) {
+      last_check = now;
+      if (any_peer_dead(c)) {
+        // Its last publish may have landed just before it died.
+        if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {
+          return 0;
+        }
+        coll_arena_abort(c->base);
+        return -ECONNABORTED;
+      }
+    }
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = l->seq.load(std::memory_order_seq_cst);
+    if (!seq_reached(seen, s)) {
+      (void)coll_futex_wait(&l->seq, seen, slice);
+    }
+    sleepers.fetch_sub(1, std::memory_order_relaxed);
+    if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {
+      return 0;
+    }
+  }
+}
+
+}  // namespace trainit::coll
+
+using trainit::coll::comm_now_ns;
+
+extern "C" {
+
+int trainit_comm_init_from_env(trainit_comm** comm) {
+  using namespace trainit::coll;
+  if (comm == nullptr) {
+    return -EINVAL;
+  }
+  *comm = nullptr;
+  const long fd = env_int("TRAINIT_COLL_FD");
+  const long rank = env_int("TRAINIT_LOCAL_RANK");
+  const long size = env_int("TRAINIT_LOCAL_SIZE");
+  if (fd < 0 || fd > INT32_MAX || rank < 0 || size < 1 || size > kMaxRanks || rank >= size) {
+    return -EINVAL;
+  }
+  void* base = nullptr;
+  size_t bytes = 0;
+  int r = map_arena(static_cast<int>(fd), &base, &bytes);
+  if (r < 0) {
+    return r == -EBADF ? -EINVAL : r;
+  }
+  if (static_cast<long>(arena_header(base)->local_size) != size) {
+    munmap(base, bytes);
+    return -EINVAL;
+  }
+  r = comm_attach(comm, base, bytes, static_cast<int>(rank));
+  if (r < 0) {
+    munmap(base, bytes);
+  }
+  return r;
+}
+
+int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size) {
+  using namespace trainit::coll;
+  if (comm == nullptr) {
+    return -EINVAL;
+  }
+  *comm = nullptr;
+  if (name == nullptr || *name == '\0' || size < 1 || size > kMaxRanks || rank < 0 || rank >= size) {
+    return -EINVAL;
+  }
+  const int64_t timeout = env_timeout_ns();
+  const int64_t deadline = comm_now_ns() + (timeout > 0 ? timeout : kJoinTimeout);
+  void* base = nullptr;
+  size_t bytes = 0;
+  int r = 0;
+  if (rank == 0) {
+    int fd = -1;
+    r = create_arena(size, &fd, &base, &bytes);
+    if (r < 0) {
+      return r;
+    }
+    if (size > 1) {
+      r = serve_arena(name, size, fd, base, deadline);
+    }
+    close(fd);  // the mappings keep the memory; nothing is left once they go
+  } else {
+    int fd = -1;
+    r = join_arena(name, rank, size, deadline, &fd);
+    if (r < 0) {
+      return r;
+    }
+    r = map_arena(fd, &base, &bytes);
+    close(fd);
+    if (r == 0 && static_cast<int>(arena_header(base)->local_size) != size) {
+      munmap(base, bytes);
+      r = -EPROTO;
+    }
+  }
+  if (r < 0) {
+    if (base != nullptr) {
+      munmap(base, bytes);
+    }
+    return r;
+  }
+  r = comm_attach(comm, base, bytes, rank);
+  if (r < 0) {
+    munmap(base, bytes);
+  }
+  return r;
+}
+
+int trainit_comm_rank(const trainit_comm* comm) {
+  return comm == nullptr ? -EINVAL : comm->rank;
+}
+
+int trainit_comm_size(const trainit_comm* comm) {
+  return comm == nullptr ? -EINVAL : comm->n;
+}
+
+int trainit_comm_destroy(trainit_comm* comm) {
+  if (comm == nullptr) {
+    return 0;
+  }
+  for (int p = 0; p < comm->n; ++p) {
+    if (comm->pidfds[p] >= 0) {
+      close(comm->pidfds[p]);
+    }
+  }
+  const int r = munmap(comm->base, comm->size) == 0 ? 0 : -errno;
+  std::free(comm->pidfds);
+  std::free(comm);
+  return r;
+}
+
+// trainit_alloc: each rank carves its own share of the arena heap (only its
+// thread touches the block headers), first fit with 64-byte headers and
+// coalescing on free. Peers read such buffers in place (collectives.cpp).
+namespace {
+
+struct Block {
+  uint64_t size;  // payload bytes, a multiple of 64
+  uint64_t used;
+  unsigned char pad[48];
+};
+static_assert(sizeof(Block) == trainit::coll::kLineBytes);
+
+}  // namespace
+
+void* trainit_alloc(trainit_comm* comm, size_t bytes) {
+  if (comm == nullptr || bytes == 0 || comm->heap_bytes < 2 * sizeof(Block) ||
+      bytes > comm->heap_bytes - sizeof(Block)) {
+    return nullptr;
+  }
+  const uint64_t need = (bytes + 63) / 64 * 64;
+  auto* first = reinterpret_cast<Block*>(comm->heap);
+  if (first->size == 0) {
+    first->size = comm->heap_bytes - sizeof(Block);
+    first->used = 0;
+  }
+  unsigned char* p = comm->heap;
+  unsigned char* end = comm->heap + comm->heap_bytes;
+  while (p < end) {
+    auto* b = reinterpret_cast<Block*>(p);
+    if (b->used == 0 && b->size >= need) {
+      if (b->size - need >= 2 * sizeof(Block)) {
+        auto* rest = reinterpret_cast<Block*>(p + sizeof(Block) + need);
+        rest->size = b->size - need - sizeof(Block);
+        rest->used = 0;
+        b->size = need;
+      }
+      b->used = 1;
+      return p + sizeof(Block);
+    }
+    p += sizeof(Block) + b->size;
+  }
+  return nullptr;
+}
+
+void trainit_free(trainit_comm* comm, void* ptr) {
+  if (comm == nullptr || ptr == nullptr) {
+    return;
+  }
+  auto* at = static_cast<unsigned char*>(ptr);
+  if (at < comm->heap + sizeof(Block) || at >= comm->heap + comm->heap_bytes) {
+    return;
+  }
+  unsigned char* end = comm->heap + comm->heap_bytes;
+  for (unsigned char* p = comm->heap; p < end;) {
+    auto* b = reinterpret_cast<Block*>(p);
+    if (p + sizeof(Block) == at) {
+      b->used = 0;
+      break;
+    }
+    p += sizeof(Block) + b->size;
+  }
+  // Merge every run of free blocks.
+  for (unsigned char* p = comm->heap; p < end;) {
+    auto* b = reinterpret_cast<Block*>(p);
+    unsigned char* next = p + sizeof(Block) + b->size;
+    if (b->used == 0 && next < end && reinterpret_cast<Block*>(next)->used == 0) {
+      b->size += sizeof(Block) + reinterpret_cast<Block*>(next)->size;
+      continue;
+    }
+    p = next;
+  }
+}
+
+const char* trainit_strerror(int err) {
+  switch (err) {
+    case 0:
+      return "success";
+    case -EINVAL:
+      return "invalid argument (a null pointer, a bad count, dtype, op or root, or ranks that disagree on the call)";
+    case -ECONNABORTED:
+      return "collective aborted: a peer rank died or the job is stopping";
+    case -ETIMEDOUT:
+      return "collective timed out (TRAINIT_COLL_TIMEOUT)";
+    case -EPROTO:
+      return "not a trainit collective arena (or another version of it)";
+    case -EADDRINUSE:
+      return "another communicator of this name is being set up";
+    case -ENOMEM:
+      return "out of memory";
+    default:
+      return err < 0 ? strerror(-err) : "unknown error";
+  }
+}
+
+}  // extern "C"

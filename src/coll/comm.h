@@ -1,0 +1,47 @@
+// The communicator's private state and the step primitives the collectives
+// are built from (collectives.cpp); one thread per rank calls them.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "coll/arena.h"
+#include "coll/kernels.h"
+
+struct trainit_comm {
+  unsigned char* base;  // the arena, mapped shared
+  size_t size;
+  int rank;
+  int n;
+  uint32_t seq;        // the last step this rank published
+  int64_t timeout_ns;  // TRAINIT_COLL_TIMEOUT, 0: none
+  int spin_iters;      // polls before yielding (few when ranks outnumber cores)
+  int yield_iters;     // sched_yield()s before sleeping on the futex
+  int* pidfds;         // per rank: a pidfd of that peer, -1 none yet, -2 use kill(pid, 0)
+  const trainit::coll::Kernels* kernels;
+  unsigned char* heap;  // this rank's share of the arena heap
+  size_t heap_bytes;
+  unsigned char* heap_all;  // the whole heap: pointers in it are read in place
+  size_t heap_all_bytes;
+};
+
+namespace trainit::coll {
+
+// Builds a communicator over a mapped, formatted arena (takes the mapping):
+// 0 or a negative errno.
+int comm_attach(trainit_comm** out, void* base, size_t size, int rank);
+
+// Waits until rank peer has published step s: 0, -ECONNABORTED (aborted,
+// or a peer died: then the arena is marked aborted for everyone) or
+// -ETIMEDOUT (the deadline passed: the arena is marked aborted too, as the
+// ranks are no longer in step).
+int comm_wait(trainit_comm* c, int peer, uint32_t s, int64_t deadline_ns);
+
+// Publishes step s (its line's data written before): release, then wakes
+// sleepers if any.
+void comm_publish(trainit_comm* c, uint32_t s);
+
+int64_t comm_now_ns();
+
+}  // namespace trainit::coll
