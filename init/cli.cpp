@@ -28,6 +28,36 @@ Result<Duration> seconds_value(std::string_view value) {
   return *seconds;
 }
 
+// Bytes: digits, optionally K, M or G (powers of 1024), at most 64G.
+Result<size_t> size_value(std::string_view value) {
+  uint64_t scale = 1;
+  if (!value.empty()) {
+    switch (value.back()) {
+      case 'K':
+      case 'k':
+        scale = uint64_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        scale = uint64_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        scale = uint64_t{1} << 30;
+        break;
+      default:
+        break;
+    }
+  }
+  auto digits = scale == 1 ? value : value.substr(0, value.size() - 1);
+  constexpr uint64_t kMaxBytes = uint64_t{64} << 30;
+  auto n = parse_decimal(digits, 0, kMaxBytes / scale);
+  if (!n) {
+    return reason("expected a size such as 32M, 1G or 0 (at most 64G), or off");
+  }
+  return static_cast<size_t>(*n * scale);
+}
+
 // "8", "0.3", "1.25": the shortest text parse_seconds() reads back.
 std::string seconds_text(Duration d) {
   const auto whole = std::chrono::duration_cast<std::chrono::seconds>(d);
@@ -283,6 +313,55 @@ constexpr OptionSpec kOptions[] = {
              "(the real tools), pytorch (--init_method arguments),\n"
              "tensorflow (--task_index/--ps_hosts/... arguments)",
      .heading = "Job modes:"},
+    {.name = "coll-arena",
+     .value_name = "SIZE",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value == "off") {
+         o.coll_arena.reset();
+         return {};
+       }
+       auto bytes = size_value(value);
+       if (!bytes) {
+         return bytes.error();
+       }
+       o.coll_arena = *bytes;
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.coll_arena ? std::to_string(*o.coll_arena) : std::string("off");
+     },
+     .help = "the collective arena's heap for trainit_alloc, shared\n"
+             "by a host's ranks: bytes, or with K, M or G (default\n"
+             "32M); off: no arena"},
+    {.name = "hang-timeout",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto seconds = seconds_value(value);
+       if (!seconds) {
+         return seconds.error();
+       }
+       o.hang_timeout = *seconds;
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.hang_timeout > Duration::zero() ? std::optional(seconds_text(o.hang_timeout)) : std::nullopt;
+     },
+     .help = "report a rank in one collective for longer (default:\n"
+             "no hang detection)"},
+    {.name = "hang-action",
+     .value_name = "ACTION",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value != "report" && value != "stop") {
+         return reason("expected report or stop");
+       }
+       o.hang_stop = value == "stop";
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return std::string(o.hang_stop ? "stop" : "report");
+     },
+     .help = "after --hang-timeout: report (default) or stop the\n"
+             "job (exit 75)"},
     {.name = "nproc-per-node",
      .value_name = "N",
      .apply = [](Options& o, std::string_view value) -> Result<void> {

@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "coll_arena.h"
 #include "log/relay.h"
 #include "loop/loop.h"
 #include "machine.h"
@@ -47,6 +49,9 @@ using namespace exit_code;
 
 // inotify can stay silent (NFS, some FUSE and overlay set-ups): look anyway.
 constexpr Duration kRankTablePoll = 2s;
+// The collective arena's self-test: a barrier and an allreduce among the
+// local slots take milliseconds; this long means something is broken.
+constexpr Duration kCollPreflightTimeout = 10s;
 
 // How long trainit waits, at its exit, for its last control messages (a
 // stop, a release) to leave.
@@ -765,6 +770,9 @@ class JobRunner {
     plan_.files = {};
     plan_.rank_table.reset();
     ::malloc_trim(0);
+    if (!make_coll_arena()) {
+      return;
+    }
     ranks_.reserve(plan_.processes.size());
     for (const auto& spec : plan_.processes) {
       if (!spawn_rank(spec)) {
@@ -812,6 +820,13 @@ class JobRunner {
       env.push_back(var.name + "=" + var.value);
     }
     SpawnOptions o;
+    if (arena_ && spec.rank) {
+      env.push_back(fmt::format("TRAINIT_COLL_FD={}", arena_->fd()));
+      env.push_back(fmt::format("TRAINIT_LOCAL_RANK={}", next_local_rank_++));
+      env.push_back(fmt::format("TRAINIT_LOCAL_SIZE={}", arena_->ranks()));
+      env.push_back(fmt::format("TRAINIT_COLL_ID={}", coll_id_));
+      o.inherit_fd = arena_->fd();
+    }
     o.argv = spec.argv;
     o.env = &env;
     o.cwd = spec.cwd;
@@ -839,7 +854,83 @@ class JobRunner {
     return started;
   }
 
+  // --- the collective arena (coll_arena.h) ---------------------------------
+
+  // More than one local rank: the preflight, then a fresh arena for this
+  // start of the job. False after fail() said why.
+  bool make_coll_arena() {
+    arena_.reset();
+    next_local_rank_ = 0;
+    local_ranks_ = static_cast<unsigned>(
+        std::count_if(plan_.processes.begin(), plan_.processes.end(), [](const ProcessSpec& p) { return p.rank; }));
+    if (!options_.coll_arena || local_ranks_ < 2) {
+      return true;
+    }
+    if (auto r = coll_preflight(local_ranks_, kCollPreflightTimeout); !r) {
+      fail(kOsError, r.error().message);
+      return false;
+    }
+    uint64_t id = 0;
+    if (::getrandom(&id, sizeof id, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof id)) {
+      id = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+    }
+    auto arena = CollArena::create(local_ranks_, *options_.coll_arena, id);
+    if (!arena) {
+      fail(kOsError, arena.error().message);
+      return false;
+    }
+    coll_id_ = fmt::format("{:016x}", id);
+    log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", local_ranks_,
+             static_cast<double>(arena->bytes()) / (1 << 20));
+    arena_ = std::move(*arena);
+    return true;
+  }
+
+  // A rank's end, or the job's: every collective in flight returns
+  // -ECONNABORTED instead of waiting for a peer that is gone.
+  void abort_collectives(std::string_view why) {
+    if (arena_ && !arena_->aborted()) {
+      arena_->abort();
+      log_debug("collective arena aborted: {}", why);
+    }
+  }
+
+  // --hang-timeout: ranks in one collective for longer are reported (each
+  // rank and call once), and with --hang-action stop the job stops.
+  void check_hangs() {
+    if (!arena_ || state_ != State::kRunning) {
+      return;
+    }
+    for (const CollArena::Hang& hang : arena_->hangs(options_.hang_timeout)) {
+      const std::string what = fmt::format("local rank {} has been in {} for {:.1f} s (--hang-timeout {:.0f} s)",
+                                           hang.rank, hang.call, seconds(hang.stuck), seconds(options_.hang_timeout));
+      if (std::find(hangs_reported_.begin(), hangs_reported_.end(), hang.rank) == hangs_reported_.end()) {
+        hangs_reported_.push_back(hang.rank);
+        log_warning("collective hang: {}", what);
+      }
+      if (options_.hang_stop) {
+        fail(kTempFail, fmt::format("collective hang: {}", what));
+        return;
+      }
+    }
+    hang_timer_.set_deadline(Clock::now() + hang_period());
+  }
+
+  [[nodiscard]] Duration hang_period() const {
+    return std::min<Duration>(std::chrono::seconds(1), options_.hang_timeout / 4);
+  }
+
   void enter_running() {
+    if (arena_ && options_.hang_timeout > Duration::zero()) {
+      hangs_reported_.clear();
+      hang_timer_ = loop_.add_timer(
+          Clock::now() + hang_period(),
+          [this] {
+            check_hangs();
+            return 0;
+          },
+          "collective hang check");
+    }
     notifier_.send("READY=1");
     if (ranks_.empty()) {
       ranks_done();  // a host with no rank of its own (mpi: hosts 1..H-1)
@@ -866,6 +957,9 @@ class JobRunner {
   int on_rank_exit(size_t index, const siginfo_t& info) {
     Rank& rank = ranks_[index];
     rank.code = exit_code::of(info);
+    if (rank.spec->rank) {
+      abort_collectives(fmt::format("{} exited", rank.spec->name));
+    }
     const bool stopped = state_ >= State::kStopping;  // trainit had begun to stop the job
     rank.state = stopped ? RankState::kStopped : rank.code == 0 ? RankState::kExited : RankState::kFailed;
     if (rank.log != LogRelay::kConsole) {
@@ -900,6 +994,8 @@ class JobRunner {
 
   void enter_stopping() {
     notifier_.send("STOPPING=1");
+    hang_timer_.reset();
+    abort_collectives("the job is stopping");
     if (!loop_.has_children()) {
       fire(Event::kAllGone, "no process is left");
       return;
@@ -1072,7 +1168,13 @@ class JobRunner {
   std::string secret_;                     // the hosts' shared secret; empty: none
   size_t relay_logs_ = 0;                  // processes given to the log relay so far
   unsigned restarts_ = 0;                  // times the job was started again (Plan::restarts)
-  bool restart_pending_ = false;           // the ranks are being stopped to start again
+  std::optional<CollArena> arena_;         // this start's collective arena (more than one local rank)
+  unsigned local_ranks_ = 0;
+  unsigned next_local_rank_ = 0;  // TRAINIT_LOCAL_RANK of the next rank spawned
+  std::string coll_id_;           // TRAINIT_COLL_ID
+  std::vector<unsigned> hangs_reported_;
+  SourceHandle hang_timer_;
+  bool restart_pending_ = false;  // the ranks are being stopped to start again
   // mpi: sshd, the host keys made for it, the probes of sshd ports.
   std::vector<SourceHandle> keygens_;
   size_t keygens_done_ = 0;

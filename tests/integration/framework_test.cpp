@@ -1,12 +1,18 @@
-// The framework modes as a real PID 1: what each process receives, and a
-// job restarting after a failure (--restart on-failure, torchrun's
-// --max_restarts).
+// The framework modes as a real PID 1: what each process receives, a job
+// restarting after a failure (--restart on-failure, torchrun's
+// --max_restarts), and the collective arena the init gives a host's ranks.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "emulation.h"
 #include "harness.h"
 #include "job_support.h"
 
@@ -131,6 +137,81 @@ TEST(JobRestart, SigtermWhileRestartingEndsTheJobWith143) {
   ASSERT_EQ(t.signal(SIGTERM), 0);
   EXPECT_EQ(t.wait(), Exit::code(143)) << t.transcript();
   EXPECT_EQ(count(slurp(dir / "starts"), "\n"), 2U) << "no second start" << t.transcript();
+}
+
+}  // namespace
+}  // namespace trainit::test
+
+namespace trainit::test {
+namespace {
+
+using job::slurp;
+
+Spec coll_spec(const TempDir& dir, unsigned ranks, std::vector<std::string> args, const char* mode) {
+  Spec s;
+  s.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MA_NUM_GPUS=" + std::to_string(ranks),
+           "MA_MOUNT_PATH=" + dir.path()};
+  s.args = {"--mode", "torchrun", "--grace", "5"};
+  s.args.insert(s.args.end(), args.begin(), args.end());
+  s.args.insert(s.args.end(), {"--", helper_path("coll_rank"), dir.path(), mode});
+  return s;
+}
+
+// "<code> <ns>" from a coll_rank file.
+std::pair<int, long long> code_and_time(const std::string& path) {
+  int code = 1;
+  long long ns = 0;
+  if (std::sscanf(slurp(path).c_str(), "%d %lld", &code, &ns) != 2) {
+    return {1, 0};
+  }
+  return {code, ns};
+}
+
+TEST(CollArena, RanksStartedByTrainitReduceOverTheArenaTheInitCreated) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Trainit t(coll_spec(dir, 4, {}, "ok"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  for (unsigned r = 0; r < 4; ++r) {
+    EXPECT_EQ(slurp(dir / ("r" + std::to_string(r) + ".ok")), "0 4\n") << "rank " << r << t.transcript();
+  }
+  EXPECT_NE(t.err().find("preflight passed"), std::string::npos) << t.transcript();
+}
+
+TEST(CollArena, ARankSigkilledMidCollectiveAbortsEveryPeerWithin100msAndTheJobExits137) {
+  TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION("qemu-user's scheduling makes a 100 ms bound meaningless");
+  TempDir dir;
+  Trainit t(coll_spec(dir, 3, {}, "die"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(137)) << t.transcript();
+  long long died = std::atoll(slurp(dir / "died").c_str());
+  ASSERT_GT(died, 0) << t.transcript();
+  for (unsigned r : {0U, 2U}) {
+    auto [code, ns] = code_and_time(dir / ("r" + std::to_string(r) + ".ret"));
+    EXPECT_EQ(code, -ECONNABORTED) << "rank " << r << t.transcript();
+    EXPECT_LE(ns - died, 100'000'000LL) << "rank " << r << " returned " << (ns - died) / 1000 << " µs after the death";
+  }
+}
+
+TEST(CollArena, HangTimeoutNamesTheStuckRankAndItsCallAndStopStopsTheJobWith75) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Trainit t(coll_spec(dir, 2, {"--hang-timeout", "1", "--hang-action", "stop"}, "hang"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(75)) << t.transcript();
+  EXPECT_NE(t.err().find("collective hang: local rank 0 has been in barrier for"), std::string::npos) << t.transcript();
+  EXPECT_EQ(code_and_time(dir / "r0.ret").first, -ECONNABORTED) << "the stop aborts the waiting rank";
+}
+
+TEST(CollArena, ArenaOffStartsNoArenaAndTheRanksSeeNoArenaVariables) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Trainit t(coll_spec(dir, 2, {"--coll-arena", "off"}, "ok"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(2)) << "coll_rank cannot join without an arena" << t.transcript();
+  EXPECT_EQ(t.err().find("collective arena"), std::string::npos) << t.transcript();
 }
 
 }  // namespace
