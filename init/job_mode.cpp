@@ -477,6 +477,10 @@ class JobRunner {
       fire(Event::kDone, "a single host needs no barrier");
       return;
     }
+    if (server_ || client_) {  // a restart: the channel is up, this generation's barrier is new
+      server_ ? server_->check_in() : client_->check_in();
+      return;
+    }
     ControlConfig config;
     config.host_index = host_index();
     config.host_count = plan_.hosts->hosts;
@@ -496,6 +500,9 @@ class JobRunner {
            fmt::format("host {} lost: nothing heard from it for {:.1f} s", host, seconds(options_.peer_loss)));
     };
     events.on_checked_in = [](unsigned host) { log_info("host {} checked in", host); };
+    events.on_restart = [this](unsigned generation, const StopNotice& notice) {
+      on_remote_restart(generation, notice);
+    };
     events.on_finished = [this](unsigned host) {
       log_info("host {}: every rank exited 0", host);
       maybe_release();
@@ -968,7 +975,8 @@ class JobRunner {
     const std::string what = info.si_code == CLD_EXITED ? fmt::format("exited with {}", info.si_status)
                                                         : fmt::format("was killed by {}", signal_name(info.si_status));
     write_status();
-    if (rank.state == RankState::kFailed && state_ == State::kRunning && may_restart()) {
+    if (rank.state == RankState::kFailed && state_ == State::kRunning && may_restart() &&
+        restart_everywhere(rank, what)) {
       restart_pending_ = true;
       log_warning("{} (pid {}) {}; restarting the job (restart {} of {})", rank.spec->name, rank.pid, what,
                   restarts_ + 1,
@@ -1034,10 +1042,43 @@ class JobRunner {
     }
   }
 
-  // Whether a rank's failure restarts the job (Plan::restarts): one host,
-  // restarts left, and nothing else ending the job.
-  [[nodiscard]] bool may_restart() const {
-    return plan_.restarts && !multi_host() && restarts_ < *plan_.restarts && !exit_code_;
+  // Whether a rank's failure restarts the job (Plan::restarts): restarts
+  // left, and nothing else ending the job.
+  [[nodiscard]] bool may_restart() const { return plan_.restarts && restarts_ < *plan_.restarts && !exit_code_; }
+
+  // Several hosts restart together: host 0 begins the next generation
+  // everywhere (this host's restarts_ then follows it). False when a stop
+  // came first: the failure then ends the job.
+  bool restart_everywhere(const Rank& rank, const std::string& what) {
+    if (!multi_host()) {
+      return true;
+    }
+    const StopNotice notice{rank.code, static_cast<int>(host_index()),
+                            rank.spec->rank ? static_cast<int>(*rank.spec->rank) : -1,
+                            fmt::format("{} {}", rank.spec->name, what)};
+    const unsigned generation = server_ ? server_->restart(notice) : client_ ? client_->restart(notice) : 0;
+    if (generation == 0) {
+      return false;
+    }
+    restarts_ = generation - 1;
+    return true;
+  }
+
+  // Another host's rank failed: this host stops its ranks and meets the
+  // others at the barrier of `generation`.
+  void on_remote_restart(unsigned generation, const StopNotice& notice) {
+    if (exit_code_) {
+      return;  // the job is ending anyway
+    }
+    restarts_ = generation - 1;
+    if (restart_pending_) {
+      return;  // already stopping to start again
+    }
+    log_warning("host {}: {}; restarting the job (restart {})", notice.host, notice.cause, generation);
+    if (state_ == State::kRunning) {
+      restart_pending_ = true;
+      fire(Event::kRestart, fmt::format("host {} restarts the job", notice.host));
+    }
   }
 
   // spawn, again: the ranks of the last start are gone; the workers learn
@@ -1045,6 +1086,7 @@ class JobRunner {
   void prepare_restart() {
     restart_pending_ = false;
     ++restarts_;
+    server_finished_ = false;
     ranks_.clear();
     for (ProcessSpec& spec : plan_.processes) {
       for (EnvVar& var : spec.env) {

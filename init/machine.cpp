@@ -69,7 +69,12 @@ State next(State state, Event event, const Plan& plan) noexcept {
     case State::kExit:
       return State::kExit;
     case State::kReaping:
-      return event == Event::kAllGone ? State::kExit : event == Event::kRestart ? State::kSpawn : state;
+      if (event == Event::kRestart) {  // several hosts meet at the barrier again first
+        return std::find(plan.states.begin(), plan.states.end(), State::kHostBarrier) != plan.states.end()
+                   ? State::kHostBarrier
+                   : State::kSpawn;
+      }
+      return event == Event::kAllGone ? State::kExit : state;
     case State::kStopping:
       return event == Event::kAllGone || event == Event::kTimedOut ? State::kReaping : state;
     case State::kRunning:

@@ -10,7 +10,7 @@
 // are gone leads to stopping; stopping ends in reaping (everything gone, or
 // the grace is over and SIGKILL follows); reaping ends in exit. A restart
 // (Plan::restarts) goes running -> stopping -> reaping like a failure, and
-// from reaping back to spawn.
+// from reaping back to spawn (host_barrier first, when the plan has one).
 #pragma once
 
 #include <string_view>

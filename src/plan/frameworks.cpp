@@ -239,14 +239,7 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
   if (input.options.restart_on_failure) {
     restarts = input.options.max_restarts.value_or(kUnlimitedRestarts);
   } else if (params.max_restarts.value_or(0) > 0) {
-    if (f.cluster.hosts > 1) {
-      params.notes.push_back(
-          fmt::format("--max_restarts={}: the hosts of a job would have to restart together, "
-                      "which trainit does not do yet: the first failure ends the job",
-                      *params.max_restarts));
-    } else {
-      restarts = params.max_restarts;
-    }
+    restarts = params.max_restarts;
   }
 
   Plan plan = base_plan(Mode::kTorchrun, input, f, true);

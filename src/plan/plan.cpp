@@ -110,12 +110,6 @@ Result<Plan> make_plan(const PlanInput& input) {
     if (!plan)
       return plan;
     if (input.options.restart_on_failure && plan->mode != Mode::kExec) {  // exec mode restarts its own way
-      if (plan->hosts && plan->hosts->hosts > 1) {
-        return Error{
-            fmt::format("--restart on-failure: the {} hosts of this job would have to restart together, "
-                        "which trainit does not do yet; the first failure ends the job on every host",
-                        plan->hosts->hosts)};
-      }
       plan->restarts = input.options.max_restarts.value_or(kUnlimitedRestarts);
     }
     plan->settings = input.settings;

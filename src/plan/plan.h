@@ -204,7 +204,7 @@ struct Plan {
   bool replan_with_addresses = false;
   // After a failure, the job is stopped and started again, at most this many
   // times (kUnlimitedRestarts: no limit); nullopt: the first failure ends
-  // it. One host only: a job of several hosts does not restart (yet).
+  // it. Several hosts restart together (the control channel's generations).
   std::optional<unsigned> restarts;
   std::vector<std::string> dirs;       // created (mkdir -p, 0755) before the first spawn, in order
   std::vector<FileSpec> files;         // written after dirs, before the first spawn
