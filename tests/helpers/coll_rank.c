@@ -7,8 +7,9 @@
  *                           its CLOCK_MONOTONIC ns to DIR/died first); the
  *                           others wait in a barrier and write "<code> <ns>"
  *                           to DIR/r<rank>.ret when it returns
- *   coll_rank DIR hang      local rank 1 never calls; the others wait in a
- *                           barrier (until trainit stops them)
+ *   coll_rank DIR hang      local rank 1 never calls; the others ignore
+ *                           SIGTERM and wait in a barrier, writing
+ *                           DIR/r<rank>.ret when the arena's abort ends it
  */
 #include <signal.h>
 #include <stdio.h>
@@ -71,6 +72,9 @@ int main(int argc, char** argv) {
   }
   if (strcmp(mode, "hang") == 0 && me == 1) {
     for (;;) pause();
+  }
+  if (strcmp(mode, "hang") == 0) {
+    signal(SIGTERM, SIG_IGN);  /* what ends its wait must be the arena's abort */
   }
   r = trainit_barrier(comm);
   snprintf(name, sizeof name, "r%d.ret", me);
