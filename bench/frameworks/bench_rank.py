@@ -5,7 +5,9 @@
 
 Writes MARKS/start-<rank> (wall clock ms as the interpreter starts, before
 torch is imported) and MARKS/init-<rank> (as init_process_group returned);
-then rank FAIL_RANK writes MARKS/failing and exits 3 one second later while
+then rank FAIL_RANK, one second later, writes MARKS/failing and ends at
+once with code 3 (os._exit: the figure is the launchers', not the time
+Python takes to tear torch down) while
 the others wait in a barrier (gloo: until its timeout, or until stopped).
 FAIL_RANK -1: every rank leaves the barrier and exits 0.
 """
@@ -27,5 +29,5 @@ dist.barrier()
 if rank == fail_rank:
     time.sleep(1)
     open(f"{marks}/failing", "w").write(f"{time.time() * 1000:.1f}")
-    sys.exit(3)
+    os._exit(3)  # the failure is the process's end: not Python's and gloo's teardown, which is the rank's
 dist.barrier()
