@@ -28,6 +28,36 @@ Result<Duration> seconds_value(std::string_view value) {
   return *seconds;
 }
 
+// Bytes: digits, optionally K, M or G (powers of 1024), at most 64G.
+Result<size_t> size_value(std::string_view value) {
+  uint64_t scale = 1;
+  if (!value.empty()) {
+    switch (value.back()) {
+      case 'K':
+      case 'k':
+        scale = uint64_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        scale = uint64_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        scale = uint64_t{1} << 30;
+        break;
+      default:
+        break;
+    }
+  }
+  auto digits = scale == 1 ? value : value.substr(0, value.size() - 1);
+  constexpr uint64_t kMaxBytes = uint64_t{64} << 30;
+  auto n = parse_decimal(digits, 0, kMaxBytes / scale);
+  if (!n) {
+    return reason("expected a size such as 32M, 1G or 0 (at most 64G), or off");
+  }
+  return static_cast<size_t>(*n * scale);
+}
+
 // "8", "0.3", "1.25": the shortest text parse_seconds() reads back.
 std::string seconds_text(Duration d) {
   const auto whole = std::chrono::duration_cast<std::chrono::seconds>(d);
@@ -227,7 +257,8 @@ constexpr OptionSpec kOptions[] = {
                           : o.restart == Restart::kOnFailure ? "on-failure"
                                                              : "always");
      },
-     .help = "restart the child: no (default), on-failure, always"},
+     .help = "restart the child: no (default), on-failure, always;\n"
+             "job modes: on-failure restarts the whole job"},
     {.name = "max-restarts",
      .value_name = "N",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
@@ -241,7 +272,8 @@ constexpr OptionSpec kOptions[] = {
      .show = [](const Options& o) -> std::optional<std::string> {
        return o.max_restarts < 0 ? std::nullopt : std::optional(std::to_string(o.max_restarts));
      },
-     .help = "give up after N restarts in a row (default: no limit)"},
+     .help = "give up after N restarts in a row (job modes: N in\n"
+             "all; default: no limit)"},
     {.name = "ready",
      .value_name = "WHEN",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
@@ -262,35 +294,107 @@ constexpr OptionSpec kOptions[] = {
      .value_name = "MODE",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        if (value == "auto") {
-         o.mode = RequestedMode::kAuto;
-       } else if (value == "exec") {
-         o.mode = RequestedMode::kExec;
-       } else if (value == "ascend") {
-         o.mode = RequestedMode::kAscend;
-       } else if (value == "mpi") {
-         o.mode = RequestedMode::kMpi;
-       } else {
-         return reason("expected auto, exec, ascend or mpi");
+         o.mode = kAutoMode;
+         return {};
        }
+       auto mode = mode_from_name(value);
+       if (!mode) {
+         return reason(fmt::format("expected auto, {}", mode_names()));
+       }
+       o.mode = *mode;
        return {};
      },
      .show = [](const Options& o) -> std::optional<std::string> {
-       switch (o.mode) {
-         case RequestedMode::kAuto:
-           return "auto";
-         case RequestedMode::kExec:
-           return "exec";
-         case RequestedMode::kAscend:
-           return "ascend";
-         case RequestedMode::kMpi:
-           return "mpi";
-       }
-       return std::nullopt;
+       return std::string(o.mode ? mode_name(*o.mode) : "auto");
      },
-     .help = "auto (default: ascend when RANK_TABLE_FILE or\n"
-             "RANK_TABLE_FILE_V_1_0 is set, else exec), exec,\n"
-             "ascend, mpi (sshd on every host, mpirun on host 0)",
+     .help = "auto (default: torchrun or msrun for MA_RUN_METHOD,\n"
+             "ascend when RANK_TABLE_FILE or RANK_TABLE_FILE_V_1_0\n"
+             "is set, else exec), exec, ascend, mpi (sshd on every\n"
+             "host, mpirun on host 0), torchrun and msrun (their\n"
+             "agents' job, natively), torchrun-exec and msrun-exec\n"
+             "(the real tools), pytorch (--init_method arguments),\n"
+             "tensorflow (--task_index/--ps_hosts/... arguments)",
      .heading = "Job modes:"},
+    {.name = "coll-arena",
+     .value_name = "SIZE",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value == "off") {
+         o.coll_arena.reset();
+         return {};
+       }
+       auto bytes = size_value(value);
+       if (!bytes) {
+         return bytes.error();
+       }
+       o.coll_arena = *bytes;
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.coll_arena ? std::to_string(*o.coll_arena) : std::string("off");
+     },
+     .help = "the collective arena's heap for trainit_alloc, shared\n"
+             "by a host's ranks: bytes, or with K, M or G (default\n"
+             "32M); off: no arena"},
+    {.name = "hang-timeout",
+     .value_name = "SECONDS",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto seconds = seconds_value(value);
+       if (!seconds) {
+         return seconds.error();
+       }
+       o.hang_timeout = *seconds;
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.hang_timeout > Duration::zero() ? std::optional(seconds_text(o.hang_timeout)) : std::nullopt;
+     },
+     .help = "report a rank in one collective for longer (default:\n"
+             "no hang detection)"},
+    {.name = "hang-action",
+     .value_name = "ACTION",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value != "report" && value != "stop") {
+         return reason("expected report or stop");
+       }
+       o.hang_stop = value == "stop";
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return std::string(o.hang_stop ? "stop" : "report");
+     },
+     .help = "after --hang-timeout: report (default) or stop the\n"
+             "job (exit 75)"},
+    {.name = "nproc-per-node",
+     .value_name = "N",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto n = parse_decimal(value, 1, 1024);
+       if (!n) {
+         return reason("expected an integer in 1-1024");
+       }
+       o.nproc_per_node = static_cast<unsigned>(*n);
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.nproc_per_node ? std::optional(std::to_string(*o.nproc_per_node)) : std::nullopt;
+     },
+     .help = "processes per host in the framework modes\n"
+             "(default: MA_NUM_GPUS, PET_NPROC_PER_NODE, else 1)"},
+    {.name = "master-port",
+     .value_name = "PORT",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       auto port = parse_decimal(value, 1, 65535);
+       if (!port) {
+         return reason("expected a port in 1-65535");
+       }
+       o.master_port = static_cast<uint16_t>(*port);
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.master_port ? std::optional(std::to_string(*o.master_port)) : std::nullopt;
+     },
+     .help = "host 0's rendezvous port in the framework modes\n"
+             "(default: torchrun MA_TORCHRUN_MASTER_PORT or 18888,\n"
+             "msrun 8118, pytorch 29500)"},
     {.name = "rank-table-timeout",
      .value_name = "SECONDS",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
@@ -875,6 +979,12 @@ PlanOptions plan_options(const Options& options) {
   p.ssh_authorized_keys = options.ssh_authorized_keys;
   p.ssh_identity = options.ssh_identity;
   p.private_dir = options.private_dir;
+  p.nproc_per_node = options.nproc_per_node;
+  p.master_port = options.master_port;
+  p.restart_on_failure = options.restart == Restart::kOnFailure;
+  if (options.max_restarts >= 0) {
+    p.max_restarts = static_cast<unsigned>(options.max_restarts);
+  }
   if (options.as_user.empty()) {
     p.is_root = ::geteuid() == 0;
     p.user = p.is_root ? "root" : "";

@@ -21,6 +21,7 @@
 
 #include "base/result.h"
 #include "base/time.h"
+#include "coll_arena.h"
 #include "plan/plan.h"
 
 namespace trainit {
@@ -51,7 +52,7 @@ struct Options {
   int max_restarts = -1;                     // --max-restarts N; -1: no limit
   Ready ready = Ready::kSpawn;               // --ready spawn|notify: when to tell our supervisor READY=1
   // Job modes.
-  RequestedMode mode = RequestedMode::kAuto;                 // --mode auto|exec|ascend
+  RequestedMode mode = kAutoMode;                            // --mode auto|exec|ascend|mpi|torchrun|...
   unsigned max_local_devices = kDefaultLocalDevices;         // --max-local-devices N
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
   std::string status_file;                                   // --status-file PATH; empty: the default
@@ -59,6 +60,11 @@ struct Options {
   Duration peer_timeout = std::chrono::seconds(600);      // --peer-timeout SECONDS: names resolved, sshd up
   Duration barrier_timeout = std::chrono::seconds(1800);  // --barrier-timeout SECONDS: every host checked in
   Duration peer_loss = std::chrono::seconds(10);          // --peer-loss SECONDS: a silent host is lost
+  std::optional<size_t> coll_arena = kDefaultCollHeap;    // --coll-arena SIZE|off: trainit_alloc's heap
+  Duration hang_timeout{0};                               // --hang-timeout SECONDS; 0: no hang detection
+  bool hang_stop = false;                                 // --hang-action stop (else report)
+  std::optional<unsigned> nproc_per_node;                 // --nproc-per-node N (framework modes)
+  std::optional<uint16_t> master_port;                    // --master-port PORT (framework modes)
   uint16_t control_port = kDefaultControlPort;            // --control-port PORT
   std::string job_secret_file;                            // --job-secret-file PATH (else TRAINIT_JOB_SECRET)
   std::string ssh_authorized_keys;                        // --ssh-authorized-keys PATH (mpi)

@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "coll_arena.h"
 #include "log/relay.h"
 #include "loop/loop.h"
 #include "machine.h"
@@ -47,6 +49,9 @@ using namespace exit_code;
 
 // inotify can stay silent (NFS, some FUSE and overlay set-ups): look anyway.
 constexpr Duration kRankTablePoll = 2s;
+// The collective arena's self-test: a barrier and an allreduce among the
+// local slots take milliseconds; this long means something is broken.
+constexpr Duration kCollPreflightTimeout = 10s;
 
 // How long trainit waits, at its exit, for its last control messages (a
 // stop, a release) to leave.
@@ -101,12 +106,14 @@ class JobRunner {
             }) {
     relay_.set_error_handler([this](size_t rank, const Error& e) { on_log_error(rank, e); });
     input_.options = plan_options(options);
-    input_.options.mode = options.mode == RequestedMode::kMpi ? RequestedMode::kMpi : RequestedMode::kAscend;
+    // main() resolved the mode already (and refused a bad one): a job mode.
+    auto mode = resolve_mode(options.mode, env_);
+    input_.options.mode = mode ? *mode : Mode::kAscend;
     input_.argv = options.command;
     input_.env = env_;
     input_.fs = &fs_;
     status_.path = options.status_file.empty() ? default_status_path(env_) : options.status_file;
-    status_.mode = "ascend";
+    status_.mode = std::string(mode_name(input_.options.mode.value_or(Mode::kAscend)));
   }
 
   void start() {
@@ -118,7 +125,7 @@ class JobRunner {
     in_transition_ = true;
     if (auto secret = job_secret(); !secret) {
       fail(kConfig, secret.error().message);
-    } else if (secret_ = std::move(*secret); input_.options.mode == RequestedMode::kAscend) {
+    } else if (secret_ = std::move(*secret); input_.options.mode == Mode::kAscend) {
       go(State::kWaitRankTable, "trainit started");
     } else if (auto plan = make_plan(input_); plan) {  // nothing to wait for: planned at once
       plan_ = std::move(*plan);
@@ -212,7 +219,7 @@ class JobRunner {
         break;
       case Deadline::kBarrier:
         deadline_ = loop_.add_timer(
-            now + options_.barrier_timeout,
+            now + barrier_timeout(),
             [this] {
               on_barrier_timeout();
               return 0;
@@ -440,7 +447,7 @@ class JobRunner {
       peer_addrs_.push_back(peer.addrs.front());
       log_info("host {} is {} ({})", peer_addrs_.size() - 1, peer.name, ipv4_string(peer.addrs.front()));
     }
-    if (plan_.mpi && !replan_with_addresses()) {
+    if (plan_.replan_with_addresses && !replan_with_addresses()) {
       return;
     }
     fire(Event::kDone, fmt::format("every peer name resolved ({} hosts)", resolved.size()));
@@ -470,6 +477,10 @@ class JobRunner {
       fire(Event::kDone, "a single host needs no barrier");
       return;
     }
+    if (server_ || client_) {  // a restart: the channel is up, this generation's barrier is new
+      server_ ? server_->check_in() : client_->check_in();
+      return;
+    }
     ControlConfig config;
     config.host_index = host_index();
     config.host_count = plan_.hosts->hosts;
@@ -489,13 +500,25 @@ class JobRunner {
            fmt::format("host {} lost: nothing heard from it for {:.1f} s", host, seconds(options_.peer_loss)));
     };
     events.on_checked_in = [](unsigned host) { log_info("host {} checked in", host); };
+    events.on_restart = [this](unsigned generation, const StopNotice& notice) {
+      on_remote_restart(generation, notice);
+    };
     events.on_finished = [this](unsigned host) {
       log_info("host {}: every rank exited 0", host);
       maybe_release();
     };
     const uint16_t port = plan_.hosts->control_port;
     if (host_index() == 0) {
-      auto server = ControlServer::listen(loop_, port, peer_addrs_, config, std::move(events));
+      // A platform that names only host 0 (Kubeflow): any address may
+      // check in, and only a job secret tells a peer from a stranger.
+      std::vector<in_addr> allowed =
+          plan_.hosts->peers.size() == plan_.hosts->hosts ? peer_addrs_ : std::vector<in_addr>{};
+      if (allowed.empty() && secret_.empty()) {
+        log_warning(
+            "the platform names only host 0: any address may join the control channel; set "
+            "TRAINIT_JOB_SECRET to tell the job's hosts from strangers");
+      }
+      auto server = ControlServer::listen(loop_, port, std::move(allowed), config, std::move(events));
       if (!server) {
         fail(kOsError, fmt::format("control channel: {}", server.error().message));
         return;
@@ -661,13 +684,22 @@ class JobRunner {
     return true;
   }
 
+  // --barrier-timeout, unless the mode's own rendezvous timeout says
+  // otherwise (torchrun's --rdzv_conf=timeout=, MSRUN_CLUSTER_TIME_OUT).
+  [[nodiscard]] Duration barrier_timeout() const {
+    if (plan_.launch && plan_.launch->rendezvous_timeout) {
+      return std::chrono::seconds(*plan_.launch->rendezvous_timeout);
+    }
+    return options_.barrier_timeout;
+  }
+
   void on_barrier_timeout() {
     if (!exit_code_) {
       exit_code_ = kTempFail;
-      status_.cause =
-          server_ ? fmt::format("hosts missing at the barrier after {:.0f} s: {}", seconds(options_.barrier_timeout),
-                                fmt::join(server_->missing(), ", "))
-                  : fmt::format("host 0 did not open the barrier within {:.0f} s", seconds(options_.barrier_timeout));
+      status_.cause = server_
+                          ? fmt::format("hosts missing at the barrier after {:.0f} s: {}", seconds(barrier_timeout()),
+                                        fmt::join(server_->missing(), ", "))
+                          : fmt::format("host 0 did not open the barrier within {:.0f} s", seconds(barrier_timeout()));
       log_error("{}", status_.cause);
       tell_other_hosts(StopNotice{kTempFail, static_cast<int>(host_index()), -1, status_.cause});
     }
@@ -717,6 +749,9 @@ class JobRunner {
   // --- spawn, running ------------------------------------------------------
 
   void enter_spawn() {
+    if (restart_pending_) {
+      prepare_restart();
+    }
     // A rank cannot start without its working directory; without a log
     // directory it can, on the console (the log relay reports the files).
     for (const auto& dir : plan_.dirs) {
@@ -742,6 +777,9 @@ class JobRunner {
     plan_.files = {};
     plan_.rank_table.reset();
     ::malloc_trim(0);
+    if (!make_coll_arena()) {
+      return;
+    }
     ranks_.reserve(plan_.processes.size());
     for (const auto& spec : plan_.processes) {
       if (!spawn_rank(spec)) {
@@ -789,6 +827,13 @@ class JobRunner {
       env.push_back(var.name + "=" + var.value);
     }
     SpawnOptions o;
+    if (arena_ && spec.rank) {
+      env.push_back(fmt::format("TRAINIT_COLL_FD={}", arena_->fd()));
+      env.push_back(fmt::format("TRAINIT_LOCAL_RANK={}", next_local_rank_++));
+      env.push_back(fmt::format("TRAINIT_LOCAL_SIZE={}", arena_->ranks()));
+      env.push_back(fmt::format("TRAINIT_COLL_ID={}", coll_id_));
+      o.inherit_fd = arena_->fd();
+    }
     o.argv = spec.argv;
     o.env = &env;
     o.cwd = spec.cwd;
@@ -816,7 +861,83 @@ class JobRunner {
     return started;
   }
 
+  // --- the collective arena (coll_arena.h) ---------------------------------
+
+  // More than one local rank: the preflight, then a fresh arena for this
+  // start of the job. False after fail() said why.
+  bool make_coll_arena() {
+    arena_.reset();
+    next_local_rank_ = 0;
+    local_ranks_ = static_cast<unsigned>(
+        std::count_if(plan_.processes.begin(), plan_.processes.end(), [](const ProcessSpec& p) { return p.rank; }));
+    if (!options_.coll_arena || local_ranks_ < 2) {
+      return true;
+    }
+    if (auto r = coll_preflight(local_ranks_, kCollPreflightTimeout); !r) {
+      fail(kOsError, r.error().message);
+      return false;
+    }
+    uint64_t id = 0;
+    if (::getrandom(&id, sizeof id, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof id)) {
+      id = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+    }
+    auto arena = CollArena::create(local_ranks_, *options_.coll_arena, id);
+    if (!arena) {
+      fail(kOsError, arena.error().message);
+      return false;
+    }
+    coll_id_ = fmt::format("{:016x}", id);
+    log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", local_ranks_,
+             static_cast<double>(arena->bytes()) / (1 << 20));
+    arena_ = std::move(*arena);
+    return true;
+  }
+
+  // A rank's end, or the job's: every collective in flight returns
+  // -ECONNABORTED instead of waiting for a peer that is gone.
+  void abort_collectives(std::string_view why) {
+    if (arena_ && !arena_->aborted()) {
+      arena_->abort();
+      log_debug("collective arena aborted: {}", why);
+    }
+  }
+
+  // --hang-timeout: ranks in one collective for longer are reported (each
+  // rank and call once), and with --hang-action stop the job stops.
+  void check_hangs() {
+    if (!arena_ || state_ != State::kRunning) {
+      return;
+    }
+    for (const CollArena::Hang& hang : arena_->hangs(options_.hang_timeout)) {
+      const std::string what = fmt::format("local rank {} has been in {} for {:.1f} s (--hang-timeout {:.0f} s)",
+                                           hang.rank, hang.call, seconds(hang.stuck), seconds(options_.hang_timeout));
+      if (std::find(hangs_reported_.begin(), hangs_reported_.end(), hang.rank) == hangs_reported_.end()) {
+        hangs_reported_.push_back(hang.rank);
+        log_warning("collective hang: {}", what);
+      }
+      if (options_.hang_stop) {
+        fail(kTempFail, fmt::format("collective hang: {}", what));
+        return;
+      }
+    }
+    hang_timer_.set_deadline(Clock::now() + hang_period());
+  }
+
+  [[nodiscard]] Duration hang_period() const {
+    return std::min<Duration>(std::chrono::seconds(1), options_.hang_timeout / 4);
+  }
+
   void enter_running() {
+    if (arena_ && options_.hang_timeout > Duration::zero()) {
+      hangs_reported_.clear();
+      hang_timer_ = loop_.add_timer(
+          Clock::now() + hang_period(),
+          [this] {
+            check_hangs();
+            return 0;
+          },
+          "collective hang check");
+    }
     notifier_.send("READY=1");
     if (ranks_.empty()) {
       ranks_done();  // a host with no rank of its own (mpi: hosts 1..H-1)
@@ -843,6 +964,9 @@ class JobRunner {
   int on_rank_exit(size_t index, const siginfo_t& info) {
     Rank& rank = ranks_[index];
     rank.code = exit_code::of(info);
+    if (rank.spec->rank) {
+      abort_collectives(fmt::format("{} exited", rank.spec->name));
+    }
     const bool stopped = state_ >= State::kStopping;  // trainit had begun to stop the job
     rank.state = stopped ? RankState::kStopped : rank.code == 0 ? RankState::kExited : RankState::kFailed;
     if (rank.log != LogRelay::kConsole) {
@@ -851,7 +975,14 @@ class JobRunner {
     const std::string what = info.si_code == CLD_EXITED ? fmt::format("exited with {}", info.si_status)
                                                         : fmt::format("was killed by {}", signal_name(info.si_status));
     write_status();
-    if (rank.state == RankState::kFailed && state_ == State::kRunning) {
+    if (rank.state == RankState::kFailed && state_ == State::kRunning && may_restart() &&
+        restart_everywhere(rank, what)) {
+      restart_pending_ = true;
+      log_warning("{} (pid {}) {}; restarting the job (restart {} of {})", rank.spec->name, rank.pid, what,
+                  restarts_ + 1,
+                  *plan_.restarts == kUnlimitedRestarts ? std::string("unlimited") : std::to_string(*plan_.restarts));
+      fire(Event::kRestart, fmt::format("{} {}", rank.spec->name, what));
+    } else if (rank.state == RankState::kFailed && state_ == State::kRunning) {
       fail(rank.code, fmt::format("{} (pid {}) {}", rank.spec->name, rank.pid, what),
            rank.spec->rank ? static_cast<int>(*rank.spec->rank) : -1);
     } else {
@@ -871,6 +1002,8 @@ class JobRunner {
 
   void enter_stopping() {
     notifier_.send("STOPPING=1");
+    hang_timer_.reset();
+    abort_collectives("the job is stopping");
     if (!loop_.has_children()) {
       fire(Event::kAllGone, "no process is left");
       return;
@@ -901,7 +1034,66 @@ class JobRunner {
   void check_all_gone() {
     if ((state_ == State::kStopping || state_ == State::kReaping) && !loop_.has_children()) {
       escalation_.finish();
-      fire(Event::kAllGone, "no process is left");
+      if (state_ == State::kReaping && restart_pending_) {
+        fire(Event::kRestart, "no process is left: the job starts again");
+      } else {
+        fire(Event::kAllGone, "no process is left");
+      }
+    }
+  }
+
+  // Whether a rank's failure restarts the job (Plan::restarts): restarts
+  // left, and nothing else ending the job.
+  [[nodiscard]] bool may_restart() const { return plan_.restarts && restarts_ < *plan_.restarts && !exit_code_; }
+
+  // Several hosts restart together: host 0 begins the next generation
+  // everywhere (this host's restarts_ then follows it). False when a stop
+  // came first: the failure then ends the job.
+  bool restart_everywhere(const Rank& rank, const std::string& what) {
+    if (!multi_host()) {
+      return true;
+    }
+    const StopNotice notice{rank.code, static_cast<int>(host_index()),
+                            rank.spec->rank ? static_cast<int>(*rank.spec->rank) : -1,
+                            fmt::format("{} {}", rank.spec->name, what)};
+    const unsigned generation = server_ ? server_->restart(notice) : client_ ? client_->restart(notice) : 0;
+    if (generation == 0) {
+      return false;
+    }
+    restarts_ = generation - 1;
+    return true;
+  }
+
+  // Another host's rank failed: this host stops its ranks and meets the
+  // others at the barrier of `generation`.
+  void on_remote_restart(unsigned generation, const StopNotice& notice) {
+    if (exit_code_) {
+      return;  // the job is ending anyway
+    }
+    restarts_ = generation - 1;
+    if (restart_pending_) {
+      return;  // already stopping to start again
+    }
+    log_warning("host {}: {}; restarting the job (restart {})", notice.host, notice.cause, generation);
+    if (state_ == State::kRunning) {
+      restart_pending_ = true;
+      fire(Event::kRestart, fmt::format("host {} restarts the job", notice.host));
+    }
+  }
+
+  // spawn, again: the ranks of the last start are gone; the workers learn
+  // which start this is (TORCHELASTIC_RESTART_COUNT, where the plan sets it).
+  void prepare_restart() {
+    restart_pending_ = false;
+    ++restarts_;
+    server_finished_ = false;
+    ranks_.clear();
+    for (ProcessSpec& spec : plan_.processes) {
+      for (EnvVar& var : spec.env) {
+        if (var.name == "TORCHELASTIC_RESTART_COUNT") {
+          var.value = std::to_string(restarts_);
+        }
+      }
     }
   }
 
@@ -947,6 +1139,7 @@ class JobRunner {
       return 0;
     }
     if (signo == SIGTERM || signo == SIGINT) {
+      restart_pending_ = false;  // a stop ends the job, restarting or not
       if (!exit_code_) {
         exit_code_ = kSignalBase + signo;
         const std::string why = fmt::format("trainit got {}", signal_name(signo));
@@ -1016,6 +1209,14 @@ class JobRunner {
   bool server_finished_ = false;           // host 0's own ranks all exited 0
   std::string secret_;                     // the hosts' shared secret; empty: none
   size_t relay_logs_ = 0;                  // processes given to the log relay so far
+  unsigned restarts_ = 0;                  // times the job was started again (Plan::restarts)
+  std::optional<CollArena> arena_;         // this start's collective arena (more than one local rank)
+  unsigned local_ranks_ = 0;
+  unsigned next_local_rank_ = 0;  // TRAINIT_LOCAL_RANK of the next rank spawned
+  std::string coll_id_;           // TRAINIT_COLL_ID
+  std::vector<unsigned> hangs_reported_;
+  SourceHandle hang_timer_;
+  bool restart_pending_ = false;  // the ranks are being stopped to start again
   // mpi: sshd, the host keys made for it, the probes of sshd ports.
   std::vector<SourceHandle> keygens_;
   size_t keygens_done_ = 0;

@@ -49,6 +49,8 @@ std::string_view event_name(Event event) noexcept {
       return "RankExited";
     case Event::kAllGone:
       return "AllGone";
+    case Event::kRestart:
+      return "Restart";
   }
   return "?";
 }
@@ -67,6 +69,11 @@ State next(State state, Event event, const Plan& plan) noexcept {
     case State::kExit:
       return State::kExit;
     case State::kReaping:
+      if (event == Event::kRestart) {  // several hosts meet at the barrier again first
+        return std::find(plan.states.begin(), plan.states.end(), State::kHostBarrier) != plan.states.end()
+                   ? State::kHostBarrier
+                   : State::kSpawn;
+      }
       return event == Event::kAllGone ? State::kExit : state;
     case State::kStopping:
       return event == Event::kAllGone || event == Event::kTimedOut ? State::kReaping : state;
@@ -79,7 +86,7 @@ State next(State state, Event event, const Plan& plan) noexcept {
       if (event == Event::kDone) {
         return planned_after(state, plan);
       }
-      if (event == Event::kRankExited) {
+      if (event == Event::kRankExited || event == Event::kRestart) {
         return state;
       }
       if (event == Event::kAllGone) {

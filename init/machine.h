@@ -8,7 +8,9 @@
 // A plan keeps only the states its mode needs; next() skips to the plan's
 // next state on Done. Any failure, timeout or SIGTERM/SIGINT before the ranks
 // are gone leads to stopping; stopping ends in reaping (everything gone, or
-// the grace is over and SIGKILL follows); reaping ends in exit.
+// the grace is over and SIGKILL follows); reaping ends in exit. A restart
+// (Plan::restarts) goes running -> stopping -> reaping like a failure, and
+// from reaping back to spawn (host_barrier first, when the plan has one).
 #pragma once
 
 #include <string_view>
@@ -25,9 +27,10 @@ enum class Event {
   kTerm,        // SIGTERM or SIGINT reached trainit
   kRankExited,  // a rank exited 0 while others still run
   kAllGone,     // no process of ours is left
+  kRestart,     // a rank failed and the plan restarts the job: stop it, then spawn again
 };
-inline constexpr Event kAllEvents[] = {Event::kDone, Event::kFailed,     Event::kTimedOut,
-                                       Event::kTerm, Event::kRankExited, Event::kAllGone};
+inline constexpr Event kAllEvents[] = {Event::kDone,       Event::kFailed,  Event::kTimedOut, Event::kTerm,
+                                       Event::kRankExited, Event::kAllGone, Event::kRestart};
 
 [[nodiscard]] std::string_view event_name(Event event) noexcept;
 

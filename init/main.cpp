@@ -79,7 +79,7 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
     log_error("cannot set up as init: {}", errno_string(-r));
     return exit_code::kOsError;
   }
-  if (options->mode == RequestedMode::kExec || (options->mode == RequestedMode::kAuto && !job_variables_set())) {
+  if (options->mode == Mode::kExec || (options->mode == kAutoMode && !job_variables_set())) {
     return run_exec(*options, pid1);  // tini's job: the platform contract stays unread
   }
   Environment env = Environment::from_envp(environ);
@@ -90,6 +90,13 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
   }
   if (*mode == Mode::kExec) {
     return run_exec(*options, pid1);
+  }
+  if (options->restart == Restart::kAlways) {
+    log_error(
+        "--restart always (TRAINIT_RESTART) is exec mode's: a job that ended well is done (the {} mode "
+        "restarts on-failure only)",
+        mode_name(*mode));
+    return exit_code::kUsage;
   }
   if (options->verbosity == 1) {
     set_log_verbosity(2);  // job modes show their transitions by default

@@ -14,7 +14,7 @@ allowed() {
     proc | log | notify | net) echo "$1 loop base" ;;
     platform) echo "platform base" ;;
     plan) echo "plan platform base" ;;
-    coll) echo "coll base" ;;
+    coll) echo "coll trainit" ;;  # trainit/: its public header, include/trainit/coll.h
     *) echo "" ;;
   esac
 }

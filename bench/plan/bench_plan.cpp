@@ -362,7 +362,7 @@ int measure_child(const std::string& file, unsigned max_local_devices, const std
   const long start_kb = status_kb(0, "VmHWM");
   trainit::RealFileSystem fs;
   PlanInput input;
-  input.options.mode = trainit::RequestedMode::kAscend;
+  input.options.mode = trainit::Mode::kAscend;
   input.options.max_local_devices = max_local_devices;
   input.argv = {"python", "train.py"};
   std::vector<EnvVar> env = {{"PATH", "/usr/bin:/bin"},
@@ -738,7 +738,7 @@ void time_table(bool quick, const std::string& dir) {
       env.push_back({"MA_CURRENT_HOST_IP", std::to_string(10 + host / 65536) + "." + std::to_string(host / 256 % 256) +
                                                "." + std::to_string(host % 256) + ".1"});
     }
-    row.input.options.mode = trainit::RequestedMode::kAscend;
+    row.input.options.mode = trainit::Mode::kAscend;
     row.input.argv = {"python", "train.py"};
     row.input.env = Environment(std::move(env));
     row.input.fs = row.real_file ? static_cast<const trainit::FileSystem*>(&real_fs) : &row.memory_fs;

@@ -26,6 +26,8 @@ inline constexpr DocumentedVariable kDocumentedVariables[] = {
     {"TRAINIT_COLL_FD", false},      // set by trainit for each rank: its collective arena
     {"TRAINIT_LOCAL_RANK", false},   // set by trainit for each rank
     {"TRAINIT_LOCAL_SIZE", false},   // set by trainit for each rank
+    {"TRAINIT_COLL_ID", false},      // set by trainit for each rank: the arena's job-unique id
+    {"TRAINIT_COLL_HEAP", true},     // a standalone communicator's heap: the ranks read it
 };
 
 inline constexpr std::string_view kTrainitPrefix = "TRAINIT_";

@@ -23,12 +23,21 @@
 //             host's first handshake: a host that never connected is the
 //             caller's barrier timeout to report, not a loss.
 //
-// A state is sticky: a client that (re)connects after GO, STOP or RELEASE
-// is sent it again, and a client re-sends its check-in and its own stop on
-// every reconnection. Wire format and handshake: net/wire.h, net/auth.h.
+//   restart   a host whose rank failed asks for the next generation (a
+//             client's restart(), or host 0's); host 0 begins it everywhere
+//             (on_restart on the other hosts), the barrier and the finished
+//             hosts start over, and every host checks in again with the new
+//             generation; check-ins and GOs of another generation are
+//             ignored. A stop ends restarting; the first request for a
+//             generation wins.
+//
+// A state is sticky: a client that (re)connects after GO, STOP, RESTART or
+// RELEASE is sent it again, and a client re-sends its check-in, its own
+// restart request and its own stop on every reconnection. Wire format and handshake: net/wire.h, net/auth.h.
 //
 // Trust: the server takes connections only from `allowed` addresses (the
-// peers' names resolved), at most kMaxPending at a time before their
+// peers' names resolved; empty: any address, where the platform names only
+// host 0 and the secret is the only check), at most kMaxPending at a time before their
 // handshake, each for at most `handshake`. With a secret, both sides prove
 // they hold it (a side with a secret refuses one without, and the other way
 // round); without, any allowed address may claim any host index. A
@@ -94,6 +103,9 @@ struct ControlEvents {
   std::function<void(unsigned host)> on_lost;        // that host has not been heard of for peer_loss
   std::function<void(unsigned host)> on_checked_in;  // server: that client checked in (once per host)
   std::function<void(unsigned host)> on_finished;    // server: every rank of that client's host exited 0
+  // Another host's rank failed and the job starts again as `generation`
+  // (1, 2, ...): stop this host's ranks, then check_in() for it.
+  std::function<void(unsigned generation, const StopNotice&)> on_restart;
 };
 
 class ControlServer {
@@ -116,6 +128,11 @@ class ControlServer {
   // Stops the job everywhere: sends STOP to every client, and to any that
   // connects later. Returns false (and sends nothing) when a stop came first.
   bool stop(const StopNotice& notice);
+  // Host 0's rank failed and the job starts again: the next generation
+  // begins everywhere (RESTART to every client, and to any that connects
+  // later); every host, host 0 too, checks in again for its barrier. Returns
+  // the new generation, or 0 (and sends nothing) when a stop came first.
+  unsigned restart(const StopNotice& notice);
   // Tells every client (and any that connects later) the job's exit code.
   void release(int exit_code);
   // Writes what is queued for every client, waiting at most `max`. Returns
@@ -145,9 +162,11 @@ class ControlServer {
   int on_accept();
   void on_frame(Link* link, wire::Frame& frame);
   void on_hello(Link* link, const std::string& payload);
-  void on_check_in(Link* link);
-  void on_finished(Link* link);
+  void on_check_in(Link* link, const std::string& payload);
+  void on_finished(Link* link, const std::string& payload);
   void on_stop(Link* link, const std::string& payload);
+  void on_restart(Link* link, const std::string& payload);
+  void begin_generation(const StopNotice& notice, const Link* from);
   int on_tick();
   void maybe_go();
   void refuse(Link* link, const std::string& why);
@@ -167,6 +186,8 @@ class ControlServer {
   std::vector<Host> hosts_;  // by host index; hosts_[0] is this host
   bool checked_in_ = false;
   bool go_ = false;
+  uint32_t generation_ = 0;            // the job's current start: 0, then one more per restart
+  std::optional<StopNotice> restart_;  // why the current generation began
   std::optional<StopNotice> stop_;
   std::optional<int> release_;
   bool warned_full_ = false;
@@ -195,6 +216,10 @@ class ControlClient {
   // Stops the job: STOP to host 0 (now, or on connection), which relays it.
   // Returns false (and sends nothing) when a stop came first.
   bool stop(const StopNotice& notice);
+  // This host's rank failed and the job starts again: asks host 0 for the
+  // next generation (now, or on connection), then check_in() for it. Returns
+  // that generation, or 0 when a stop came first.
+  unsigned restart(const StopNotice& notice);
   // Writes what is queued for host 0, waiting at most `max`. Returns whether
   // all of it left (false when not connected).
   bool flush(Duration max);
@@ -240,6 +265,8 @@ class ControlClient {
   Clock::time_point last_heard_{};
   bool checked_in_ = false;
   bool finished_ = false;
+  uint32_t generation_ = 0;
+  std::optional<StopNotice> own_restart_;  // asked for generation_, not confirmed by host 0 yet
   std::optional<StopNotice> own_stop_;
   bool go_ = false;
   bool stopped_ = false;  // host 0 told us of a stop

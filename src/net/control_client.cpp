@@ -186,11 +186,14 @@ void ControlClient::on_welcome(const std::string& payload) {
   last_refusal_.clear();
   conn_->set_max_payload(wire::kMaxFrame);
   log_debug("control: connected to host 0 at {}", endpoint_);
+  if (own_restart_) {  // before the check-in of the generation it asks for
+    conn_->send(Type::kRestart, net::encode_restart(generation_, *own_restart_));
+  }
   if (checked_in_) {
-    conn_->send(Type::kCheckIn);
+    conn_->send(Type::kCheckIn, net::encode_generation(generation_));
   }
   if (finished_) {
-    conn_->send(Type::kFinished);
+    conn_->send(Type::kFinished, net::encode_generation(generation_));
   }
   if (own_stop_ && !stopped_) {
     conn_->send(Type::kStop, net::encode_stop(*own_stop_));
@@ -202,12 +205,37 @@ void ControlClient::on_ready_frame(wire::Frame& frame) {
   switch (frame.type) {
     case Type::kHeartbeat:
       return;
-    case Type::kGo:
-      if (!go_) {
+    case Type::kGo: {
+      uint32_t generation = 0;
+      if (!net::decode_generation(frame.payload, generation)) {
+        return protocol_error("malformed GO");
+      }
+      if (!go_ && generation == generation_) {
         go_ = true;
         emit(alive_, events_.on_go);
       }
       return;
+    }
+    case Type::kRestart: {
+      uint32_t generation = 0;
+      StopNotice notice;
+      if (!net::decode_restart(frame.payload, generation, notice)) {
+        return protocol_error("malformed RESTART");
+      }
+      if (generation < generation_ || (generation == generation_ && !own_restart_)) {
+        return;  // known already
+      }
+      const bool ours = generation == generation_;  // host 0 began the generation this host asked for
+      own_restart_.reset();
+      if (!ours) {
+        generation_ = generation;
+        checked_in_ = false;
+        go_ = false;
+        finished_ = false;
+        emit(alive_, events_.on_restart, static_cast<unsigned>(generation), notice);
+      }
+      return;
+    }
     case Type::kStop: {
       StopNotice notice;
       if (!net::decode_stop(frame.payload, notice)) {
@@ -261,14 +289,29 @@ int ControlClient::on_tick() {
 void ControlClient::check_in() {
   checked_in_ = true;
   if (state_ == State::kReady) {
-    conn_->send(Type::kCheckIn);
+    conn_->send(Type::kCheckIn, net::encode_generation(generation_));
   }
+}
+
+unsigned ControlClient::restart(const StopNotice& notice) {
+  if (stopped_ || own_stop_) {
+    return 0;
+  }
+  ++generation_;
+  own_restart_ = notice;
+  checked_in_ = false;
+  go_ = false;
+  finished_ = false;
+  if (state_ == State::kReady) {
+    conn_->send(Type::kRestart, net::encode_restart(generation_, notice));
+  }
+  return generation_;
 }
 
 void ControlClient::finish() {
   finished_ = true;
   if (state_ == State::kReady) {
-    conn_->send(Type::kFinished);
+    conn_->send(Type::kFinished, net::encode_generation(generation_));
   }
 }
 

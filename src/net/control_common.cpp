@@ -23,6 +23,28 @@ bool decode_stop(const std::string& payload, StopNotice& out) {
   return true;
 }
 
+std::string encode_restart(uint32_t generation, const StopNotice& notice) {
+  return wire::PayloadWriter().u32(generation).data() + encode_stop(notice);
+}
+
+bool decode_restart(const std::string& payload, uint32_t& generation, StopNotice& out) {
+  wire::PayloadReader reader(payload);
+  return reader.u32(generation) && decode_stop(payload.substr(4), out);
+}
+
+std::string encode_generation(uint32_t generation) {
+  return generation == 0 ? std::string() : wire::PayloadWriter().u32(generation).data();
+}
+
+bool decode_generation(const std::string& payload, uint32_t& generation) {
+  generation = 0;
+  if (payload.empty()) {
+    return true;
+  }
+  wire::PayloadReader reader(payload);
+  return reader.u32(generation);
+}
+
 std::string describe(const StopNotice& notice) {
   std::string text = fmt::format("exit code {} from host {}", notice.exit_code, notice.host);
   if (notice.rank >= 0) {

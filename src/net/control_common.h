@@ -23,6 +23,12 @@ bool emit(const std::shared_ptr<char>& alive, const Fn& fn, Args&&... args) {
 
 [[nodiscard]] std::string encode_stop(const StopNotice& notice);
 [[nodiscard]] bool decode_stop(const std::string& payload, StopNotice& out);
+// RESTART: the generation, then the failure as STOP carries it.
+[[nodiscard]] std::string encode_restart(uint32_t generation, const StopNotice& notice);
+[[nodiscard]] bool decode_restart(const std::string& payload, uint32_t& generation, StopNotice& out);
+// CHECKIN's and GO's generation: an empty payload is generation 0.
+[[nodiscard]] std::string encode_generation(uint32_t generation);
+[[nodiscard]] bool decode_generation(const std::string& payload, uint32_t& generation);
 // "exit code 3 from host 2, rank 17: segfault" for log lines.
 [[nodiscard]] std::string describe(const StopNotice& notice);
 // How often heartbeats go out: min(heartbeat, peer_loss / 4), at least 1 ms.

@@ -75,7 +75,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::listen(Loop& loop, uint16_
 }
 
 bool ControlServer::allowed(in_addr addr) const noexcept {
-  return std::any_of(allowed_.begin(), allowed_.end(), [addr](in_addr a) { return same_ipv4(a, addr); });
+  return allowed_.empty() ||
+         std::any_of(allowed_.begin(), allowed_.end(), [addr](in_addr a) { return same_ipv4(a, addr); });
 }
 
 size_t ControlServer::pending() const noexcept {
@@ -170,13 +171,16 @@ void ControlServer::on_frame(Link* link, wire::Frame& frame) {
     case Type::kHeartbeat:
       return;
     case Type::kCheckIn:
-      on_check_in(link);
+      on_check_in(link, frame.payload);
       return;
     case Type::kFinished:
-      on_finished(link);
+      on_finished(link, frame.payload);
       return;
     case Type::kStop:
       on_stop(link, frame.payload);
+      return;
+    case Type::kRestart:
+      on_restart(link, frame.payload);
       return;
     default:
       log_warning("control: closed the connection from {}{}: unexpected {}", link->peer, as_host(link->host),
@@ -228,6 +232,9 @@ void ControlServer::on_hello(Link* link, const std::string& payload) {
   log_debug("control: host {} connected from {}", index, link->peer);
   link->conn->send(Type::kWelcome, auth_ ? net::view(auth_->server_tag(client_nonce, link->nonce)) : std::string());
   // What happened before it (re)connected.
+  if (restart_) {
+    link->conn->send(Type::kRestart, net::encode_restart(generation_, *restart_));
+  }
   if (stop_) {
     link->conn->send(Type::kStop, net::encode_stop(*stop_));
   }
@@ -236,8 +243,18 @@ void ControlServer::on_hello(Link* link, const std::string& payload) {
   }
 }
 
-void ControlServer::on_check_in(Link* link) {
+void ControlServer::on_check_in(Link* link, const std::string& payload) {
   const auto index = static_cast<unsigned>(link->host);
+  uint32_t generation = 0;
+  if (!net::decode_generation(payload, generation)) {
+    log_warning("control: closed the connection from {}{}: malformed CHECKIN", link->peer, as_host(link->host));
+    drop(link);
+    return;
+  }
+  if (generation != generation_) {
+    log_debug("control: host {} checked in for generation {}; this is {}: ignored", index, generation, generation_);
+    return;
+  }
   Host& host = hosts_[index];
   if (!host.checked_in) {
     host.checked_in = true;
@@ -247,13 +264,23 @@ void ControlServer::on_check_in(Link* link) {
     }
   }
   if (go_) {
-    link->conn->send(Type::kGo);  // it reconnected after the barrier
+    link->conn->send(Type::kGo, net::encode_generation(generation_));  // it reconnected after the barrier
   }
   maybe_go();
 }
 
-void ControlServer::on_finished(Link* link) {
+void ControlServer::on_finished(Link* link, const std::string& payload) {
   const auto index = static_cast<unsigned>(link->host);
+  uint32_t generation = 0;
+  if (!net::decode_generation(payload, generation)) {
+    log_warning("control: closed the connection from {}{}: malformed FINISHED", link->peer, as_host(link->host));
+    drop(link);
+    return;
+  }
+  if (generation != generation_) {
+    log_debug("control: host {} finished generation {}; this is {}: ignored", index, generation, generation_);
+    return;
+  }
   Host& host = hosts_[index];
   if (host.finished) {
     return;
@@ -284,9 +311,10 @@ void ControlServer::maybe_go() {
     return;
   }
   go_ = true;
+  const std::string payload = net::encode_generation(generation_);
   for (const auto& link : links_) {
     if (link->host > 0) {
-      link->conn->send(Type::kGo);
+      link->conn->send(Type::kGo, payload);
     }
   }
   emit(alive_, events_.on_go);
@@ -312,6 +340,51 @@ void ControlServer::on_stop(Link* link, const std::string& payload) {
     }
   }
   emit(alive_, events_.on_stop, notice);
+}
+
+void ControlServer::on_restart(Link* link, const std::string& payload) {
+  uint32_t generation = 0;
+  StopNotice notice;
+  if (!net::decode_restart(payload, generation, notice)) {
+    log_warning("control: closed the connection from {}{}: malformed RESTART", link->peer, as_host(link->host));
+    drop(link);
+    return;
+  }
+  if (stop_ || generation != generation_ + 1) {
+    log_debug("control: host {} asked for generation {} ({}); this is {}{}: ignored", link->host, generation,
+              net::describe(notice), generation_, stop_ ? ", stopped" : "");
+    return;
+  }
+  begin_generation(notice, link);
+  (void)emit(alive_, events_.on_restart, generation_, notice);
+}
+
+unsigned ControlServer::restart(const StopNotice& notice) {
+  if (stop_) {
+    log_debug("control: a stop came first ({}); not restarting", net::describe(*stop_));
+    return 0;
+  }
+  begin_generation(notice, nullptr);
+  return generation_;
+}
+
+// The next generation, everywhere but at `from` (which asked for it): the
+// barrier and the finished hosts start over.
+void ControlServer::begin_generation(const StopNotice& notice, const Link* from) {
+  ++generation_;
+  restart_ = notice;
+  go_ = false;
+  checked_in_ = false;
+  for (Host& host : hosts_) {
+    host.checked_in = false;
+    host.finished = false;
+  }
+  const std::string payload = net::encode_restart(generation_, notice);
+  for (const auto& link : links_) {
+    if (link->host > 0 && link.get() != from) {
+      link->conn->send(Type::kRestart, payload);
+    }
+  }
 }
 
 bool ControlServer::stop(const StopNotice& notice) {

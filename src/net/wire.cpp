@@ -30,7 +30,7 @@ void store_u16(std::string& out, uint16_t value) {
 }
 
 bool known_type(uint16_t type) noexcept {
-  return type >= static_cast<uint16_t>(Type::kChallenge) && type <= static_cast<uint16_t>(Type::kFinished);
+  return type >= static_cast<uint16_t>(Type::kChallenge) && type <= static_cast<uint16_t>(Type::kRestart);
 }
 
 }  // namespace
@@ -57,6 +57,8 @@ const char* type_name(Type type) noexcept {
       return "HEARTBEAT";
     case Type::kFinished:
       return "FINISHED";
+    case Type::kRestart:
+      return "RESTART";
   }
   return "?";
 }

@@ -19,14 +19,20 @@
 //                     have a secret], job id
 //   3 WELCOME   s->c  empty, or the server's 32-byte tag
 //   4 REFUSE    s->c  why, in words; then the server closes
-//   5 CHECKIN   c->s  empty: this host is ready for the barrier
-//   6 GO        s->c  empty: every host checked in
+//   5 CHECKIN   c->s  [u32 generation]: this host is ready for that
+//                     generation's barrier (empty: generation 0)
+//   6 GO        s->c  [u32 generation]: every host checked in for it (empty: 0)
 //   7 STOP      both  i32 exit code, i32 failing host, i32 failing rank (-1:
 //                     none), cause
 //   8 RELEASE   s->c  i32 exit code: host 0's job ended with it
 //   9 HEARTBEAT both  empty
-//  10 FINISHED  c->s  empty: every rank of this host exited 0; it waits for
-//                     RELEASE (its leaving is not a loss from then on)
+//  10 FINISHED  c->s  [u32 generation]: every rank of this host exited 0 in
+//                     that generation (empty: 0); it waits for RELEASE (its
+//                     leaving is not a loss from then on)
+//  11 RESTART   both  u32 generation, then STOP's fields: c->s asks host 0 to
+//                     start generation N (its current one + 1) after that
+//                     failure; s->c says generation N begins (sticky: sent
+//                     again to a host that reconnects)
 #pragma once
 
 #include <cstddef>
@@ -53,6 +59,7 @@ enum class Type : uint16_t {
   kRelease = 8,
   kHeartbeat = 9,
   kFinished = 10,
+  kRestart = 11,
 };
 [[nodiscard]] const char* type_name(Type type) noexcept;
 

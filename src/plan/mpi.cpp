@@ -309,6 +309,7 @@ Result<Plan> plan_mpi(const PlanInput& input) {
 
   Plan plan;
   plan.mode = Mode::kMpi;
+  plan.replan_with_addresses = several;
   plan.states = mpi_states(geometry.hosts, host0);
   plan.signals = SignalPolicy::kStop;
   plan.hosts = HostsPlan{geometry.hosts, geometry.index, geometry.peers, input.options.control_port};

@@ -7,6 +7,7 @@
 #include "base/env.h"
 #include "plan/ascend.h"
 #include "plan/exec.h"
+#include "plan/frameworks.h"
 #include "plan/mpi.h"
 #include "platform/path.h"
 #include "platform/text.h"
@@ -39,36 +40,59 @@ std::string_view state_name(State state) noexcept {
   return "?";
 }
 
+namespace {
+
+struct ModeName {
+  Mode mode;
+  std::string_view name;
+};
+constexpr ModeName kModeNames[] = {
+    {Mode::kExec, "exec"},
+    {Mode::kAscend, "ascend"},
+    {Mode::kMpi, "mpi"},
+    {Mode::kTorchrun, "torchrun"},
+    {Mode::kTorchrunExec, "torchrun-exec"},
+    {Mode::kMsrun, "msrun"},
+    {Mode::kMsrunExec, "msrun-exec"},
+    {Mode::kPytorch, "pytorch"},
+    {Mode::kTensorflow, "tensorflow"},
+};
+
+}  // namespace
+
 std::string_view mode_name(Mode mode) noexcept {
-  switch (mode) {
-    case Mode::kExec:
-      return "exec";
-    case Mode::kAscend:
-      return "ascend";
-    case Mode::kMpi:
-      return "mpi";
+  for (const ModeName& m : kModeNames) {
+    if (m.mode == mode)
+      return m.name;
   }
   return "?";
 }
 
+std::optional<Mode> mode_from_name(std::string_view name) noexcept {
+  for (const ModeName& m : kModeNames) {
+    if (m.name == name)
+      return m.mode;
+  }
+  return std::nullopt;
+}
+
+std::string mode_names() {
+  std::string out;
+  for (const ModeName& m : kModeNames)
+    out += fmt::format("{}{}", out.empty() ? "" : ", ", m.name);
+  return out;
+}
+
 Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
-  if (requested == RequestedMode::kExec)
-    return Mode::kExec;
-  if (requested == RequestedMode::kAscend)
-    return Mode::kAscend;
-  if (requested == RequestedMode::kMpi)
-    return Mode::kMpi;
+  if (requested)
+    return *requested;
   auto method = env.run_method();
   if (!method)
     return method.error();
-  if (*method != RunMethod::kRankTable) {
-    std::string_view name = *method == RunMethod::kTorchrun ? "torchrun" : "msrun";
-    return Error{
-        fmt::format("MA_RUN_METHOD={}: launching through {} is not implemented yet; refusing rather than "
-                    "running the command once (unset MA_RUN_METHOD for the rank-table launch, or pass "
-                    "--mode exec to run the command once on purpose)",
-                    name, name)};
-  }
+  if (*method == RunMethod::kTorchrun)
+    return Mode::kTorchrun;
+  if (*method == RunMethod::kMsrun)
+    return Mode::kMsrun;
   return env.has_rank_table_variable() ? Mode::kAscend : Mode::kExec;
 }
 
@@ -81,10 +105,14 @@ Result<Plan> make_plan(const PlanInput& input) {
       return mode.error();
     Result<Plan> plan = *mode == Mode::kAscend ? plan_ascend(input)
                         : *mode == Mode::kMpi  ? plan_mpi(input)
-                                               : plan_exec(input);
-    if (plan) {
-      plan->settings = input.settings;
+                        : *mode == Mode::kExec ? plan_exec(input)
+                                               : plan_framework(*mode, input);
+    if (!plan)
+      return plan;
+    if (input.options.restart_on_failure && plan->mode != Mode::kExec) {  // exec mode restarts its own way
+      plan->restarts = input.options.max_restarts.value_or(kUnlimitedRestarts);
     }
+    plan->settings = input.settings;
     return plan;
   } catch (const std::exception& e) {  // allocation failure: planners throw nothing else
     return Error{fmt::format("cannot plan: {}", one_line(e.what()))};

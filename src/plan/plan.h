@@ -40,12 +40,25 @@ enum class State {
 };
 [[nodiscard]] std::string_view state_name(State state) noexcept;  // "wait_rank_table", ...
 
-enum class Mode { kExec, kAscend, kMpi };
-[[nodiscard]] std::string_view mode_name(Mode mode) noexcept;  // "exec", "ascend", "mpi"
+// One planner each (DESIGN.md "Modes and options"):
+//   exec          the command, once (tini's job)
+//   ascend        one process per device of the rank table
+//   mpi           sshd on every host, mpirun on host 0
+//   torchrun      torchrun's per-worker environment, without its agent
+//   torchrun-exec the platform's torchrun command line, supervised
+//   msrun         MindSpore's scheduler and workers, without msrun
+//   msrun-exec    the platform's msrun command line, supervised
+//   pytorch       the command once per host, with --init_method (--rank, --world_size)
+//   tensorflow    the command once per host, with --task_index --ps_hosts --worker_hosts --job_name
+enum class Mode { kExec, kAscend, kMpi, kTorchrun, kTorchrunExec, kMsrun, kMsrunExec, kPytorch, kTensorflow };
+[[nodiscard]] std::string_view mode_name(Mode mode) noexcept;  // "exec", "ascend", "torchrun-exec", ...
+[[nodiscard]] std::optional<Mode> mode_from_name(std::string_view name) noexcept;
+// Every mode's name, in the order above, joined by ", " (for messages and --help).
+[[nodiscard]] std::string mode_names();
 
-// --mode: auto picks ascend when a rank-table variable is set, exec otherwise;
-// mpi is only ever asked for (nothing in the environment says "MPI").
-enum class RequestedMode { kAuto, kExec, kAscend, kMpi };
+// --mode: nullopt is auto, which picks from the environment (resolve_mode).
+using RequestedMode = std::optional<Mode>;
+inline constexpr RequestedMode kAutoMode = std::nullopt;
 
 // What SIGTERM/SIGINT (and the other catchable signals) to trainit mean.
 enum class SignalPolicy {
@@ -103,8 +116,12 @@ inline constexpr std::uint16_t kDefaultControlPort = 36660;
 // A job of several hosts (containers): who they are and how they meet.
 struct HostsPlan {
   unsigned hosts = 1;
-  unsigned index = 0;              // this host's
-  std::vector<std::string> peers;  // host i's DNS name (platform/geometry.h), i = 0..hosts-1
+  unsigned index = 0;  // this host's
+  // Host i's DNS name (platform/geometry.h), i = 0..hosts-1; or, where the
+  // platform names only host 0 (Kubeflow), just host 0's: host 0's control
+  // channel then admits any address, and only a job secret tells a peer
+  // from a stranger.
+  std::vector<std::string> peers;
   std::uint16_t control_port = kDefaultControlPort;
 };
 
@@ -144,6 +161,20 @@ struct MpiPlan {
   bool addresses = false;       // the hostfile and ssh config name peers by address, not DNS name
 };
 
+// A framework mode's launch (torchrun, msrun, pytorch, tensorflow, and the
+// -exec forms): where its geometry came from and what the processes meet by.
+struct LaunchPlan {
+  std::string source;                      // the platform whose variables won (platform/cluster.h)
+  std::vector<std::string> disagreements;  // values of the other platforms that differ
+  unsigned hosts = 1;
+  unsigned index = 0;
+  unsigned nproc = 1;       // processes per host (workers; msrun's scheduler not counted)
+  std::string master_addr;  // host 0 as the processes reach it
+  std::uint16_t master_port = 0;
+  std::optional<unsigned> rendezvous_timeout;  // seconds: the host barrier's deadline, when the mode sets one
+  std::vector<std::string> notes;              // what trainit does differently from the tool it replaces
+};
+
 // One of trainit's settings (an option, from the command line or its
 // variable), as `trainit plan` shows it. init/cli.cpp makes them; a plan
 // only carries them.
@@ -164,8 +195,17 @@ struct Plan {
   // first state that writes into it; it must then be a directory of trainit's
   // own user, not a symlink, and not group/world-writable (sshd's rules).
   std::string private_dir;
-  std::optional<SshdPlan> sshd;        // mpi, several hosts
-  std::optional<MpiPlan> mpi;          // mpi
+  std::optional<SshdPlan> sshd;      // mpi, several hosts
+  std::optional<MpiPlan> mpi;        // mpi
+  std::optional<LaunchPlan> launch;  // the framework modes
+  // Once resolve_peers has found the hosts, the run makes the plan again with
+  // PlanInput::peer_addresses (mpi: hostfile and ssh config; msrun: MindSpore
+  // reaches its scheduler by address).
+  bool replan_with_addresses = false;
+  // After a failure, the job is stopped and started again, at most this many
+  // times (kUnlimitedRestarts: no limit); nullopt: the first failure ends
+  // it. Several hosts restart together (the control channel's generations).
+  std::optional<unsigned> restarts;
   std::vector<std::string> dirs;       // created (mkdir -p, 0755) before the first spawn, in order
   std::vector<FileSpec> files;         // written after dirs, before the first spawn
   std::vector<ProcessSpec> processes;  // in spawn order
@@ -179,7 +219,7 @@ inline constexpr unsigned kMinLocalDevices = 1;
 inline constexpr unsigned kMaxLocalDevices = 4096;
 
 struct PlanOptions {
-  RequestedMode mode = RequestedMode::kAuto;
+  RequestedMode mode = kAutoMode;
   unsigned max_local_devices = kDefaultLocalDevices;  // rank-table device_id limit per host
   std::uint16_t control_port = kDefaultControlPort;   // host 0's control channel (see HostsPlan)
   // The keys sshd accepts (mpi). Empty: $HOME/.ssh/authorized_keys, HOME
@@ -198,7 +238,19 @@ struct PlanOptions {
   // switch users: only its own can log in anyway).
   bool is_root = false;
   std::string user;
+  // The framework modes: --nproc-per-node (else the platform's count) and
+  // --master-port (else the mode's default).
+  std::optional<unsigned> nproc_per_node;
+  std::optional<std::uint16_t> master_port;
+  // --restart on-failure (job modes): restart the job after a failure, at
+  // most max_restarts times (nullopt: no limit). Plan::restarts says what
+  // the run will do.
+  bool restart_on_failure = false;
+  std::optional<unsigned> max_restarts;
 };
+
+// Plan::restarts for "no limit".
+inline constexpr unsigned kUnlimitedRestarts = 2147483647;
 
 struct PlanInput {
   PlanOptions options;
@@ -212,9 +264,9 @@ struct PlanInput {
   std::vector<Setting> settings;  // carried into the plan as they are
 };
 
-// Picks the mode: an explicit --mode wins; auto refuses when MA_RUN_METHOD
-// names a launch trainit does not run yet (never falling back to running the
-// command once), then picks ascend when a rank-table variable is set.
+// Picks the mode: an explicit --mode wins; auto picks torchrun or msrun for
+// MA_RUN_METHOD=torchrun|msrun (an unknown method is an error naming it),
+// then ascend when a rank-table variable is set, else exec.
 [[nodiscard]] Result<Mode> resolve_mode(RequestedMode requested, const Environment& env);
 
 // The plan for `input`. An Ascend plan whose rank table is not there yet or

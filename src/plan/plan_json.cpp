@@ -49,6 +49,20 @@ Ordered hosts_json(const HostsPlan& hosts) {
 
 Ordered process_json(const ProcessSpec& p);
 
+Ordered launch_json(const LaunchPlan& launch) {
+  Ordered out = Ordered::object();
+  out["source"] = launch.source;
+  out["disagreements"] = launch.disagreements;
+  out["hosts"] = launch.hosts;
+  out["index"] = launch.index;
+  out["nproc_per_host"] = launch.nproc;
+  out["master_addr"] = launch.master_addr;
+  out["master_port"] = launch.master_port;
+  out["rendezvous_timeout"] = launch.rendezvous_timeout ? Ordered(*launch.rendezvous_timeout) : Ordered(nullptr);
+  out["notes"] = launch.notes;
+  return out;
+}
+
 Ordered sshd_json(const SshdPlan& sshd) {
   Ordered out = Ordered::object();
   out["path"] = sshd.sshd_path;
@@ -130,6 +144,8 @@ std::string plan_to_json(const Plan& plan) {
   out["states"] = std::move(states);
   if (plan.rank_table)
     out["rank_table"] = rank_table_json(*plan.rank_table);
+  if (plan.launch)
+    out["launch"] = launch_json(*plan.launch);
   if (plan.hosts)
     out["hosts"] = hosts_json(*plan.hosts);
   if (!plan.private_dir.empty())
@@ -138,6 +154,8 @@ std::string plan_to_json(const Plan& plan) {
     out["sshd"] = sshd_json(*plan.sshd);
   if (plan.mpi)
     out["mpi"] = mpi_json(*plan.mpi);
+  if (plan.restarts)
+    out["restarts"] = *plan.restarts == kUnlimitedRestarts ? Ordered("unlimited") : Ordered(*plan.restarts);
   out["dirs"] = plan.dirs;
   Ordered files = Ordered::array();
   for (const FileSpec& f : plan.files) {

@@ -114,8 +114,11 @@ class Environment {
   // bytes of A-Z a-z 0-9 . _ - : , ^ =; default kDefaultMpiInterfaces.
   [[nodiscard]] Result<std::string> mpi_interfaces() const;
 
+  // A decimal variable in min..max (nullopt when unset); the error names it.
+  [[nodiscard]] Result<std::optional<unsigned>> number(std::string_view name, std::uint64_t min,
+                                                       std::uint64_t max) const;
+
  private:
-  Result<std::optional<unsigned>> number(std::string_view name, std::uint64_t min, std::uint64_t max) const;
   Result<std::vector<std::string>> host_ports(std::string_view name) const;
 
   std::vector<EnvVar> vars_;

@@ -21,7 +21,8 @@ std::optional<std::string_view> index_variable(const Environment& env) {
   return std::nullopt;
 }
 
-// A name a resolver can look up: at most 253 bytes, labels of 1..63.
+}  // namespace
+
 bool is_dns_name(std::string_view name) {
   if (name.empty() || name.size() > kMaxDnsName)
     return false;
@@ -36,6 +37,8 @@ bool is_dns_name(std::string_view name) {
     start = dot + 1;
   }
 }
+
+namespace {
 
 Result<unsigned> host_count(const Environment& env, const std::optional<KnownGeometry>& known) {
   auto hosts = env.num_hosts();

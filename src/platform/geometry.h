@@ -54,6 +54,9 @@ struct KnownGeometry {
 [[nodiscard]] Result<JobGeometry> job_geometry(const Environment& env,
                                                const std::optional<KnownGeometry>& known = std::nullopt);
 
+// A name a resolver can look up: at most 253 bytes, labels of 1..63.
+[[nodiscard]] bool is_dns_name(std::string_view name);
+
 // ${vj}-${task}-${index}.${vj}: how the platform's DNS names host `index`.
 [[nodiscard]] std::string peer_dns_name(std::string_view vj_name, std::string_view task_name, unsigned index);
 

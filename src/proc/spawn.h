@@ -35,6 +35,9 @@ struct SpawnOptions {
   int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
+  // A descriptor the child keeps across exec, at its own number (close-on-
+  // exec is cleared in the child only); -1: none. The collective arena.
+  int inherit_fd = -1;
 };
 
 struct Spawned {

@@ -43,7 +43,9 @@ E2E_DIR=$(mktemp -d /var/tmp/trainit-e2e.XXXXXX)
 chmod 0755 "$E2E_DIR"
 mkdir -p "$E2E_DIR/bin"
 install -m 0755 "$TRAINIT_BIN" "$E2E_DIR/bin/trainit"
-install -m 0755 "$(dirname "${BASH_SOURCE[0]}")/rank.py" "$E2E_DIR/bin/rank.py"
+for e2e_program in rank.py ddp_train.py pytorch_init_method.py ms_stand_in.py record_argv.py; do
+  install -m 0755 "$(dirname "${BASH_SOURCE[0]}")/$e2e_program" "$E2E_DIR/bin/$e2e_program"
+done
 
 e2e_log() { printf '[e2e %s] %s\n' "$(date +%T.%3N)" "$*" >&2; }
 fail() {

@@ -86,15 +86,29 @@ std::vector<std::pair<std::string, std::string>> env_pairs(const Json& object) {
 }
 
 // Every rank in `plan` got the planned environment (same variables, same
-// values, same order) and working directory, ran in a session and process
-// group of its own (pid == pgid == sid) as a child of trainit (PID 1), and
-// has its log file.
+// values, same order), then, with more than one rank, the collective arena's
+// four variables trainit sets at spawn; and its working directory, ran in a
+// session and process group of its own (pid == pgid == sid) as a child of
+// trainit (PID 1), and has its log file.
 void expect_ranks_as_planned(const Job& job, const Json& plan) {
   std::set<std::string> pids;
+  const size_t ranks = plan["processes"].size();
+  size_t local = 0;
   for (const Json& p : plan["processes"]) {
     const unsigned rank = p["rank"].get<unsigned>();
     SCOPED_TRACE("rank " + std::to_string(rank) + " (" + p["name"].get<std::string>() + ")");
-    EXPECT_EQ(job.environ(rank), env_pairs(p["env"]));
+    auto got = job.environ(rank);
+    auto planned = env_pairs(p["env"]);
+    if (ranks > 1) {
+      ASSERT_EQ(got.size(), planned.size() + 4);
+      const std::vector<std::pair<std::string, std::string>> arena(got.end() - 4, got.end());
+      EXPECT_EQ(arena[0].first, "TRAINIT_COLL_FD");
+      EXPECT_EQ(arena[1], std::make_pair(std::string("TRAINIT_LOCAL_RANK"), std::to_string(local++)));
+      EXPECT_EQ(arena[2], std::make_pair(std::string("TRAINIT_LOCAL_SIZE"), std::to_string(ranks)));
+      EXPECT_EQ(arena[3].first, "TRAINIT_COLL_ID");
+      got.resize(got.size() - 4);
+    }
+    EXPECT_EQ(got, planned);
     auto info = job.info(rank);
     EXPECT_EQ(info["cwd"], p["cwd"].get<std::string>());
     EXPECT_FALSE(info["pid"].empty());

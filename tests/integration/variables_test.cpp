@@ -128,7 +128,7 @@ TEST(Variables, BadValueExits64NamingTheVariableAndStartsNothing) {
   TempDir dir;
   const std::string marker = dir / "spawned";
   for (const std::string variable :
-       {"TRAINIT_GRACE=soon", "TRAINIT_NO_DRAIN=maybe", "TRAINIT_EXIT_ZERO=143,256", "TRAINIT_MODE=torchrun"}) {
+       {"TRAINIT_GRACE=soon", "TRAINIT_NO_DRAIN=maybe", "TRAINIT_EXIT_ZERO=143,256", "TRAINIT_MODE=horovod"}) {
     Spec spec;
     spec.args = {"--", "sh", "-c", "touch " + marker};
     spec.env.push_back(variable);

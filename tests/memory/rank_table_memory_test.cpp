@@ -193,7 +193,7 @@ TEST(RankTableMemory, APlanHoldsTheTableTextOnceAndNotBeyondTheParse) {
   const std::string text = pods_table("completed", 1500, 16);
   fs.add_file(kFile, text);
   PlanInput input;
-  input.options.mode = RequestedMode::kAscend;
+  input.options.mode = Mode::kAscend;
   input.options.max_local_devices = kMaxLocalDevices;
   input.argv = {"python", "train.py"};
   input.env = Environment(std::vector<EnvVar>{{"MA_VJ_NAME", "ma-job-x"},

@@ -222,6 +222,11 @@ const std::map<std::string, Sample, std::less<>> kSamples = {
     {"max-restarts", {"4", "4", "5"}},
     {"ready", {"notify", "notify", "spawn"}},
     {"mode", {"ascend", "ascend", "exec"}},
+    {"coll-arena", {"64M", "67108864", "off"}},
+    {"hang-timeout", {"30", "30", "60"}},
+    {"hang-action", {"stop", "stop", "report"}},
+    {"nproc-per-node", {"4", "4", "8"}},
+    {"master-port", {"29501", "29501", "29502"}},
     {"rank-table-timeout", {"60", "60", "70"}},
     {"max-local-devices", {"32", "32", "8"}},
     {"status-file", {"/run/status.json", "/run/status.json", "/tmp/other.json"}},
@@ -345,7 +350,9 @@ TEST(Cli, FlagVariablesTakeYesAndNoWords) {
 TEST(Cli, BadVariableValueIsAUsageErrorNamingTheVariableAndTheValue) {
   const std::pair<Env, const char*> cases[] = {
       {{{"TRAINIT_GRACE", "soon"}}, "TRAINIT_GRACE=\"soon\": expected seconds such as 8 or 0.5"},
-      {{{"TRAINIT_MODE", "torchrun"}}, "TRAINIT_MODE=\"torchrun\": expected auto, exec, ascend or mpi"},
+      {{{"TRAINIT_MODE", "torchrun2"}},
+       "TRAINIT_MODE=\"torchrun2\": expected auto, exec, ascend, mpi, torchrun, torchrun-exec, msrun, msrun-exec, "
+       "pytorch, tensorflow"},
       {{{"TRAINIT_RESTART", "sometimes"}}, "TRAINIT_RESTART=\"sometimes\": expected no, on-failure or always"},
       {{{"TRAINIT_EXIT_ZERO", "143,x"}}, "TRAINIT_EXIT_ZERO=\"143,x\": \"x\": expected an exit code in 0-255"},
       {{{"TRAINIT_STATUS_FILE", "status.json"}}, "TRAINIT_STATUS_FILE=\"status.json\": expected an absolute path"},

@@ -54,12 +54,22 @@ TEST(Machine, EveryFailureOrStopBeforeTheEndLeadsToStopping) {
   }
 }
 
-TEST(Machine, OnlyAllGoneLeavesReapingAndNothingLeavesExit) {
+TEST(Machine, OnlyAllGoneAndRestartLeaveReapingAndNothingLeavesExit) {
   Plan plan = ascend_plan();
   for (Event e : kAllEvents) {
     EXPECT_EQ(next(State::kExit, e, plan), State::kExit);
-    EXPECT_EQ(next(State::kReaping, e, plan), e == Event::kAllGone ? State::kExit : State::kReaping);
+    const State after = e == Event::kAllGone ? State::kExit : e == Event::kRestart ? State::kSpawn : State::kReaping;
+    EXPECT_EQ(next(State::kReaping, e, plan), after) << event_name(e);
   }
+}
+
+TEST(Machine, ARestartStopsTheRanksLikeAFailureThenSpawnsAgain) {
+  Plan plan = ascend_plan();
+  EXPECT_EQ(next(State::kRunning, Event::kRestart, plan), State::kStopping);
+  EXPECT_EQ(next(State::kStopping, Event::kRestart, plan), State::kStopping);
+  EXPECT_EQ(next(State::kStopping, Event::kAllGone, plan), State::kReaping);
+  EXPECT_EQ(next(State::kReaping, Event::kRestart, plan), State::kSpawn);
+  EXPECT_EQ(next(State::kSpawn, Event::kRestart, plan), State::kSpawn) << "no restart before the ranks run";
 }
 
 TEST(Machine, DoneFollowsThePlansOwnOrder) {

@@ -32,6 +32,7 @@ struct Seen {
   std::vector<unsigned> lost;
   std::vector<unsigned> checked_in;
   std::vector<unsigned> finished;
+  std::vector<std::pair<unsigned, StopNotice>> restarts;
 };
 
 ControlEvents record(Seen& seen) {
@@ -42,6 +43,9 @@ ControlEvents record(Seen& seen) {
   events.on_lost = [&seen](unsigned host) { seen.lost.push_back(host); };
   events.on_checked_in = [&seen](unsigned host) { seen.checked_in.push_back(host); };
   events.on_finished = [&seen](unsigned host) { seen.finished.push_back(host); };
+  events.on_restart = [&seen](unsigned generation, const StopNotice& notice) {
+    seen.restarts.emplace_back(generation, notice);
+  };
   return events;
 }
 
@@ -218,6 +222,67 @@ TEST_F(NetControl, StopsThatRaceAgreeOnOneWinner) {
   EXPECT_EQ(loser.seen.stops[0].cause, winner);
   EXPECT_TRUE(won.seen.stops.empty());
   EXPECT_EQ(log_.count("stopped too"), 1U) << log_.all();  // the later one, logged
+}
+
+// --- Restarts: generations ----------------------------------------------------
+
+TEST_F(NetControl, AClientsRestartBeginsTheNextGenerationEverywhereAndTheBarrierStartsOver) {
+  start_server(3);
+  Client& one = add_client(1, 3);
+  Client& two = add_client(2, 3);
+  pass_the_barrier();
+  EXPECT_EQ(one.channel->restart({3, 1, 5, "rank 5 exited with 3"}), 1U);
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.restarts.size() == 1 && two.seen.restarts.size() == 1; }));
+  for (const auto& [generation, notice] : {server_seen_.restarts[0], two.seen.restarts[0]}) {
+    EXPECT_EQ(generation, 1U);
+    EXPECT_EQ(notice.host, 1);
+    EXPECT_EQ(notice.rank, 5);
+  }
+  EXPECT_TRUE(one.seen.restarts.empty()) << "it asked for it";
+  EXPECT_EQ(server_->missing(), (std::vector<unsigned>{0, 1, 2})) << "every host checks in again";
+  one.channel->check_in();
+  two.channel->check_in();
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.checked_in.size() == 4; }));
+  step_for(loop_, 50ms);
+  EXPECT_EQ(one.seen.go + two.seen.go, 2) << "no GO before host 0 checks in again";
+  server_->check_in();
+  ASSERT_TRUE(step_until(loop_, [&] { return one.seen.go == 2 && two.seen.go == 2; }));
+  EXPECT_EQ(server_seen_.go, 2);
+}
+
+TEST_F(NetControl, RestartRequestsThatRaceMakeOneGeneration) {
+  start_server(3);
+  Client& one = add_client(1, 3);
+  Client& two = add_client(2, 3);
+  pass_the_barrier();
+  EXPECT_EQ(one.channel->restart({3, 1, 2, "one"}), 1U);
+  EXPECT_EQ(two.channel->restart({4, 2, 4, "two"}), 1U);
+  EXPECT_EQ(server_->restart({5, 0, 0, "host 0"}), 1U) << "host 0's own, before it heard theirs";
+  step_for(loop_, 100ms);
+  EXPECT_TRUE(server_seen_.restarts.empty()) << "the requests came after host 0 began generation 1";
+  EXPECT_TRUE(one.seen.restarts.empty());
+  EXPECT_TRUE(two.seen.restarts.empty());
+  one.channel->check_in();
+  two.channel->check_in();
+  server_->check_in();
+  ASSERT_TRUE(step_until(loop_, [&] { return one.seen.go == 2 && two.seen.go == 2; })) << "generation 1 opens";
+}
+
+TEST_F(NetControl, FinishedHostsStartOverWithANewGenerationAndAStopEndsRestarting) {
+  start_server(2);
+  Client& one = add_client(1, 2);
+  pass_the_barrier();
+  one.channel->finish();
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.finished.size() == 1; }));
+  EXPECT_TRUE(server_->unfinished().empty());
+  EXPECT_EQ(server_->restart({3, 0, 0, "rank 0 exited with 3"}), 1U);
+  EXPECT_EQ(server_->unfinished(), std::vector<unsigned>{1}) << "host 1 runs generation 1 too";
+  ASSERT_TRUE(step_until(loop_, [&] { return one.seen.restarts.size() == 1; }));
+  EXPECT_EQ(one.seen.restarts[0].first, 1U);
+  EXPECT_TRUE(server_->stop({9, 0, -1, "SIGTERM"}));
+  EXPECT_EQ(server_->restart({3, 0, 0, "again"}), 0U);
+  ASSERT_TRUE(step_until(loop_, [&] { return one.seen.stops.size() == 1; }));
+  EXPECT_EQ(one.channel->restart({3, 1, 1, "too late"}), 0U);
 }
 
 TEST_F(NetControl, ReleaseReachesEveryClientAndFlushSendsItAtOnce) {

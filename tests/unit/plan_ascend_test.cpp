@@ -35,7 +35,7 @@ class AscendPlan : public ::testing::Test {
     }
     PlanInput input;
     input.options = options;
-    input.options.mode = RequestedMode::kAscend;
+    input.options.mode = Mode::kAscend;
     input.argv = std::move(argv);
     input.env = Environment(std::move(vars));
     input.fs = &fs;

@@ -53,16 +53,20 @@ TEST(PlanCommand, TheCommandMayStartWithoutDoubleDash) {
 TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
   expect_usage_error(run({}), "plan: no program given to run (see trainit plan --help)");
   expect_usage_error(run({"--"}), "plan: no program given to run (see trainit plan --help)");
-  expect_usage_error(run({"--mode", "torchrun", "--", "x"}),
-                     "plan: --mode \"torchrun\": expected auto, exec, ascend or mpi (see trainit plan --help)");
+  expect_usage_error(run({"--mode", "horovod", "--", "x"}),
+                     "plan: --mode \"horovod\": expected auto, exec, ascend, mpi, torchrun, torchrun-exec, msrun, "
+                     "msrun-exec, pytorch, "
+                     "tensorflow (see trainit plan --help)");
   expect_usage_error(run({"--mode"}), "plan: --mode needs a value (see trainit plan --help)");
   expect_usage_error(run({"--max-local-devices", "0", "x"}),
                      "plan: --max-local-devices \"0\": expected an integer in 1-4096 (see trainit plan --help)");
   expect_usage_error(run({"--max-local-devices=abc", "x"}),
                      "plan: --max-local-devices \"abc\": expected an integer in 1-4096 (see trainit plan --help)");
   expect_usage_error(run({"--frobnicate", "x"}), "plan: unknown option \"--frobnicate\" (see trainit plan --help)");
-  expect_usage_error(run({"x"}, {{"TRAINIT_MODE", "torchrun"}}),
-                     "plan: TRAINIT_MODE=\"torchrun\": expected auto, exec, ascend or mpi (see trainit plan --help)");
+  expect_usage_error(run({"x"}, {{"TRAINIT_MODE", "horovod"}}),
+                     "plan: TRAINIT_MODE=\"horovod\": expected auto, exec, ascend, mpi, torchrun, torchrun-exec, "
+                     "msrun, msrun-exec, pytorch, "
+                     "tensorflow (see trainit plan --help)");
 }
 
 TEST(PlanCommand, HelpPrintsUsageAndExitsZero) {
@@ -73,12 +77,10 @@ TEST(PlanCommand, HelpPrintsUsageAndExitsZero) {
 }
 
 TEST(PlanCommand, RefusedConfigurationExits78WithOneLine) {
-  CommandOutput out = run({"--", "python", "train.py"}, {{"MA_RUN_METHOD", "torchrun"}});
+  CommandOutput out = run({"--", "python", "train.py"}, {{"MA_RUN_METHOD", "torchrun2"}});
   EXPECT_EQ(out.exit_code, 78);
   EXPECT_EQ(out.out, "");
-  EXPECT_TRUE(
-      out.err.starts_with("trainit: error: MA_RUN_METHOD=torchrun: launching through torchrun is not "
-                          "implemented yet"));
+  EXPECT_TRUE(out.err.starts_with("trainit: error: MA_RUN_METHOD=\"torchrun2\": unknown launch method")) << out.err;
   EXPECT_EQ(out.err.find('\n'), out.err.size() - 1);
 
   out = run({"--mode", "ascend", "--", "python"}, {{"MA_VJ_NAME", "a/b"}});

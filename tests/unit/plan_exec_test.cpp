@@ -17,7 +17,7 @@ Result<Plan> plan_with(RequestedMode mode, std::vector<EnvVar> vars, const FileS
 
 TEST(ExecPlan, OneProcessWithTheCommandAsGivenAndSignalsForwarded) {
   MemoryFileSystem fs;
-  auto plan = plan_with(RequestedMode::kExec, {{"PATH", "/bin"}, {"NOTIFY_SOCKET", "/run/n"}, {"LISTEN_FDS", "1"}}, fs);
+  auto plan = plan_with(Mode::kExec, {{"PATH", "/bin"}, {"NOTIFY_SOCKET", "/run/n"}, {"LISTEN_FDS", "1"}}, fs);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   EXPECT_EQ(plan->mode, Mode::kExec);
   EXPECT_EQ(plan->signals, SignalPolicy::kForward);
@@ -46,35 +46,36 @@ TEST(ExecPlan, AnEmptyCommandIsRefused) {
 }
 
 TEST(ResolveMode, AutoPicksAscendWhenARankTableVariableIsSet) {
-  auto mode = [](std::vector<EnvVar> vars) { return resolve_mode(RequestedMode::kAuto, Environment(std::move(vars))); };
+  auto mode = [](std::vector<EnvVar> vars) { return resolve_mode(kAutoMode, Environment(std::move(vars))); };
   EXPECT_EQ(mode({}).value(), Mode::kExec);
   EXPECT_EQ(mode({{"RANK_TABLE_FILE", "/user/config"}}).value(), Mode::kAscend);
   EXPECT_EQ(mode({{"RANK_TABLE_FILE_V_1_0", "/t.json"}}).value(), Mode::kAscend);
   EXPECT_EQ(mode({{"RANK_TABLE_FILE", ""}}).value(), Mode::kExec) << "empty is unset";
 }
 
-TEST(ResolveMode, AutoRefusesLaunchMethodsNotImplementedRatherThanRunningOnce) {
-  for (const char* method : {"torchrun", "msrun"}) {
-    for (bool table : {false, true}) {
+TEST(ResolveMode, AutoPicksTheFrameworkModeMaRunMethodNamesEvenWithARankTable) {
+  for (bool table : {false, true}) {
+    for (auto [method, expected] : {std::pair{"torchrun", Mode::kTorchrun}, std::pair{"msrun", Mode::kMsrun}}) {
       std::vector<EnvVar> vars = {{"MA_RUN_METHOD", method}};
       if (table)
         vars.push_back({"RANK_TABLE_FILE", "/user/config"});
-      auto mode = resolve_mode(RequestedMode::kAuto, Environment(vars));
-      ASSERT_FALSE(mode.ok()) << method;
-      EXPECT_TRUE(mode.error().message.starts_with(std::string("MA_RUN_METHOD=") + method + ": launching through " +
-                                                   method + " is not implemented yet"))
-          << mode.error().message;
+      auto mode = resolve_mode(kAutoMode, Environment(vars));
+      ASSERT_TRUE(mode.ok()) << mode.error().message;
+      EXPECT_EQ(*mode, expected) << method;
     }
   }
-  auto unknown = resolve_mode(RequestedMode::kAuto, Environment(std::vector<EnvVar>{{"MA_RUN_METHOD", "mpirun"}}));
+}
+
+TEST(ResolveMode, AnUnknownMaRunMethodIsAnErrorNamingIt) {
+  auto unknown = resolve_mode(kAutoMode, Environment(std::vector<EnvVar>{{"MA_RUN_METHOD", "mpirun"}}));
   ASSERT_FALSE(unknown.ok());
   EXPECT_TRUE(unknown.error().message.starts_with("MA_RUN_METHOD=\"mpirun\": unknown launch method"));
 }
 
 TEST(ResolveMode, AnExplicitModeWins) {
   Environment env(std::vector<EnvVar>{{"MA_RUN_METHOD", "torchrun"}, {"RANK_TABLE_FILE", "/user/config"}});
-  EXPECT_EQ(resolve_mode(RequestedMode::kExec, env).value(), Mode::kExec);
-  EXPECT_EQ(resolve_mode(RequestedMode::kAscend, env).value(), Mode::kAscend);
+  EXPECT_EQ(resolve_mode(Mode::kExec, env).value(), Mode::kExec);
+  EXPECT_EQ(resolve_mode(Mode::kAscend, env).value(), Mode::kAscend);
 }
 
 TEST(StateNames, MatchTheDesign) {

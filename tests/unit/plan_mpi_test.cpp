@@ -35,7 +35,7 @@ class MpiPlanner : public ::testing::Test {
     }
     PlanInput input;
     input.options = options;
-    input.options.mode = RequestedMode::kMpi;
+    input.options.mode = Mode::kMpi;
     input.argv = {"python3", "train.py"};
     input.env = Environment(std::move(vars));
     input.fs = &fs;

@@ -284,7 +284,7 @@ void check_planner(const std::string& text) {
   MemoryFileSystem fs;
   fs.add_file(kFile, text);
   PlanInput input;
-  input.options.mode = RequestedMode::kAscend;
+  input.options.mode = Mode::kAscend;
   input.argv = {"python", "train.py"};
   input.env = Environment(std::vector<EnvVar>{{"MA_VJ_NAME", "ma-job-x"},
                                               {"MA_MOUNT_PATH", "/m"},

@@ -1,0 +1,218 @@
+// The framework modes as a real PID 1: what each process receives, a job
+// restarting after a failure (--restart on-failure, torchrun's
+// --max_restarts), and the collective arena the init gives a host's ranks.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "emulation.h"
+#include "harness.h"
+#include "job_support.h"
+
+namespace trainit::test {
+namespace {
+
+using job::count;
+using job::slurp;
+using job::wait_err;
+using job::write_file;
+
+// A rank program in sh: appends "RANK RESTART" to DIR/starts, writes its
+// environment to DIR/env.RANK, and fails (exit 3) while `fail_below` says.
+std::string write_rank_script(const TempDir& dir, unsigned failing_rank, unsigned fail_below) {
+  const std::string path = dir / "rank.sh";
+  const std::string script =
+      "#!/bin/sh\n"
+      "echo \"$RANK $TORCHELASTIC_RESTART_COUNT\" >> " +
+      (dir / "starts") +
+      "\n"
+      "env > " +
+      (dir / "env.") +
+      "$RANK\n"
+      "if [ \"$RANK\" = " +
+      std::to_string(failing_rank) + " ] && [ \"$TORCHELASTIC_RESTART_COUNT\" -lt " + std::to_string(fail_below) +
+      " ]; then exit 3; fi\n"
+      "sleep 0.3\n";
+  EXPECT_TRUE(write_file(path, script));
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+std::map<std::string, std::string> env_file(const std::string& path) {
+  std::map<std::string, std::string> out;
+  for (const auto& line : lines_of(slurp(path))) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) {
+      out[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+  return out;
+}
+
+Spec torchrun_spec(const TempDir& dir, std::vector<std::string> args, std::vector<std::string> env,
+                   const std::string& program) {
+  Spec s;
+  s.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MA_NUM_GPUS=2",
+           "MA_MOUNT_PATH=" + dir.path()};
+  s.env.insert(s.env.end(), env.begin(), env.end());
+  s.args = {"--mode", "torchrun", "--grace", "5"};
+  s.args.insert(s.args.end(), args.begin(), args.end());
+  s.args.push_back("--");
+  s.args.push_back(program);
+  return s;
+}
+
+TEST(TorchrunMode, EachRankGetsTorchrunsWorkerEnvironmentAndNoPetVariable) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string program = write_rank_script(dir, 99, 0);
+  Trainit t(torchrun_spec(dir, {}, {"PET_NPROC_PER_NODE=2", "PET_NNODES=1"}, program));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  for (unsigned rank : {0U, 1U}) {
+    auto env = env_file(dir / ("env." + std::to_string(rank)));
+    EXPECT_EQ(env["RANK"], std::to_string(rank));
+    EXPECT_EQ(env["LOCAL_RANK"], std::to_string(rank));
+    EXPECT_EQ(env["WORLD_SIZE"], "2");
+    EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+    EXPECT_EQ(env["GROUP_RANK"], "0");
+    EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(env["MASTER_PORT"], "18888");
+    EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0");
+    EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
+    EXPECT_EQ(env.count("PET_NNODES"), 0U) << "PET_* are consumed";
+    EXPECT_EQ(env.count("TORCHELASTIC_USE_AGENT_STORE"), 0U);
+  }
+}
+
+TEST(JobRestart, AFailingRankRestartsTheWholeJobWhichThenSucceeds) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string program = write_rank_script(dir, 1, 2);  // rank 1 fails on starts 0 and 1
+  Trainit t(torchrun_spec(dir, {"--restart", "on-failure", "--max-restarts", "2"}, {}, program));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  auto starts = lines_of(slurp(dir / "starts"));
+  std::sort(starts.begin(), starts.end());
+  EXPECT_EQ(starts, (std::vector<std::string>{"0 0", "0 1", "0 2", "1 0", "1 1", "1 2"})) << t.transcript();
+  EXPECT_EQ(env_file(dir / "env.0")["TORCHELASTIC_MAX_RESTARTS"], "2");
+}
+
+TEST(JobRestart, RestartsRunOutAndTheJobExitsWithTheFailingRanksCode) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string program = write_rank_script(dir, 1, 100);  // always fails
+  // torchrun's own --max_restarts, through the platform's variable.
+  Trainit t(torchrun_spec(dir, {}, {"MA_EXTRA_TORCHRUN_PARAMS=--max_restarts=1"}, program));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(3)) << t.transcript();
+  EXPECT_EQ(count(slurp(dir / "starts"), "\n"), 4U) << "2 ranks × (the first start + 1 restart)";
+}
+
+TEST(JobRestart, SigtermWhileRestartingEndsTheJobWith143) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  // Rank 1 fails at once every time; rank 0 ignores SIGTERM for a while, so
+  // the job is still stopping for its restart when trainit gets SIGTERM.
+  const std::string path = dir / "rank.sh";
+  ASSERT_TRUE(write_file(path,
+                         "#!/bin/sh\n"
+                         "echo \"$RANK\" >> " +
+                             (dir / "starts") +
+                             "\n"
+                             "if [ \"$RANK\" = 1 ]; then sleep 0.2; exit 3; fi\n"
+                             "trap 'sleep 1; exit 0' TERM\n"
+                             "sleep 30 & wait\n"));
+  ::chmod(path.c_str(), 0755);
+  Trainit t(torchrun_spec(dir, {"--restart", "on-failure"}, {}, path));
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(wait_err(t, "restarting the job (restart 1 of unlimited)")) << t.transcript();
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  EXPECT_EQ(t.wait(), Exit::code(143)) << t.transcript();
+  EXPECT_EQ(count(slurp(dir / "starts"), "\n"), 2U) << "no second start" << t.transcript();
+}
+
+}  // namespace
+}  // namespace trainit::test
+
+namespace trainit::test {
+namespace {
+
+using job::slurp;
+
+Spec coll_spec(const TempDir& dir, unsigned ranks, std::vector<std::string> args, const char* mode) {
+  Spec s;
+  s.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MA_NUM_GPUS=" + std::to_string(ranks),
+           "MA_MOUNT_PATH=" + dir.path()};
+  s.args = {"--mode", "torchrun", "--grace", "5"};
+  s.args.insert(s.args.end(), args.begin(), args.end());
+  s.args.insert(s.args.end(), {"--", helper_path("coll_rank"), dir.path(), mode});
+  return s;
+}
+
+// "<code> <ns>" from a coll_rank file.
+std::pair<int, long long> code_and_time(const std::string& path) {
+  int code = 1;
+  long long ns = 0;
+  if (std::sscanf(slurp(path).c_str(), "%d %lld", &code, &ns) != 2) {
+    return {1, 0};
+  }
+  return {code, ns};
+}
+
+TEST(CollArena, RanksStartedByTrainitReduceOverTheArenaTheInitCreated) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Trainit t(coll_spec(dir, 4, {}, "ok"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  for (unsigned r = 0; r < 4; ++r) {
+    EXPECT_EQ(slurp(dir / ("r" + std::to_string(r) + ".ok")), "0 4\n") << "rank " << r << t.transcript();
+  }
+  EXPECT_NE(t.err().find("preflight passed"), std::string::npos) << t.transcript();
+}
+
+TEST(CollArena, ARankSigkilledMidCollectiveAbortsEveryPeerWithin100msAndTheJobExits137) {
+  TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION("qemu-user's scheduling makes a 100 ms bound meaningless");
+  TempDir dir;
+  Trainit t(coll_spec(dir, 3, {}, "die"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(137)) << t.transcript();
+  long long died = std::atoll(slurp(dir / "died").c_str());
+  ASSERT_GT(died, 0) << t.transcript();
+  for (unsigned r : {0U, 2U}) {
+    auto [code, ns] = code_and_time(dir / ("r" + std::to_string(r) + ".ret"));
+    EXPECT_EQ(code, -ECONNABORTED) << "rank " << r << t.transcript();
+    EXPECT_LE(ns - died, 100'000'000LL) << "rank " << r << " returned " << (ns - died) / 1000 << " µs after the death";
+  }
+}
+
+TEST(CollArena, HangTimeoutNamesTheStuckRankAndItsCallAndStopStopsTheJobWith75) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Trainit t(coll_spec(dir, 2, {"--hang-timeout", "1", "--hang-action", "stop"}, "hang"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(75)) << t.transcript();
+  EXPECT_NE(t.err().find("collective hang: local rank 0 has been in barrier for"), std::string::npos) << t.transcript();
+  EXPECT_EQ(code_and_time(dir / "r0.ret").first, -ECONNABORTED) << "the stop aborts the waiting rank";
+}
+
+TEST(CollArena, ArenaOffStartsNoArenaAndTheRanksSeeNoArenaVariables) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Trainit t(coll_spec(dir, 2, {"--coll-arena", "off"}, "ok"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(2)) << "coll_rank cannot join without an arena" << t.transcript();
+  EXPECT_EQ(t.err().find("collective arena"), std::string::npos) << t.transcript();
+}
+
+}  // namespace
+}  // namespace trainit::test
