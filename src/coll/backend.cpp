@@ -1,0 +1,225 @@
+// The backend loader (dlopen: ranks only, never PID 1, which does not link
+// this library), the built-in host backend, and the SCM_RIGHTS transport of
+// a handle and its fd.
+#include "coll/backend.h"
+
+#include <dlfcn.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "coll/kernels.h"
+#include "trainit/coll.h"
+
+namespace trainit::coll {
+namespace {
+
+thread_local char last_error[512];
+
+int fail(int err, const char* what, const char* detail) {
+  // Cut short when too long (the return value is checked for GCC's sake).
+  if (std::snprintf(last_error, sizeof last_error, "%s%s%s", what, detail != nullptr ? ": " : "",
+                    detail != nullptr ? detail : "") < 0) {
+    last_error[0] = '\0';
+  }
+  return err;
+}
+
+int host_init() {
+  return 0;
+}
+
+int host_alloc(size_t bytes, void** ptr) {
+  if (ptr == nullptr) {
+    return -EINVAL;
+  }
+  *ptr = std::malloc(bytes == 0 ? 1 : bytes);
+  return *ptr == nullptr ? -ENOMEM : 0;
+}
+
+int host_free(void* ptr) {
+  std::free(ptr);
+  return 0;
+}
+
+int host_export(void* /*ptr*/, size_t /*bytes*/, void* /*handle*/, size_t* /*handle_len*/, int* /*fd*/) {
+  return -EOPNOTSUPP;
+}
+
+int host_import(const void* /*handle*/, size_t /*handle_len*/, int /*fd*/, void** /*ptr*/) {
+  return -EOPNOTSUPP;
+}
+
+int host_close_import(void* /*ptr*/) {
+  return -EOPNOTSUPP;
+}
+
+int host_copy(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0 && (dst == nullptr || src == nullptr)) {
+    return -EINVAL;
+  }
+  if (bytes != 0) {
+    std::memmove(dst, src, bytes);
+  }
+  return 0;
+}
+
+int host_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
+  if (dtype_size(dtype) == 0 || op < 0 || op >= kOps || (count != 0 && (dst == nullptr || src == nullptr))) {
+    return -EINVAL;
+  }
+  const void* ins[2] = {dst, src};
+  kernels_best()->fold[dtype][op](dst, ins, 2, count);
+  return 0;
+}
+
+int host_nothing() {
+  return 0;
+}
+
+uint64_t host_violations() {
+  return 0;
+}
+
+constexpr trainit_coll_backend kHost = {
+    TRAINIT_COLL_BACKEND_ABI, "host",    host_init, host_alloc,   host_free,    host_export,    host_import,
+    host_close_import,        host_copy, host_reduce, host_nothing, host_nothing, host_violations,
+};
+
+}  // namespace
+
+const trainit_coll_backend* coll_backend_host() {
+  return &kHost;
+}
+
+const char* coll_backend_last_error() {
+  return last_error;
+}
+
+int coll_backend_load(const char* path_or_name, const trainit_coll_backend** backend) {
+  if (path_or_name == nullptr || backend == nullptr || path_or_name[0] == '\0') {
+    return fail(-EINVAL, "no backend named", nullptr);
+  }
+  *backend = nullptr;
+  if (std::strcmp(path_or_name, "host") == 0) {
+    *backend = &kHost;
+    return 0;
+  }
+  char file[512];
+  const bool is_path = std::strchr(path_or_name, '/') != nullptr;
+  const int n = is_path ? std::snprintf(file, sizeof file, "%s", path_or_name)
+                        : std::snprintf(file, sizeof file, "libtrainit_coll_%s.so", path_or_name);
+  if (n < 0 || static_cast<size_t>(n) >= sizeof file) {
+    return fail(-ENAMETOOLONG, "backend name too long", path_or_name);
+  }
+  if (is_path && access(file, F_OK) != 0) {
+    return fail(-ENOENT, "no backend plugin at", file);
+  }
+  void* lib = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    // By name, dlopen's search is the only way to tell that it is missing.
+    const bool missing = !is_path && why != nullptr && std::strstr(why, "No such file") != nullptr;
+    return fail(missing ? -ENOENT : -ELIBBAD, missing ? "no backend plugin" : "cannot load backend plugin", why);
+  }
+  auto* entry = reinterpret_cast<trainit_coll_backend_entry_fn>(dlsym(lib, TRAINIT_COLL_BACKEND_ENTRY));
+  if (entry == nullptr) {
+    dlclose(lib);
+    return fail(-ENOEXEC, "not a trainit backend plugin (no " TRAINIT_COLL_BACKEND_ENTRY ")", file);
+  }
+  const trainit_coll_backend* b = entry();
+  if (b == nullptr || b->abi_version != TRAINIT_COLL_BACKEND_ABI) {
+    char detail[600];
+    if (std::snprintf(detail, sizeof detail, "%s has ABI %u, this library %u", file,
+                      b == nullptr ? 0U : b->abi_version, TRAINIT_COLL_BACKEND_ABI) < 0) {
+      detail[0] = '\0';
+    }
+    dlclose(lib);
+    return fail(-EPROTO, "backend ABI mismatch", detail);
+  }
+  const int rc = b->init != nullptr ? b->init() : 0;
+  if (rc != 0) {
+    char detail[600];
+    if (std::snprintf(detail, sizeof detail, "%s: %s", b->name != nullptr ? b->name : file, trainit_strerror(rc)) <
+        0) {
+      detail[0] = '\0';
+    }
+    // Left loaded: a plugin's runtime may not survive being unloaded.
+    return fail(rc, "backend init failed", detail);
+  }
+  *backend = b;
+  last_error[0] = '\0';
+  return 0;
+}
+
+int coll_send_handle(int sock, const void* handle, size_t handle_len, int fd) {
+  if (handle == nullptr || handle_len == 0 || handle_len > TRAINIT_COLL_HANDLE_MAX) {
+    return -EINVAL;
+  }
+  iovec iov{const_cast<void*>(handle), handle_len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  ssize_t sent = 0;
+  do {
+    sent = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0) {
+    return -errno;
+  }
+  return static_cast<size_t>(sent) == handle_len ? 0 : -EMSGSIZE;
+}
+
+int coll_recv_handle(int sock, void* handle, size_t* handle_len, int* fd) {
+  if (handle == nullptr || handle_len == nullptr || fd == nullptr || *handle_len == 0) {
+    return -EINVAL;
+  }
+  *fd = -1;
+  iovec iov{handle, *handle_len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t got = 0;
+  do {
+    got = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    return -errno;
+  }
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+      std::memcpy(fd, CMSG_DATA(c), sizeof *fd);
+    }
+  }
+  if (got == 0) {
+    return -ECONNRESET;
+  }
+  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+    if (*fd >= 0) {
+      close(*fd);
+      *fd = -1;
+    }
+    return -EMSGSIZE;
+  }
+  *handle_len = static_cast<size_t>(got);
+  return 0;
+}
+
+}  // namespace trainit::coll

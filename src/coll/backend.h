@@ -1,0 +1,96 @@
+/* Accelerator backends for the collective core (DESIGN.md, "The collective
+ * core"): one small C vtable that the host backend (built in) and each plugin
+ * (a shared object loaded by a rank, never by PID 1) fill in.
+ *
+ * A plugin exports one symbol, TRAINIT_COLL_BACKEND_ENTRY, a function
+ * returning its vtable; coll_backend_load() checks abi_version and calls
+ * init() once before handing the vtable out.
+ *
+ * Every function returns 0 or a negative errno. Device memory is shared
+ * between processes by export_handle() in the process that allocated it: a
+ * handle of at most TRAINIT_COLL_HANDLE_MAX bytes plus, where the backend
+ * needs one, a file descriptor, both sent to the other process (the fd over
+ * a unix socket with SCM_RIGHTS: coll_send_handle/coll_recv_handle), where
+ * import_handle() maps it. An import is closed (close_import) before the
+ * exporter frees the memory. The fd stays the caller's on both sides: close
+ * it once it is sent, and once it is imported.
+ *
+ * copy and reduce take device pointers of this process (allocated or
+ * imported here); copy may also take host memory on either side. reduce is
+ * the host kernels' fixed-order rule, dst[i] = dst[i] op src[i]; f16 and bf16
+ * accumulate in f32 and round once; integers wrap.
+ *
+ * signal/wait order work between the ranks' streams: a synchronous backend
+ * (host, fakedev: every call has finished when it returns) makes both no-ops
+ * that return 0; an asynchronous one (cuda) makes signal() mean "the work
+ * issued so far is done when wait() returns" (the CUDA plugin synchronises
+ * its context in wait()).
+ */
+#ifndef TRAINIT_COLL_BACKEND_H
+#define TRAINIT_COLL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRAINIT_COLL_BACKEND_ABI 1u
+#define TRAINIT_COLL_HANDLE_MAX 128
+#define TRAINIT_COLL_BACKEND_ENTRY "trainit_coll_backend_v1"
+
+typedef struct trainit_coll_backend {
+  uint32_t abi_version; /* TRAINIT_COLL_BACKEND_ABI */
+  const char* name;     /* "host", "fakedev", "cuda" */
+  /* Once, from the loader: -ENODEV when the device or its driver is absent. */
+  int (*init)(void);
+  int (*alloc)(size_t bytes, void** ptr);
+  int (*free)(void* ptr);
+  /* *handle_len: in, the room at handle; out, the handle's length. *fd: a
+   * new descriptor to send with the handle, or -1 when the backend has none. */
+  int (*export_handle)(void* ptr, size_t bytes, void* handle, size_t* handle_len, int* fd);
+  int (*import_handle)(const void* handle, size_t handle_len, int fd, void** ptr);
+  int (*close_import)(void* ptr);
+  int (*copy)(void* dst, const void* src, size_t bytes);
+  int (*reduce)(void* dst, const void* src, size_t count, int dtype, int op); /* trainit_dtype, trainit_op */
+  int (*signal)(void);
+  int (*wait)(void);
+  /* Broken IPC rules this process has been refused so far (0 when the
+   * backend does not count them). */
+  uint64_t (*violations)(void);
+} trainit_coll_backend;
+
+typedef const trainit_coll_backend* (*trainit_coll_backend_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __cplusplus
+namespace trainit::coll {
+
+// The built-in host backend: plain memory (malloc), the host kernels;
+// export/import are -EOPNOTSUPP (host memory is shared through the arena).
+const trainit_coll_backend* coll_backend_host();
+
+// "host" gives the built-in backend; a name with a '/' is a plugin's path;
+// any other name loads libtrainit_coll_NAME.so from the loader's search
+// path. Errors: -ENOENT (no such file), -ELIBBAD (not a loadable object),
+// -ENOEXEC (no TRAINIT_COLL_BACKEND_ENTRY), -EPROTO (another ABI version),
+// or what the plugin's init() returned (-ENODEV: no device or driver). The
+// plugin stays loaded for the life of the process.
+int coll_backend_load(const char* path_or_name, const trainit_coll_backend** backend);
+// Why the last coll_backend_load() of this thread failed, in words.
+const char* coll_backend_last_error();
+
+// A handle and its fd (or -1) over a connected unix socket (SCM_RIGHTS).
+// recv: *handle_len in, the room; out, the length; *fd, the received
+// descriptor or -1.
+int coll_send_handle(int sock, const void* handle, size_t handle_len, int fd);
+int coll_recv_handle(int sock, void* handle, size_t* handle_len, int* fd);
+
+}  // namespace trainit::coll
+#endif
+
+#endif /* TRAINIT_COLL_BACKEND_H */
