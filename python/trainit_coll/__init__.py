@@ -25,14 +25,13 @@ collective, as an invalid call: every rank raises CollError(EINVAL) for it,
 none hangs, and the ranks stay in step for the next call.
 
 The library is found in this order:
- 1. $TRAINIT_COLL_LIBRARY (a path to libtrainit_coll.so);
+ 1. $TRAINIT_COLL_LIBRARY (a path to libtrainit_coll.so): when set, only it;
  2. libtrainit_coll.so next to this file;
  3. where `cmake --install` put it, relative to this file (_install.py,
     written at install time);
  4. ctypes.util.find_library("trainit_coll") (the loader's search path).
 """
 
-import copy as _copy
 import ctypes
 import ctypes.util
 import errno as _errno
