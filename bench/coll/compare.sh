@@ -40,6 +40,10 @@ trap 'rm -rf "$out"' EXIT
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(date +%s)
 
+# memcpy before and after the rest: the memory bandwidth other work leaves
+# this run moves between them.
+"$memcpy_rate" "${sizes[@]}" > "$out/memcpy_before"
+
 # trainit: the existing bench (both N, both buffer kinds, powers of 4).
 "$bench_coll" > "$out/trainit" || die "bench_coll failed"
 grep -q '^ *size | *N=2 µs' "$out/trainit" || die "bench_coll's table is not in the format this script reads: $(head -5 "$out/trainit")"
@@ -60,9 +64,10 @@ for n in "${ranks[@]}"; do
     while read -r b t k; do us[$tool,$n,$b]=$t; iters[$tool,$n,$b]=$k; done < "$out/$tool$n"
   done
 done
-"$memcpy_rate" "${sizes[@]}" > "$out/memcpy"
-declare -A copy_us
-while read -r b t _; do copy_us[$b]=$t; done < "$out/memcpy"
+"$memcpy_rate" "${sizes[@]}" > "$out/memcpy_after"
+declare -A copy_before copy_after
+while read -r b _ g; do copy_before[$b]=$g; done < "$out/memcpy_before"
+while read -r b _ g; do copy_after[$b]=$g; done < "$out/memcpy_after"
 t_end=$(date +%s)
 
 cell() {  # cell TOOL N BYTES: "µs / busbw"
@@ -81,18 +86,19 @@ echo "**allreduce, f32 sum** — \`bench/coll/compare.sh${1:+ $1}\` ($(date -u '
 echo
 echo "- machine: $(nproc) online CPUs ($cpu), $mem, $(uname -sr); load average at start $load_start"
 echo "- trainit $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?') (bench_coll, $(basename "$(readlink -f "$build")") build); $(mpirun --version 2>&1 | head -1); PyTorch $torch_version gloo ($("$python" --version 2>&1)); $(cc --version | head -1)"
-echo "- each cell: median µs of one call on rank 0 / busbw GB/s = bytes/time · 2(N−1)/N; memcpy: µs / GB/s of one single-thread copy of that size;"
+echo "- each cell: median µs of one call on rank 0 / busbw GB/s = bytes/time · 2(N−1)/N; memcpy: GB/s of one single-thread copy of that size"
+echo "  (median), measured before / after the rest of the run;"
 echo "  single-thread memcpy of 64 MiB as bench_coll measured it in the same run: ${memcpy_bench_coll:-?} GB/s"
 echo "- calls timed per size: trainit clamp(512 MiB/size, 7, 20000); Open MPI clamp(256 MiB/size, 5, 20000); gloo clamp(64 MiB/size, 5, 2000) or fewer after 2 s"
 for n in "${ranks[@]}"; do
   echo "  (gloo, N = $n: $(for b in "${sizes[@]}"; do printf '%s ' "${iters[gloo,$n,$b]}"; done)calls); 10 warm-up calls each (1 when ≤ 10 are timed; trainit: 1)"
 done
 echo
-echo "| N | size | trainit | trainit, trainit_alloc buffers | Open MPI | PyTorch gloo | Open MPI ÷ trainit, time | gloo ÷ trainit, time | memcpy, 1 thread |"
+echo "| N | size | trainit | trainit, trainit_alloc buffers | Open MPI | PyTorch gloo | Open MPI ÷ trainit, time | gloo ÷ trainit, time | memcpy, 1 thread, GB/s |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for n in "${ranks[@]}"; do
   for b in "${sizes[@]}"; do
-    c=$(awk -v t="${copy_us[$b]}" -v b="$b" 'BEGIN { printf "%.3f / %.2f", t, b / (t * 1000) }')
+    c="${copy_before[$b]} / ${copy_after[$b]}"
     echo "| $n | $(human "$b") | $(cell trainit "$n" "$b") | $(cell alloc "$n" "$b") | $(cell mpi "$n" "$b") | $(cell gloo "$n" "$b") | $(ratio mpi "$n" "$b") | $(ratio gloo "$n" "$b") | $c |"
   done
 done

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     memset(src, 1, bytes);
     memset(dst, 0, bytes);
     const size_t batch = bytes >= (1 << 20) ? 1 : (1 << 20) / bytes < 2000 ? (1 << 20) / bytes : 2000;
-    const int samples = bytes >= (16 << 20) ? 9 : 201;
+    const int samples = bytes >= (16 << 20) ? 21 : 201;
     double per[201];
     for (int s = 0; s < samples; ++s) {
       const double t0 = now_us();
