@@ -69,6 +69,7 @@ declare -A copy_before copy_after
 while read -r b _ g; do copy_before[$b]=$g; done < "$out/memcpy_before"
 while read -r b _ g; do copy_after[$b]=$g; done < "$out/memcpy_after"
 t_end=$(date +%s)
+load_end=$(cut -d" " -f1-3 /proc/loadavg)
 
 cell() {  # cell TOOL N BYTES: "µs / busbw"
   local t=${us[$1,$2,$3]:-}
@@ -84,7 +85,7 @@ mem=$(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
 torch_version=$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo "not importable")
 echo "**allreduce, f32 sum** — \`bench/coll/compare.sh${1:+ $1}\` ($(date -u '+%Y-%m-%d %H:%M UTC'), $((t_end - t_start)) s)"
 echo
-echo "- machine: $(nproc) online CPUs ($cpu), $mem, $(uname -sr); load average at start $load_start"
+echo "- machine: $(nproc) online CPUs ($cpu), $mem, $(uname -sr); load average at start $load_start, at the end $load_end"
 echo "- trainit $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?') (bench_coll, $(basename "$(readlink -f "$build")") build); $(mpirun --version 2>&1 | head -1); PyTorch $torch_version gloo ($("$python" --version 2>&1)); $(cc --version | head -1)"
 echo "- each cell: median µs of one call on rank 0 / busbw GB/s = bytes/time · 2(N−1)/N; memcpy: GB/s of one single-thread copy of that size"
 echo "  (median), measured before / after the rest of the run;"
