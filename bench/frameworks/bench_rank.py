@@ -3,17 +3,21 @@
 
   bench_rank.py MARKS FAIL_RANK
 
-Writes MARKS/start-<rank> (wall clock ms as the interpreter starts, before
-torch is imported) and MARKS/init-<rank> (as init_process_group returned);
-then rank FAIL_RANK writes MARKS/failing and exits 3 one second later while
-the others wait in a barrier (gloo: until its timeout, or until stopped).
-FAIL_RANK -1: every rank leaves the barrier and exits 0.
+Writes MARKS/start-<rank> (wall clock ms as the interpreter runs this file's
+first line, before torch is imported) and MARKS/init-<rank> (as
+init_process_group returned); then rank FAIL_RANK, one second after a
+barrier, writes MARKS/failing and dies at once with os._exit(3) (no
+interpreter teardown, which with torch loaded takes longer than the launchers
+under test), while the others wait in a second barrier (gloo: until they
+notice the lost peer or the launcher stops them). FAIL_RANK -1: every rank
+leaves the barrier and exits 0.
 """
-import os
-import sys
 import time
 
 start = time.time()
+import os  # noqa: E402
+import sys  # noqa: E402
+
 import torch.distributed as dist  # noqa: E402
 
 marks, fail_rank = sys.argv[1], int(sys.argv[2])
@@ -26,6 +30,7 @@ open(f"{marks}/init-{rank}", "w").write(f"{now * 1000:.1f}")
 dist.barrier()
 if rank == fail_rank:
     time.sleep(1)
-    open(f"{marks}/failing", "w").write(f"{time.time() * 1000:.1f}")
-    sys.exit(3)
+    with open(f"{marks}/failing", "w") as f:
+        f.write(f"{time.time() * 1000:.1f}")
+    os._exit(3)
 dist.barrier()
