@@ -257,7 +257,8 @@ constexpr OptionSpec kOptions[] = {
                           : o.restart == Restart::kOnFailure ? "on-failure"
                                                              : "always");
      },
-     .help = "restart the child: no (default), on-failure, always"},
+     .help = "restart the child: no (default), on-failure, always;\n"
+             "job modes: on-failure restarts the whole job"},
     {.name = "max-restarts",
      .value_name = "N",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
@@ -271,7 +272,8 @@ constexpr OptionSpec kOptions[] = {
      .show = [](const Options& o) -> std::optional<std::string> {
        return o.max_restarts < 0 ? std::nullopt : std::optional(std::to_string(o.max_restarts));
      },
-     .help = "give up after N restarts in a row (default: no limit)"},
+     .help = "give up after N restarts in a row (job modes: N in\n"
+             "all; default: no limit)"},
     {.name = "ready",
      .value_name = "WHEN",
      .apply = [](Options& o, std::string_view value) -> Result<void> {

@@ -361,23 +361,34 @@ void set_msrun_env(std::vector<EnvVar>& env, const Frame& f, const Msrun& m, std
     set_env(env, "RANK_TABLE_FILE", *m.rank_table);
 }
 
-Result<Plan> plan_msrun(const PlanInput& input) {
-  auto frame = read_frame(input);
-  if (!frame)
-    return frame.error();
-  const Frame& f = *frame;
-  Plan plan = base_plan(Mode::kMsrun, input, f, true);
+// The msrun modes' start: the plan (made again with host 0's address once
+// resolve_peers found it: MindSpore reaches its scheduler by address) and
+// msrun's settings.
+Result<std::pair<Plan, Msrun>> msrun_plan(Mode mode, const PlanInput& input, const Frame& f) {
+  Plan plan = base_plan(mode, input, f, true);
   plan.replan_with_addresses = plan.hosts.has_value();
   auto m = read_msrun(input, plan);
   if (!m)
     return m.error();
   plan.launch->master_port = m->port;
   plan.launch->rendezvous_timeout = m->timeout;
+  return std::pair{std::move(plan), *m};
+}
+
+Result<Plan> plan_msrun(const PlanInput& input) {
+  auto frame = read_frame(input);
+  if (!frame)
+    return frame.error();
+  const Frame& f = *frame;
+  auto planned = msrun_plan(Mode::kMsrun, input, f);
+  if (!planned)
+    return planned.error();
+  auto& [plan, m] = *planned;
   const std::vector<std::string> argv = python_command(input.argv, false, false, false);
   if (f.cluster.index == 0) {
     ProcessSpec sched = logged_process(f, "scheduler", "scheduler.log", "[scheduler] ");
     sched.argv = argv;
-    set_msrun_env(sched.env, f, *m, "MS_SCHED");
+    set_msrun_env(sched.env, f, m, "MS_SCHED");
     plan.processes.push_back(std::move(sched));
   }
   const std::string world = std::to_string(f.cluster.hosts * f.nproc);
@@ -387,7 +398,7 @@ Result<Plan> plan_msrun(const PlanInput& input) {
                                    fmt::format("[rank {}] ", rank));
     p.rank = rank;
     p.argv = argv;
-    set_msrun_env(p.env, f, *m, "MS_WORKER");
+    set_msrun_env(p.env, f, m, "MS_WORKER");
     set_env(p.env, "MS_NODE_ID", std::to_string(rank));
     set_env(p.env, "RANK_ID", std::to_string(rank));
     set_env(p.env, "DEVICE_ID", std::to_string(local));
@@ -395,7 +406,7 @@ Result<Plan> plan_msrun(const PlanInput& input) {
     set_env(p.env, "RANK_SIZE", world);
     plan.processes.push_back(std::move(p));
   }
-  return plan;
+  return std::move(plan);
 }
 
 Result<Plan> plan_msrun_exec(const PlanInput& input) {
@@ -403,27 +414,24 @@ Result<Plan> plan_msrun_exec(const PlanInput& input) {
   if (!frame)
     return frame.error();
   const Frame& f = *frame;
-  Plan plan = base_plan(Mode::kMsrunExec, input, f, true);
-  plan.replan_with_addresses = plan.hosts.has_value();
-  auto m = read_msrun(input, plan);
-  if (!m)
-    return m.error();
-  plan.launch->master_port = m->port;
-  plan.launch->rendezvous_timeout = m->timeout;
+  auto planned = msrun_plan(Mode::kMsrunExec, input, f);
+  if (!planned)
+    return planned.error();
+  auto& [plan, m] = *planned;
   std::vector<std::string> argv{"msrun",
                                 fmt::format("--worker_num={}", f.cluster.hosts * f.nproc),
                                 fmt::format("--local_worker_num={}", f.nproc),
                                 fmt::format("--master_addr={}", f.master),
                                 fmt::format("--node_rank={}", f.cluster.index),
-                                fmt::format("--master_port={}", m->port),
+                                fmt::format("--master_port={}", m.port),
                                 fmt::format("--log_dir={}", f.log_dir),
                                 "--join=True",
-                                fmt::format("--cluster_time_out={}", m->timeout)};
-  if (m->rank_table)
-    argv.push_back(fmt::format("--rank_table_file={}", *m->rank_table));
+                                fmt::format("--cluster_time_out={}", m.timeout)};
+  if (m.rank_table)
+    argv.push_back(fmt::format("--rank_table_file={}", *m.rank_table));
   argv.insert(argv.end(), input.argv.begin(), input.argv.end());
   plan.processes.push_back(host_process(f, std::move(argv)));
-  return plan;
+  return std::move(plan);
 }
 
 // --- pytorch, tensorflow ---------------------------------------------------
