@@ -26,11 +26,14 @@
 #       line → the last init_process_group returned)
 #   (b) rank 3 (host 1) dies (os._exit(3)) while the others wait in a gloo
 #       barrier → both hosts' launchers exited (at most 20 s: then the run
-#       counts as ">20000" and its hosts are killed)
+#       counts as ">20000" and its hosts are killed); (b') the same in runs
+#       of their own where the others compute (sleep) with no collective in
+#       flight, so that nothing but a launcher can end them (at most 10 s)
 #   (c) the launcher's VmHWM and VmRSS per host once every rank joined
 #       (torchrun: its agent; trainit: itself)
 #   (d) processes left in each host's PID namespace 0.5 s after its
-#       launcher exited, after the failure of (b)
+#       launcher exited, after the failure of (b) and of (b') ("hung": the
+#       launcher had not exited); (a) and (c) are from the runs of (b)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 e2e=$here/../../tests/e2e
@@ -38,7 +41,7 @@ python=/usr/bin/python3
 
 # --- one run of one launcher (a child process: cluster.sh's trap cleans up) -
 if [ "${1:-}" = --one ]; then
-  launcher=$2
+  launcher=$2 survivors=$3 wait_s=$4
   source "$e2e/cluster.sh"
   exec 3>&1 1>&2
   install -m 0755 "$here/bench_rank.py" "$here/../job/torchrun_patched.py" "$E2E_DIR/bin/"
@@ -65,12 +68,12 @@ SH
     if [ "$launcher" = torchrun ]; then
       cmd="$python $E2E_DIR/bin/torchrun_patched.py --nnodes=2 --nproc_per_node=2 --node_rank=$i"
       cmd+=" --master_addr=$(peer_name 0) --master_port=18888 --rdzv_id=bench --rdzv_backend=static"
-      cmd+=" $E2E_DIR/bin/bench_rank.py $marks 3"
+      cmd+=" $E2E_DIR/bin/bench_rank.py $marks 3 $survivors"
     elif [ "$launcher" = trainit ]; then
-      cmd="$E2E_DIR/bin/trainit --mode torchrun -- $E2E_DIR/bin/bench_rank.py $marks 3"
+      cmd="$E2E_DIR/bin/trainit --mode torchrun -- $E2E_DIR/bin/bench_rank.py $marks 3 $survivors"
     else # none: the host's shell starts its two ranks with torchrun's variables itself
       env+=(WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 "MASTER_ADDR=$(peer_name 0)" MASTER_PORT=18888 OMP_NUM_THREADS=1)
-      cmd="$E2E_DIR/bin/no_launcher.sh $i $E2E_DIR/bin/bench_rank.py $marks 3"
+      cmd="$E2E_DIR/bin/no_launcher.sh $i $E2E_DIR/bin/bench_rank.py $marks 3 $survivors"
     fi
     local d=$E2E_DIR/h$i
     # shellcheck disable=SC2016
@@ -104,7 +107,7 @@ SH
   done
   wait_file "$marks/failing" 60
   failed=$(ms "$marks/failing")
-  deadline=$((SECONDS + 20))
+  deadline=$((SECONDS + wait_s))
   exit0="" exit1=""
   while [ -z "$exit0" ] || [ -z "$exit1" ]; do
     [ -n "$exit0" ] || { [ -f "$E2E_DIR/h0/rc.tmp" ] || [ -f "$E2E_DIR/h0/rc" ]; } && exit0=${exit0:-$(now_ms)}
@@ -115,7 +118,7 @@ SH
   if [ -n "$exit0" ] && [ -n "$exit1" ]; then
     fail_ms=$(((exit0 > exit1 ? exit0 : exit1) - failed))
   else
-    fail_ms=">20000"
+    fail_ms=">$((wait_s * 1000))"
   fi
   exits=("$exit0" "$exit1")
   left=""
@@ -158,15 +161,18 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 declare -A results
 for ((r = 0; r < runs; r++)); do
   for launcher in torchrun trainit none; do
-    line=$(bash "$0" --one "$launcher")
-    echo "run $((r + 1)) $launcher: $line" >&2
+    line=$(bash "$0" --one "$launcher" barrier 20)
+    echo "run $((r + 1)) $launcher, survivors in a barrier: $line" >&2
     results[$launcher]+="$line"$'\n'
+    line=$(bash "$0" --one "$launcher" compute 10)
+    echo "run $((r + 1)) $launcher, survivors computing: $line" >&2
+    results[$launcher-compute]+="$line"$'\n'
   done
 done
 col() { printf '%s' "${results[$1]}" | awk -v c="$2" '{print $c}' | median_range; }
 echo "command: bench/frameworks/run.sh $TRAINIT_BIN $runs"
 echo "host: $(uname -sr), $(nproc) CPUs, load average $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after;" \
-  "torch $("$python" -c 'import torch; print(torch.__version__)'); $runs runs each, taking turns;" \
+  "torch $("$python" -c 'import torch; print(torch.__version__)'); $runs runs of each launcher × (b)/(b'), taking turns;" \
   "hosts are network + PID namespaces of this machine"
 echo "launchers (host I): torchrun_patched.py --nnodes=2 --nproc_per_node=2 --node_rank=I --master_addr=ma-job-e2e-worker-0.ma-job-e2e" \
   "--master_port=18888 --rdzv_id=bench --rdzv_backend=static bench_rank.py MARKS 3 | trainit --mode torchrun -- bench_rank.py MARKS 3" \
@@ -178,6 +184,8 @@ echo "| (a) start → every rank's init_process_group returned (ms) | $(col torc
 echo "| (a) launcher's share: start → the last rank's first line (ms) | $(col torchrun 2) | $(col trainit 2) | $(col none 2) | |"
 echo "| (a) the ranks' own: last first line → last init returned (ms) | $(col torchrun 3) | $(col trainit 3) | $(col none 3) | |"
 echo "| (b) rank 3 (host 1) dies → both hosts' launchers exited (ms) | $(col torchrun 4) | $(col trainit 4) | $(col none 4) | ≤ 1000 |"
+echo "| (b') the same, the others computing (no collective in flight) (ms) | $(col torchrun-compute 4) | $(col trainit-compute 4) | $(col none-compute 4) | ≤ 1000 |"
 echo "| (c) launcher VmHWM, host 0 / host 1 (kB) | $(col torchrun 5) / $(col torchrun 7) | $(col trainit 5) / $(col trainit 7) | $(col none 5) / $(col none 7) | ≤ 2048 |"
 echo "| (c) launcher VmRSS, host 0 / host 1 (kB) | $(col torchrun 6) / $(col torchrun 8) | $(col trainit 6) / $(col trainit 8) | $(col none 6) / $(col none 8) | |"
-echo "| (d) processes left after the failed job, host 0 / host 1 | $(col torchrun 9) / $(col torchrun 10) | $(col trainit 9) / $(col trainit 10) | $(col none 9) / $(col none 10) | 0 |"
+echo "| (d) processes left after the failed job of (b), host 0 / host 1 | $(col torchrun 9) / $(col torchrun 10) | $(col trainit 9) / $(col trainit 10) | $(col none 9) / $(col none 10) | 0 |"
+echo "| (d') the same after (b') | $(col torchrun-compute 9) / $(col torchrun-compute 10) | $(col trainit-compute 9) / $(col trainit-compute 10) | $(col none-compute 9) / $(col none-compute 10) | 0 |"
