@@ -868,12 +868,12 @@ class JobRunner {
   bool make_coll_arena() {
     arena_.reset();
     next_local_rank_ = 0;
-    local_ranks_ = static_cast<unsigned>(
+    const auto ranks = static_cast<unsigned>(
         std::count_if(plan_.processes.begin(), plan_.processes.end(), [](const ProcessSpec& p) { return p.rank; }));
-    if (!options_.coll_arena || local_ranks_ < 2) {
+    if (!options_.coll_arena || ranks < 2) {
       return true;
     }
-    if (auto r = coll_preflight(local_ranks_, kCollPreflightTimeout); !r) {
+    if (auto r = coll_preflight(ranks, kCollPreflightTimeout); !r) {
       fail(kOsError, r.error().message);
       return false;
     }
@@ -881,13 +881,13 @@ class JobRunner {
     if (::getrandom(&id, sizeof id, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof id)) {
       id = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
     }
-    auto arena = CollArena::create(local_ranks_, *options_.coll_arena, id);
+    auto arena = CollArena::create(ranks, *options_.coll_arena, id);
     if (!arena) {
       fail(kOsError, arena.error().message);
       return false;
     }
     coll_id_ = fmt::format("{:016x}", id);
-    log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", local_ranks_,
+    log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", ranks,
              static_cast<double>(arena->bytes()) / (1 << 20));
     arena_ = std::move(*arena);
     return true;
@@ -1211,9 +1211,8 @@ class JobRunner {
   size_t relay_logs_ = 0;                  // processes given to the log relay so far
   unsigned restarts_ = 0;                  // times the job was started again (Plan::restarts)
   std::optional<CollArena> arena_;         // this start's collective arena (more than one local rank)
-  unsigned local_ranks_ = 0;
-  unsigned next_local_rank_ = 0;  // TRAINIT_LOCAL_RANK of the next rank spawned
-  std::string coll_id_;           // TRAINIT_COLL_ID
+  unsigned next_local_rank_ = 0;           // TRAINIT_LOCAL_RANK of the next rank spawned
+  std::string coll_id_;                    // TRAINIT_COLL_ID
   std::vector<unsigned> hangs_reported_;
   SourceHandle hang_timer_;
   bool restart_pending_ = false;  // the ranks are being stopped to start again

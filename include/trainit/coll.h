@@ -3,7 +3,8 @@
  *
  * A rank started by trainit joins with trainit_comm_init_from_env() (the
  * arena arrives as TRAINIT_COLL_FD with TRAINIT_LOCAL_RANK and
- * TRAINIT_LOCAL_SIZE); processes outside trainit join with
+ * TRAINIT_LOCAL_SIZE; TRAINIT_COLL_ID, when set, must name that arena, else
+ * -EPROTO); processes outside trainit join with
  * trainit_comm_init(), passing the same name, size and distinct ranks.
  *
  * Every call returns 0 or a negative errno: -EINVAL for bad arguments,
@@ -13,6 +14,24 @@
  * unaligned. f16 and bf16 accumulate in f32. Results are bitwise identical on
  * every rank: the reduction order is fixed. Collectives are called by every
  * rank of a communicator in the same order, from one thread per rank.
+ *
+ * In place: allreduce and reduce with send == recv; reduce_scatter with
+ * send == recv leaves the rank's recvcount results at the start of the
+ * buffer; allgather with send == recv takes the rank's part from
+ * recv + rank * sendcount (MPI_IN_PLACE's convention). reduce's recv matters
+ * on the root only (may be NULL elsewhere). Ranks that disagree on a call
+ * (count, kind, root, dtype, op) or pass bad arguments all get -EINVAL and
+ * stay usable. After -ETIMEDOUT or -ECONNABORTED the communicator is aborted
+ * for every rank: each later call returns -ECONNABORTED.
+ *
+ * trainit_comm_init() leaves nothing behind: rank 0 creates the arena
+ * (memfd, committed up front) and hands it to the others over an abstract
+ * unix socket named after the user and the name (same user only); it
+ * returns once all size ranks joined, or -ETIMEDOUT after
+ * TRAINIT_COLL_TIMEOUT (default 60 s). TRAINIT_COLL_HEAP sets the bytes
+ * trainit_alloc() can hand out, split between the ranks (default 32 MiB).
+ * Buffers from trainit_alloc() are read by peers in place (no copy) in large
+ * collectives when every rank's buffers come from it.
  */
 #ifndef TRAINIT_COLL_H
 #define TRAINIT_COLL_H

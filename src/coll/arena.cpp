@@ -79,7 +79,6 @@ int coll_arena_format(void* base, size_t size, int local_size, uint64_t job_id) 
   }
   arena_abort_word(base)->aborted.store(0, std::memory_order_relaxed);
   arena_sleepers(base)->count.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
   std::atomic_ref<uint64_t>(h->magic).store(kArenaMagic, std::memory_order_release);
   return 0;
 }
@@ -120,13 +119,14 @@ ArenaSlot* arena_slot(void* base, int rank) {
 
 SeqLine* arena_line(void* base, int rank, uint32_t seq) {
   const ArenaHeader* h = arena_header(base);
-  return reinterpret_cast<SeqLine*>(static_cast<unsigned char*>(base) + h->lines_off) + 2 * rank + (seq & 1U);
+  return reinterpret_cast<SeqLine*>(static_cast<unsigned char*>(base) + h->lines_off) +
+         2 * static_cast<ptrdiff_t>(rank) + (seq & 1U);
 }
 
 unsigned char* arena_staging(void* base, int rank, uint32_t seq) {
   const ArenaHeader* h = arena_header(base);
   return static_cast<unsigned char*>(base) + h->staging_off + static_cast<uint64_t>(rank) * h->staging_stride +
-         (seq & 1U) * 2 * h->chunk_bytes;
+         static_cast<uint64_t>(seq & 1U) * 2 * h->chunk_bytes;
 }
 
 void coll_arena_abort(void* base) {

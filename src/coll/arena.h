@@ -34,7 +34,7 @@ inline constexpr int kMaxRanks = 1024;
 // small-message (LL) path's payload per rank.
 inline constexpr size_t kInlineBytes = 48;
 // One pipeline chunk; each rank's staging holds 2 halves of (in, out) chunks.
-inline constexpr size_t kChunkBytes = 256 * 1024;
+inline constexpr size_t kChunkBytes = size_t{512} * 1024;
 
 struct alignas(kLineBytes) ArenaHeader {
   uint64_t magic;

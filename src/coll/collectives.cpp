@@ -22,11 +22,12 @@
 //    of chunk t-1 at once.
 // Reductions fold rank 0, 1, … n-1 in that order for every element, so every
 // rank's result is bitwise the same.
+#include <trainit/coll.h>
+
 #include <cerrno>
 #include <cstring>
 
 #include "coll/comm.h"
-#include "trainit/coll.h"
 
 namespace {
 
@@ -216,6 +217,7 @@ int reduce_like(trainit_comm* c, CollOp kind, const void* send, void* recv, size
   }
   const size_t chunk = kChunkBytes / es;
   if (all_zc) {
+    ++c->zero_copy_calls;
     // Each rank folds its share from every send buffer and writes it into
     // every writer's recv buffer; one more step and all are done.
     const Range mine_r = split(count, c->n, c->rank);
@@ -315,6 +317,7 @@ int reduce_scatter(trainit_comm* c, const void* send, void* recv, size_t rc, int
     return r;
   }
   if (all_zc) {
+    ++c->zero_copy_calls;
     for (int p = 0; p < c->n; ++p) {
       ins[p] = peer_buffer(c, p, s, 0) + my_at;
     }
@@ -402,6 +405,7 @@ int allgather(trainit_comm* c, const void* send, void* recv, size_t sc, int dtyp
     return r;
   }
   if (all_zc) {
+    ++c->zero_copy_calls;
     for (int p = 0; p < c->n; ++p) {
       place(out + static_cast<size_t>(p) * bytes, p == c->rank ? src : peer_buffer(c, p, s, 0), bytes);
     }
@@ -465,6 +469,7 @@ int broadcast(trainit_comm* c, void* buf, size_t count, int dtype, int root) {
     return r;
   }
   if (all_zc) {
+    ++c->zero_copy_calls;
     if (!is_root) {
       std::memcpy(buf, peer_buffer(c, root, s, 0), bytes);
     }

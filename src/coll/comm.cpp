@@ -6,9 +6,16 @@
 // others itself: a rank that has slept one slice (10 ms) on a futex checks
 // each peer's pidfd (pidfd_open of the pid in the peer's slot; kill(pid, 0) on
 // kernels before 5.3, which cannot see a dead but unreaped peer) and, if one
-// is gone before publishing what it waits for, marks the arena aborted and
-// wakes every waiter. So a death is seen within about one slice by every
-// rank, whichever rank it waited on.
+// is gone without having published the step being waited for, marks the
+// arena aborted and wakes every waiter. So a death is seen within about one
+// slice by every rank, whichever rank it waited on. A rank that exits after
+// its last call aborts nothing: its peers have what they need from it.
+//
+// Under trainit (an arena from the environment) the init does that: it reaps
+// the dead rank, records its exit status as the job's, then aborts the
+// arena. A rank that aborted first would exit first and could be taken for
+// the failing one, so there the ranks' own check waits kEnvDeathGrace (1 s)
+// before acting: a fallback, should nobody abort.
 #include "coll/comm.h"
 
 #include <fcntl.h>
@@ -20,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <trainit/coll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,8 +35,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-
-#include "trainit/coll.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -41,6 +47,8 @@ constexpr int64_t kSecond = 1'000'000'000;
 constexpr int64_t kSleepSlice = 10'000'000;  // futex slice; peer liveness is checked after each
 constexpr int64_t kJoinTimeout = 60 * kSecond;
 constexpr size_t kDefaultHeap = 32UL << 20;
+constexpr int kMinSpin = 64;
+constexpr int64_t kEnvDeathGrace = kSecond;
 constexpr uint64_t kHelloMagic = 0x6f6c6c65486c6f43ULL;  // "CloHello"
 
 void cpu_relax() {
@@ -116,9 +124,12 @@ bool peer_dead(trainit_comm* c, int p) {
   return kill(pid, 0) == -1 && errno == ESRCH;
 }
 
-bool any_peer_dead(trainit_comm* c) {
+// Whether a peer died before publishing step s: it never will. (A peer that
+// published s and then exited, its last call done, harms nobody's step s.)
+bool a_peer_died_before(trainit_comm* c, uint32_t s) {
   for (int p = 0; p < c->n; ++p) {
-    if (p != c->rank && peer_dead(c, p)) {
+    if (p != c->rank && peer_dead(c, p) &&
+        !seq_reached(arena_line(c->base, p, s)->seq.load(std::memory_order_acquire), s)) {
       return true;
     }
   }
@@ -437,7 +448,7 @@ int64_t comm_now_ns() {
 int comm_attach(trainit_comm** out, void* base, size_t size, int rank) {
   ArenaHeader* h = arena_header(base);
   const int n = static_cast<int>(h->local_size);
-  if (rank < 0 || rank >= n) {
+  if (n < 1 || rank < 0 || rank >= n) {
     return -EINVAL;
   }
   auto* c = static_cast<trainit_comm*>(std::calloc(1, sizeof(trainit_comm)));
@@ -460,7 +471,8 @@ int comm_attach(trainit_comm** out, void* base, size_t size, int rank) {
   // steals the time slice of the peer it waits for: poll a little, then
   // yield the core, then sleep.
   const bool oversubscribed = n > online_cpus();
-  c->spin_iters = oversubscribed ? 64 : 4000;
+  c->spin_max = oversubscribed ? kMinSpin : 4000;
+  c->spin_iters = c->spin_max;
   c->yield_iters = oversubscribed ? 200 : 50;
   c->kernels = kernels_best();
   const uint64_t share = h->heap_bytes / static_cast<uint64_t>(n);
@@ -479,11 +491,11 @@ int comm_attach(trainit_comm** out, void* base, size_t size, int rank) {
 
 void comm_publish(trainit_comm* c, uint32_t s) {
   SeqLine* l = arena_line(c->base, c->rank, s);
-  l->seq.store(s, std::memory_order_release);
-  // Pairs with the waiter's fetch_add on the sleepers count (Dekker): either
-  // it sees s before sleeping, or this sees it asleep and wakes it.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (arena_sleepers(c->base)->count.load(std::memory_order_relaxed) != 0) {
+  // Both seq_cst, as the waiter's fetch_add on the sleepers count and its
+  // load of seq (Dekker): either it sees s before sleeping, or this sees it
+  // asleep and wakes it.
+  l->seq.store(s, std::memory_order_seq_cst);
+  if (arena_sleepers(c->base)->count.load(std::memory_order_seq_cst) != 0) {
     coll_futex_wake(&l->seq);
   }
 }
@@ -494,15 +506,20 @@ int comm_wait(trainit_comm* c, int peer, uint32_t s, int64_t deadline_ns) {
     return 0;
   }
   ArenaAbort* abort_word = arena_abort_word(c->base);
+  // Adaptive spinning: a wait that ends while spinning doubles the next
+  // budget, one that outlasts it halves it. Other load on the cores (a
+  // descheduled peer) then stops burning whole time slices in polls.
   for (int i = 0; i < c->spin_iters; ++i) {
     cpu_relax();
     if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {
+      c->spin_iters = c->spin_iters * 2 < c->spin_max ? c->spin_iters * 2 : c->spin_max;
       return 0;
     }
     if ((i & 63) == 0 && abort_word->aborted.load(std::memory_order_relaxed) != 0) {
       return -ECONNABORTED;
     }
   }
+  c->spin_iters = c->spin_iters / 2 > kMinSpin ? c->spin_iters / 2 : kMinSpin;
   for (int i = 0; i < c->yield_iters; ++i) {
     sched_yield();
     if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {
@@ -529,13 +546,14 @@ int comm_wait(trainit_comm* c, int peer, uint32_t s, int64_t deadline_ns) {
     }
     if (now - last_check >= kSleepSlice) {
       last_check = now;
-      if (any_peer_dead(c)) {
-        // Its last publish may have landed just before it died.
-        if (seq_reached(l->seq.load(std::memory_order_acquire), s)) {
-          return 0;
+      if (a_peer_died_before(c, s)) {
+        if (c->peer_dead_since == 0) {
+          c->peer_dead_since = now;
         }
-        coll_arena_abort(c->base);
-        return -ECONNABORTED;
+        if (now - c->peer_dead_since >= c->death_grace_ns) {
+          coll_arena_abort(c->base);
+          return -ECONNABORTED;
+        }
       }
     }
     sleepers.fetch_add(1, std::memory_order_seq_cst);
@@ -578,11 +596,24 @@ int trainit_comm_init_from_env(trainit_comm** comm) {
     munmap(base, bytes);
     return -EINVAL;
   }
+  // TRAINIT_COLL_ID (the job id in 16 hex digits), when set, must name this
+  // arena: an fd left over from another job or start is refused.
+  if (const char* id = std::getenv("TRAINIT_COLL_ID"); id != nullptr && *id != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long want = std::strtoull(id, &end, 16);
+    if (errno != 0 || *end != '\0' || want != arena_header(base)->job_id) {
+      munmap(base, bytes);
+      return -EPROTO;
+    }
+  }
   r = comm_attach(comm, base, bytes, static_cast<int>(rank));
   if (r < 0) {
     munmap(base, bytes);
+    return r;
   }
-  return r;
+  (*comm)->death_grace_ns = kEnvDeathGrace;  // the init aborts first (see the top)
+  return 0;
 }
 
 int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size) {

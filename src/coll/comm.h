@@ -16,7 +16,8 @@ struct trainit_comm {
   int n;
   uint32_t seq;        // the last step this rank published
   int64_t timeout_ns;  // TRAINIT_COLL_TIMEOUT, 0: none
-  int spin_iters;      // polls before yielding (few when ranks outnumber cores)
+  int spin_max;        // most polls before yielding (few when ranks outnumber cores)
+  int spin_iters;      // polls before yielding now: adapts between kMinSpin and spin_max
   int yield_iters;     // sched_yield()s before sleeping on the futex
   int* pidfds;         // per rank: a pidfd of that peer, -1 none yet, -2 use kill(pid, 0)
   const trainit::coll::Kernels* kernels;
@@ -24,6 +25,9 @@ struct trainit_comm {
   size_t heap_bytes;
   unsigned char* heap_all;  // the whole heap: pointers in it are read in place
   size_t heap_all_bytes;
+  uint64_t zero_copy_calls;  // large calls that read peers' buffers in place (tests)
+  int64_t death_grace_ns;    // how long a dead peer goes unanswered before this rank aborts
+  int64_t peer_dead_since;   // when this rank first saw a peer dead (0: never)
 };
 
 namespace trainit::coll {

@@ -1,5 +1,9 @@
 #include "coll/kernels.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -7,11 +11,22 @@
 namespace trainit::coll {
 namespace {
 
+#if defined(__x86_64__)
+// F16C (CPUID.1:ECX bit 29): every AVX2 CPU has it, but ask all the same.
+bool has_f16c() {
+  unsigned eax = 0;
+  unsigned ebx = 0;
+  unsigned ecx = 0;
+  unsigned edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 bool cpu_has(const char* name) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (std::strcmp(name, "avx2") == 0) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && has_f16c();
   }
   if (std::strcmp(name, "avx512") == 0) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -1,5 +1,10 @@
 // AVX-512 kernels (F, BW, DQ, VL), compiled with those flags and called only
 // when the CPU has all four (kernels.cpp).
+// GCC 12 warns of its own _mm512_undefined_*() inside the intrinsics headers
+// (-Wmaybe-uninitialized: a false positive about the headers, not this code).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #define KERNEL_NS avx512_isa

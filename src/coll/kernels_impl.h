@@ -16,7 +16,11 @@ namespace trainit::coll::KERNEL_NS {
 namespace {
 
 constexpr bool kVector = KERNEL_WIDTH > 0;
-constexpr size_t kW = KERNEL_WIDTH > 0 ? KERNEL_WIDTH : 16;
+#if KERNEL_WIDTH > 0
+constexpr size_t kW = KERNEL_WIDTH;
+#else
+constexpr size_t kW = 16;  // the vector types still exist; the scalar table uses none
+#endif
 
 template <class T>
 struct Vec {

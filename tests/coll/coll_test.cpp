@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "coll/arena.h"
+#include "coll/comm.h"
 #include "coll/kernels.h"
 #include "emulation.h"
 #include "trainit/coll.hpp"
@@ -489,30 +491,40 @@ TEST_P(CollLarge, LargeCountsPipelinedAndZeroCopyMatchTheReferenceOnEveryRank) {
   // Room for f32 send and recv buffers of n × kCount in every rank's share.
   const size_t heap = static_cast<size_t>(n) * (2 * static_cast<size_t>(n) * 4 * kCount + (1U << 20));
   ::setenv("TRAINIT_COLL_HEAP", std::to_string(heap).c_str(), 1);
-  const auto status = run_ranks(n, [&](trainit_comm* comm, int r) {
-    size_t call = 0;
-    for (int coll = 0; coll < kColls; ++coll) {
-      for (trainit_dtype t : {TRAINIT_F32, TRAINIT_BF16, TRAINIT_I64}) {
-        for (trainit_op op : {TRAINIT_SUM, TRAINIT_MAX}) {
-          if ((coll == kAllgather || coll == kBroadcast) && op != TRAINIT_SUM) {
-            continue;
-          }
-          for (bool in_place : {false, true}) {
-            for (bool arena : {false, true}) {
-              if (arena && t != TRAINIT_F32) {
-                continue;  // zero copy: f32 only, to keep the arena small
+  const auto status = run_ranks(
+      n,
+      [&](trainit_comm* comm, int r) {
+        size_t call = 0;
+        for (int coll = 0; coll < kColls; ++coll) {
+          for (trainit_dtype t : {TRAINIT_F32, TRAINIT_BF16, TRAINIT_I64}) {
+            for (trainit_op op : {TRAINIT_SUM, TRAINIT_MAX}) {
+              if ((coll == kAllgather || coll == kBroadcast) && op != TRAINIT_SUM) {
+                continue;
               }
-              const int root = static_cast<int>(call % static_cast<size_t>(n));
-              h[call * 8 + static_cast<size_t>(r)] =
-                  run_and_check(comm, static_cast<Coll>(coll), t, op, kCount, in_place, root, call % 3, arena);
-              ++call;
+              for (bool in_place : {false, true}) {
+                for (bool arena : {false, true}) {
+                  if (arena && t != TRAINIT_F32) {
+                    continue;  // zero copy: f32 only, to keep the arena small
+                  }
+                  const int root = static_cast<int>(call % static_cast<size_t>(n));
+                  const uint64_t zero_copy_before = comm->zero_copy_calls;
+                  h[call * 8 + static_cast<size_t>(r)] =
+                      run_and_check(comm, static_cast<Coll>(coll), t, op, kCount, in_place, root, call % 3, arena);
+                  // Arena buffers are read in place (except reduce_scatter in place, whose
+                  // output overlaps its input); ordinary ones never are.
+                  const bool expect_zero_copy = arena && !(coll == kReduceScatter && in_place);
+                  CHILD_CHECK(comm->zero_copy_calls - zero_copy_before == (expect_zero_copy ? 1U : 0U),
+                              "%s in_place %d arena %d: zero copy %s", kCollNames[coll], in_place, arena,
+                              expect_zero_copy ? "not taken" : "taken");
+                  ++call;
+                }
+              }
             }
           }
         }
-      }
-    }
-    return 0;
-  });
+        return 0;
+      },
+      180);  // 10 s here; sanitizers and qemu take several times that
   ::unsetenv("TRAINIT_COLL_HEAP");
   expect_all_exit(status, 0);
   for (size_t c = 0; c < 256; ++c) {
@@ -788,6 +800,9 @@ TEST(CollEnv, RanksJoinAnArenaFromTheEnvironmentAndBadVariablesAreEinval) {
   ::setenv("TRAINIT_LOCAL_RANK", "0", 1);
   EXPECT_EQ(trainit_comm_init_from_env(&c), -EINVAL);  // the arena holds 3
   ::setenv("TRAINIT_LOCAL_SIZE", "3", 1);
+  ::setenv("TRAINIT_COLL_ID", "000000000000002b", 1);  // another job's arena
+  EXPECT_EQ(trainit_comm_init_from_env(&c), -EPROTO);
+  ::setenv("TRAINIT_COLL_ID", "000000000000002a", 1);  // this one's: 42
   std::vector<pid_t> pids;
   for (int r = 0; r < kN; ++r) {
     const pid_t pid = fork();
@@ -822,6 +837,7 @@ TEST(CollEnv, RanksJoinAnArenaFromTheEnvironmentAndBadVariablesAreEinval) {
   ::unsetenv("TRAINIT_COLL_FD");
   ::unsetenv("TRAINIT_LOCAL_SIZE");
   ::unsetenv("TRAINIT_LOCAL_RANK");
+  ::unsetenv("TRAINIT_COLL_ID");
   munmap(base, size);
   close(fd);
 }
@@ -856,6 +872,15 @@ TEST(CollAbort, MarkingTheArenaAbortedWakesEveryWaiterWithEconnaborted) {
     pids.push_back(pid);
   }
   usleep(200'000);  // both asleep on the futex by now
+  // What the init's hang detection reads: which call, since when, how many done.
+  for (int r = 0; r < kN - 1; ++r) {
+    trainit::coll::CollProgress progress{};
+    ASSERT_EQ(trainit::coll::coll_arena_progress(base, r, &progress), 0);
+    EXPECT_EQ(progress.op, trainit::coll::kOpBarrier) << "rank " << r;
+    EXPECT_EQ(progress.completed, 0U);
+    EXPECT_GT(progress.pid, 0);
+    EXPECT_GE(now_ns() - static_cast<int64_t>(progress.start_ns), 150'000'000) << "rank " << r;
+  }
   const int64_t aborted_at = now_ns();
   trainit::coll::coll_arena_abort(base);
   for (size_t r = 0; r < pids.size(); ++r) {
@@ -1000,6 +1025,114 @@ TEST(CollOversubscribed, FourRanksOnFewCoresRunSmallCollectivesWithoutTickStalls
   expect_all_exit(status, 0);
   std::printf("20000 4-byte allreduces on 4 ranks: %.2f µs each\n", static_cast<double>(t[0]) / 20000 / 1000);
   EXPECT_LT(t[0], 10'000'000'000);
+}
+
+// Standalone joins leave nothing behind: no file in /dev/shm, and the
+// abstract socket is gone once everyone joined.
+TEST(CollJoin, AStandaloneCommunicatorLeavesNothingBehind) {
+  const auto list_shm = [] {
+    std::vector<std::string> names;
+    if (FILE* f = popen("ls -a /dev/shm 2>/dev/null", "r")) {
+      char line[512];
+      while (std::fgets(line, sizeof(line), f) != nullptr) {
+        names.emplace_back(line);
+      }
+      pclose(f);
+    }
+    return names;
+  };
+  const auto before = list_shm();
+  const std::string name = unique_name();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    trainit::coll::Comm comm;
+    _exit(comm.init(name.c_str(), 1, 2) == 0 && comm.barrier() == 0 ? 0 : 1);
+  }
+  trainit::coll::Comm comm;
+  ASSERT_EQ(comm.init(name.c_str(), 0, 2), 0);
+  EXPECT_EQ(comm.barrier(), 0);
+  EXPECT_EQ(list_shm(), before);
+  // The socket rank 0 served the arena on is closed: a late joiner cannot connect.
+  ::setenv("TRAINIT_COLL_TIMEOUT", "0.2", 1);
+  trainit_comm* late = nullptr;
+  EXPECT_EQ(trainit_comm_init(&late, name.c_str(), 1, 2), -ETIMEDOUT);
+  ::unsetenv("TRAINIT_COLL_TIMEOUT");
+  int ws = 0;
+  ASSERT_EQ(waitpid(pid, &ws, 0), pid);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+}
+
+// The arena's pages are committed when it is created: a limit that cannot
+// hold them fails trainit_comm_init() with an error, never a SIGBUS later.
+TEST(CollJoin, AnArenaThatCannotBeCommittedFailsAtInit) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{1 << 20, 1 << 20};  // 1 MiB files: the arena needs more
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) {
+      _exit(2);
+    }
+    trainit_comm* c = nullptr;
+    const int rc = trainit_comm_init(&c, unique_name().c_str(), 0, 1);
+    _exit(rc == -EFBIG && c == nullptr ? 0 : 1);
+  }
+  int ws = 0;
+  ASSERT_EQ(waitpid(pid, &ws, 0), pid);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << ws;
+}
+
+// Under trainit the init aborts the arena when a rank dies (and records that
+// rank's status first); should nobody do it, the ranks abort by themselves
+// about a second after the death.
+TEST(CollEnv, RanksOfAnArenaNobodyAbortsGiveUpAboutASecondAfterAPeerDied) {
+  constexpr int kN = 3;
+  const size_t size = trainit::coll::coll_arena_size(kN, 0);
+  const int fd = memfd_create("test-arena", 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_EQ(trainit::coll::coll_arena_format(base, size, kN, 7), 0);
+  Shared times(sizeof(int64_t) * 8);
+  auto* t = times.as<int64_t>();
+  ::setenv("TRAINIT_COLL_FD", std::to_string(fd).c_str(), 1);
+  ::setenv("TRAINIT_LOCAL_SIZE", "3", 1);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < kN; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(20);
+      ::setenv("TRAINIT_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      trainit_comm* c = nullptr;
+      if (trainit_comm_init_from_env(&c) != 0 || trainit_barrier(c) != 0) {
+        _exit(2);
+      }
+      if (r == 2) {
+        pause();  // the parent kills it
+      }
+      const int rc = trainit_barrier(c);
+      t[r] = now_ns();
+      _exit(rc == -ECONNABORTED ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  usleep(200'000);
+  const int64_t killed_at = now_ns();
+  kill(pids[2], SIGKILL);
+  for (int r = 0; r < kN; ++r) {
+    int ws = 0;
+    ASSERT_EQ(waitpid(pids[static_cast<size_t>(r)], &ws, 0), pids[static_cast<size_t>(r)]);
+    if (r < 2) {
+      EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << ws;
+      EXPECT_GE(t[r] - killed_at, 900'000'000) << "rank " << r << ": the init's turn first";
+      EXPECT_LT(t[r] - killed_at, 2'000'000'000) << "rank " << r;
+    }
+  }
+  EXPECT_TRUE(trainit::coll::coll_arena_aborted(base));
+  ::unsetenv("TRAINIT_COLL_FD");
+  ::unsetenv("TRAINIT_LOCAL_SIZE");
+  munmap(base, size);
+  close(fd);
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
  *                           element is n(n+1)/2, writes DIR/r<rank>.ok
  *   coll_rank DIR die       local rank 1 SIGKILLs itself 300 ms in (writing
  *                           its CLOCK_MONOTONIC ns to DIR/died first); the
- *                           others wait in a barrier and write "<code> <ns>"
- *                           to DIR/r<rank>.ret when it returns
+ *                           others ignore SIGTERM, wait in a barrier and
+ *                           write "<code> <ns>" to DIR/r<rank>.ret when it
+ *                           returns
  *   coll_rank DIR hang      local rank 1 never calls; the others ignore
  *                           SIGTERM and wait in a barrier, writing
  *                           DIR/r<rank>.ret when the arena's abort ends it
@@ -73,8 +74,8 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "hang") == 0 && me == 1) {
     for (;;) pause();
   }
-  if (strcmp(mode, "hang") == 0) {
-    signal(SIGTERM, SIG_IGN);  /* what ends its wait must be the arena's abort */
+  if (strcmp(mode, "hang") == 0 || strcmp(mode, "die") == 0) {
+    signal(SIGTERM, SIG_IGN); /* what ends its wait must be the arena's abort, not the stop */
   }
   r = trainit_barrier(comm);
   snprintf(name, sizeof name, "r%d.ret", me);
