@@ -3,12 +3,15 @@
 Debian package): checks the MS_* environment msrun would give it, and meets
 the others at the scheduler's port as MindSpore's dynamic networking does.
 
-  ms_stand_in.py MARKS
+  ms_stand_in.py MARKS [FAIL_RANK]
 
 MS_ROLE=MS_SCHED listens on MS_SCHED_PORT and takes MS_WORKER_NUM
 connections, each sending its RANK_ID; it writes MARKS/sched with the ranks
 it saw. MS_ROLE=MS_WORKER checks its variables, connects (retrying for 30 s)
-and sends RANK_ID; it writes MARKS/worker-<RANK_ID>.
+and sends RANK_ID; it writes MARKS/worker-<RANK_ID>. With FAIL_RANK the
+scheduler and the workers stay up after meeting (training, for 60 s), but
+worker FAIL_RANK, once MARKS/sched is there, writes MARKS/failing-<RANK_ID>
+and exits 5.
 """
 import ipaddress
 import os
@@ -17,6 +20,7 @@ import sys
 import time
 
 marks = sys.argv[1]
+fail_rank = int(sys.argv[2]) if len(sys.argv) > 2 else None
 os.makedirs(marks, exist_ok=True)
 env = os.environ
 role, n = env["MS_ROLE"], int(env["MS_WORKER_NUM"])
@@ -32,6 +36,8 @@ if role == "MS_SCHED":
         conn.close()
     assert sorted(seen) == list(range(n)), seen
     open(f"{marks}/sched", "w").write(" ".join(map(str, sorted(seen))))
+    if fail_rank is not None:
+        time.sleep(60)
     sys.exit(0)
 assert role == "MS_WORKER", role
 rank = int(env["RANK_ID"])
@@ -49,3 +55,11 @@ while True:
             raise
         time.sleep(0.1)
 open(f"{marks}/worker-{rank}", "w").write(f"{host}:{port}")
+if fail_rank == rank:
+    while not os.path.exists(f"{marks}/sched"):  # the scheduler saw every worker
+        assert time.time() < deadline, "the scheduler did not see every worker"
+        time.sleep(0.05)
+    open(f"{marks}/failing-{rank}", "w").write(str(time.time()))
+    sys.exit(5)
+if fail_rank is not None:
+    time.sleep(60)

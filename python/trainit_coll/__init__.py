@@ -1,0 +1,436 @@
+"""trainit_coll: trainit's collective core (libtrainit_coll.so) from Python.
+
+Reductions among the ranks of one node over shared memory, through ctypes:
+no dependency beyond the standard library. Buffers may be numpy arrays,
+torch CPU tensors (contiguous), or any writable C-contiguous buffer of a
+supported item type (array.array, bytearray, memoryview):
+
+    import numpy as np, trainit_coll
+    with trainit_coll.Comm.from_env() as comm:      # a rank started by trainit
+        grad = np.ones(1000, dtype=np.float32)
+        comm.allreduce(grad, out=grad)              # in place
+        total = comm.allreduce(grad, op="max")      # into a new array
+
+    comm = trainit_coll.Comm("job-42", rank, size)  # standalone, outside trainit
+
+Types: float32, float64, float16, int32, int64, uint8, and bfloat16 (torch
+tensors). f16/bf16 accumulate in f32. Ops: "sum", "prod", "min", "max".
+
+Errors raise CollError (an OSError: .errno, and the library's message):
+CollAbortedError (also a ConnectionAbortedError) once a peer died or the job
+is stopping, CollTimeoutError (also a TimeoutError) when
+TRAINIT_COLL_TIMEOUT passed. Bad arguments found here (an unknown op, an
+unsupported type, an `out` of the wrong size or type) still take part in the
+collective, as an invalid call: every rank raises CollError(EINVAL) for it,
+none hangs, and the ranks stay in step for the next call.
+
+The library is found in this order:
+ 1. $TRAINIT_COLL_LIBRARY (a path to libtrainit_coll.so): when set, only it;
+ 2. libtrainit_coll.so next to this file;
+ 3. where `cmake --install` put it, relative to this file (_install.py,
+    written at install time);
+ 4. ctypes.util.find_library("trainit_coll") (the loader's search path).
+"""
+
+import ctypes
+import ctypes.util
+import errno as _errno
+import os
+
+__all__ = ["Comm", "CollError", "CollAbortedError", "CollTimeoutError", "DTYPES", "OPS", "library_path"]
+
+# trainit_dtype and trainit_op (include/trainit/coll.h).
+DTYPES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int32": 4, "int64": 5, "uint8": 6}
+OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3}
+_ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "uint8": 1}
+_INVALID = 255  # a dtype/op value the library rejects: the call still takes its step
+
+_lib = None
+_lib_path = None
+
+
+def _candidates():
+    env = os.environ.get("TRAINIT_COLL_LIBRARY")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libtrainit_coll.so")
+    try:
+        from . import _install  # written by `cmake --install`
+        yield os.path.normpath(os.path.join(here, _install.LIBRARY_FROM_MODULE))
+    except ImportError:
+        pass
+    found = ctypes.util.find_library("trainit_coll")
+    if found:
+        yield found
+
+
+def _load():
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    tried = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append(path + " (missing)")
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+            continue
+        vp, i, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+        protos = {
+            "trainit_comm_init_from_env": [ctypes.POINTER(vp)],
+            "trainit_comm_init": [ctypes.POINTER(vp), ctypes.c_char_p, i, i],
+            "trainit_comm_rank": [vp],
+            "trainit_comm_size": [vp],
+            "trainit_allreduce": [vp, vp, vp, sz, i, i],
+            "trainit_reduce": [vp, vp, vp, sz, i, i, i],
+            "trainit_reduce_scatter": [vp, vp, vp, sz, i, i],
+            "trainit_allgather": [vp, vp, vp, sz, i],
+            "trainit_broadcast": [vp, vp, sz, i, i],
+            "trainit_barrier": [vp],
+            "trainit_comm_destroy": [vp],
+        }
+        for name, args in protos.items():
+            f = getattr(lib, name)
+            f.argtypes = args
+            f.restype = i
+        lib.trainit_strerror.argtypes = [i]
+        lib.trainit_strerror.restype = ctypes.c_char_p
+        _lib, _lib_path = lib, path
+        return lib
+    raise ImportError("trainit_coll: libtrainit_coll.so not found; tried: " + "; ".join(tried or ["nothing"]) +
+                      " (set TRAINIT_COLL_LIBRARY to its path)")
+
+
+def library_path():
+    """The path (or name) the shared library was loaded from."""
+    _load()
+    return _lib_path
+
+
+class CollError(OSError):
+    """A collective failed: .errno is the error, the message trainit_strerror's."""
+
+
+class CollAbortedError(CollError, ConnectionAbortedError):
+    """-ECONNABORTED: a peer rank died or the job is stopping."""
+
+
+class CollTimeoutError(CollError, TimeoutError):
+    """-ETIMEDOUT: TRAINIT_COLL_TIMEOUT passed."""
+
+
+def _error(rc, what, detail=None):
+    err = -rc
+    msg = _load().trainit_strerror(rc).decode("utf-8", "replace")
+    msg = "%s: %s" % (what, msg)
+    if detail:
+        msg += " (%s)" % detail
+    cls = {_errno.ECONNABORTED: CollAbortedError, _errno.ETIMEDOUT: CollTimeoutError}.get(err, CollError)
+    return cls(err, msg)
+
+
+class _ArgError(Exception):
+    """A bad argument found here: the call is made invalid, not skipped."""
+
+
+class _Buf:
+    """A buffer's address, element count and type name, and what keeps it alive."""
+
+    __slots__ = ("ptr", "count", "dtype", "keep", "obj", "kind")
+
+
+def _torch():
+    import sys
+    return sys.modules.get("torch")
+
+
+def _numpy():
+    import sys
+    return sys.modules.get("numpy")
+
+
+def _describe(obj, writable):
+    b = _Buf()
+    b.obj = obj
+    b.keep = None
+    torch = _torch()
+    np = _numpy()
+    if torch is not None and isinstance(obj, torch.Tensor):
+        if obj.device.type != "cpu":
+            raise _ArgError("a tensor on %s: only CPU tensors" % obj.device)
+        if not obj.is_contiguous():
+            raise _ArgError("a non-contiguous tensor")
+        name = str(obj.dtype).replace("torch.", "")
+        if name not in DTYPES:
+            raise _ArgError("unsupported tensor type %s" % obj.dtype)
+        b.kind, b.ptr, b.count, b.dtype = "torch", obj.data_ptr(), obj.numel(), name
+        return b
+    if np is not None and isinstance(obj, np.ndarray):
+        if not obj.flags.c_contiguous:
+            raise _ArgError("a non-contiguous array")
+        if writable and not obj.flags.writeable:
+            raise _ArgError("a read-only array")
+        name = obj.dtype.name
+        if name not in DTYPES or obj.dtype.byteorder == ">":
+            raise _ArgError("unsupported array type %s" % obj.dtype)
+        b.kind, b.ptr, b.count, b.dtype = "numpy", obj.ctypes.data, obj.size, name
+        return b
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise _ArgError("not an array: %s" % type(obj).__name__) from None
+    fmt = mv.format.lstrip("@=<")
+    names = {"f": "float32", "d": "float64", "e": "float16", "B": "uint8", "b": None, "c": "uint8"}
+    name = names.get(fmt)
+    if fmt in ("i", "l", "q", "h", "I", "L", "Q"):
+        name = {("i", 4): "int32", ("l", 4): "int32", ("l", 8): "int64", ("q", 8): "int64"}.get((fmt, mv.itemsize))
+    if name is None or _ITEMSIZE[name] != mv.itemsize:
+        raise _ArgError("unsupported buffer format %r" % mv.format)
+    if not mv.c_contiguous:
+        raise _ArgError("a non-contiguous buffer")
+    n = mv.nbytes
+    if mv.readonly:
+        if writable:
+            raise _ArgError("a read-only buffer")
+        holder = (ctypes.c_char * n).from_buffer_copy(mv.cast("B"))
+    else:
+        holder = (ctypes.c_char * n).from_buffer(mv.cast("B"))
+    b.kind, b.ptr, b.count, b.dtype, b.keep = "buffer", ctypes.addressof(holder), n // mv.itemsize, name, holder
+    return b
+
+
+def _new_like(src, shape_count):
+    """A new, uninitialised buffer of src's kind and type with count elements
+    (shape_count: a shape tuple for numpy/torch, an element count otherwise)."""
+    if src.kind == "torch":
+        return _torch().empty(shape_count, dtype=src.obj.dtype)
+    if src.kind == "numpy":
+        return _numpy().empty(shape_count, dtype=src.obj.dtype)
+    count = shape_count if isinstance(shape_count, int) else _prod(shape_count)
+    obj = src.obj
+    import array
+    if isinstance(obj, array.array):
+        return array.array(obj.typecode, bytes(count * obj.itemsize))
+    if src.dtype == "uint8":
+        return bytearray(count)
+    raise _ArgError("cannot allocate a result like %s: pass out=" % type(obj).__name__)
+
+
+def _prod(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _shape(obj, count):
+    shape = getattr(obj, "shape", None)
+    return tuple(shape) if shape is not None else (count,)
+
+
+class Comm:
+    """A communicator among the ranks of this node.
+
+    Comm(name, rank, size) joins processes that pass the same name and size
+    and distinct ranks 0..size-1 (standalone; it leaves nothing behind);
+    Comm.from_env() joins the arena trainit handed to this rank. Collectives
+    are called by every rank in the same order, from one thread per rank.
+    """
+
+    def __init__(self, name=None, rank=None, size=None, *, _from_env=False):
+        lib = _load()
+        self._c = None
+        handle = ctypes.c_void_p()
+        if _from_env:
+            rc = lib.trainit_comm_init_from_env(ctypes.byref(handle))
+            what = "trainit_comm_init_from_env"
+        else:
+            if not isinstance(name, (str, bytes)) or not isinstance(rank, int) or not isinstance(size, int):
+                raise TypeError("Comm(name: str, rank: int, size: int)")
+            raw = name.encode() if isinstance(name, str) else name
+            rc = lib.trainit_comm_init(ctypes.byref(handle), raw, rank, size)
+            what = "trainit_comm_init(%r, %d, %d)" % (name, rank, size)
+        if rc != 0:
+            raise _error(rc, what)
+        self._c = handle
+        self._rank = lib.trainit_comm_rank(handle)
+        self._size = lib.trainit_comm_size(handle)
+
+    @classmethod
+    def from_env(cls):
+        """The communicator of a rank started by trainit (TRAINIT_COLL_FD,
+        TRAINIT_LOCAL_RANK, TRAINIT_LOCAL_SIZE)."""
+        return cls(_from_env=True)
+
+    @property
+    def rank(self):
+        return self._rank
+
+    @property
+    def size(self):
+        return self._size
+
+    def close(self):
+        """Leaves the communicator (idempotent)."""
+        if self._c is not None:
+            c, self._c = self._c, None
+            rc = _lib.trainit_comm_destroy(c)
+            if rc != 0:
+                raise _error(rc, "trainit_comm_destroy")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        if getattr(self, "_c", None) is not None and _lib is not None:
+            _lib.trainit_comm_destroy(self._c)
+            self._c = None
+
+    def __repr__(self):
+        state = "closed" if self._c is None else "rank %d of %d" % (self._rank, self._size)
+        return "<trainit_coll.Comm %s>" % state
+
+    # --- the collectives ----------------------------------------------------
+
+    def _handle(self):
+        if self._c is None:
+            raise CollError(_errno.EINVAL, "the communicator is closed")
+        return self._c
+
+    def _run(self, what, call, invalid):
+        """call() -> rc; on an _ArgError, invalid() takes the step instead."""
+        c = self._handle()
+        detail = None
+        try:
+            rc = call(c)
+        except _ArgError as e:
+            detail = str(e)
+            rc = invalid(c)
+        if rc != 0:
+            raise _error(rc, what, detail)
+        if detail is not None:  # the library must have refused it
+            raise CollError(_errno.EINVAL, "%s: %s" % (what, detail))
+
+    @staticmethod
+    def _op(op):
+        if op not in OPS:
+            raise _ArgError("unknown op %r: one of %s" % (op, ", ".join(OPS)))
+        return OPS[op]
+
+    @staticmethod
+    def _out(src, out, shape_count, count):
+        """The output buffer: out checked against src, or a new one."""
+        if out is None:
+            return _describe(_new_like(src, shape_count), True)
+        if out is src.obj:
+            return src
+        dst = _describe(out, True)
+        if dst.dtype != src.dtype:
+            raise _ArgError("out is %s, the input %s" % (dst.dtype, src.dtype))
+        if dst.count != count:
+            raise _ArgError("out holds %d elements, %d needed" % (dst.count, count))
+        return dst
+
+    def allreduce(self, array, op="sum", out=None):
+        """Reduces array over every rank into out (a new array when None;
+        in place when out is array); returns out."""
+        res = []
+
+        def call(c):
+            src = _describe(array, out is array)
+            o = self._op(op)
+            dst = self._out(src, out, _shape(array, src.count), src.count)
+            res.append(dst.obj)
+            return _lib.trainit_allreduce(c, src.ptr, dst.ptr, src.count, DTYPES[src.dtype], o)
+
+        self._run("allreduce", call, lambda c: _lib.trainit_allreduce(c, None, None, 0, _INVALID, _INVALID))
+        return res[0]
+
+    def reduce(self, array, op="sum", root=0, out=None):
+        """Reduces array over every rank into out on root (a new array when
+        None); returns out on root, and out (unwritten) or None elsewhere."""
+        res = []
+
+        def call(c):
+            src = _describe(array, out is array)
+            o = self._op(op)
+            if not isinstance(root, int):
+                raise _ArgError("root must be an int")
+            if self._rank != root and out is None:
+                res.append(None)
+                return _lib.trainit_reduce(c, src.ptr, None, src.count, DTYPES[src.dtype], o, root)
+            dst = self._out(src, out, _shape(array, src.count), src.count)
+            res.append(dst.obj)
+            return _lib.trainit_reduce(c, src.ptr, dst.ptr, src.count, DTYPES[src.dtype], o, root)
+
+        self._run("reduce", call, lambda c: _lib.trainit_reduce(c, None, None, 0, _INVALID, _INVALID, 0))
+        return res[0]
+
+    def reduce_scatter(self, array, op="sum", out=None):
+        """Reduces array (size × n elements) over every rank; rank r gets
+        the reduced elements [r·n, (r+1)·n) in out (a new array when None;
+        numpy/torch: shape (shape[0] / size, *shape[1:]), or flat)."""
+        res = []
+
+        def call(c):
+            src = _describe(array, False)
+            o = self._op(op)
+            if src.count % self._size != 0:
+                raise _ArgError("%d elements do not split among %d ranks" % (src.count, self._size))
+            n = src.count // self._size
+            shape = _shape(array, src.count)
+            if len(shape) >= 1 and shape[0] % self._size == 0:
+                shape = (shape[0] // self._size,) + shape[1:]
+            else:
+                shape = (n,)
+            if out is array:
+                raise _ArgError("reduce_scatter cannot be in place: pass another out")
+            dst = self._out(src, out, shape, n)
+            res.append(dst.obj)
+            return _lib.trainit_reduce_scatter(c, src.ptr, dst.ptr, n, DTYPES[src.dtype], o)
+
+        self._run("reduce_scatter", call,
+                  lambda c: _lib.trainit_reduce_scatter(c, None, None, 0, _INVALID, _INVALID))
+        return res[0]
+
+    def allgather(self, array, out=None):
+        """Every rank's array, in rank order, into out (a new array when
+        None; numpy/torch: shape (size, *array.shape))."""
+        res = []
+
+        def call(c):
+            src = _describe(array, False)
+            if out is array:
+                raise _ArgError("allgather cannot be in place: pass another out")
+            shape = (self._size,) + _shape(array, src.count) if src.kind != "buffer" else src.count * self._size
+            dst = self._out(src, out, shape, src.count * self._size)
+            res.append(dst.obj)
+            return _lib.trainit_allgather(c, src.ptr, dst.ptr, src.count, DTYPES[src.dtype])
+
+        self._run("allgather", call, lambda c: _lib.trainit_allgather(c, None, None, 0, _INVALID))
+        return res[0]
+
+    def broadcast(self, array, root=0):
+        """Root's array into every rank's array (in place); returns array."""
+
+        def call(c):
+            if not isinstance(root, int):
+                raise _ArgError("root must be an int")
+            buf = _describe(array, True)
+            return _lib.trainit_broadcast(c, buf.ptr, buf.count, DTYPES[buf.dtype], root)
+
+        self._run("broadcast", call, lambda c: _lib.trainit_broadcast(c, None, 0, _INVALID, 0))
+        return array
+
+    def barrier(self):
+        """Returns once every rank called barrier()."""
+        self._run("barrier", lambda c: _lib.trainit_barrier(c), lambda c: _lib.trainit_barrier(c))

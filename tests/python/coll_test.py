@@ -1,0 +1,390 @@
+#!/usr/bin/python3
+"""The Python module trainit_coll over the built libtrainit_coll.so.
+
+    tests/python/coll_test.py CASE     (TRAINIT_COLL_LIBRARY: the .so;
+                                        PYTHONPATH: python/)
+
+Each CASE forks its ranks (os.fork, a unique communicator name per group),
+which join with Comm(name, rank, size) and check their results themselves
+against a reference computed here in the library's documented order (ranks
+folded 0, 1, … n−1; f16/bf16 accumulated in f32), and bitwise equal across
+ranks. Exit 0: passed; 1: failed; 77: skipped (numpy or torch missing).
+No pytest: Debian's python3 and the standard library are enough.
+"""
+import errno
+import hashlib
+import os
+import signal
+import sys
+import time
+import traceback
+
+import trainit_coll as tc
+
+SKIP = 77
+_group = [0]
+
+
+def ranks(n, body, timeout=20.0):
+    """Runs body(comm) in n forked ranks of one new communicator; raises if
+    a rank failed or did not finish within timeout seconds."""
+    _group[0] += 1
+    name = "pytest-%d-%d" % (os.getpid(), _group[0])
+    pids = []
+    for r in range(n):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                with tc.Comm(name, r, n) as comm:
+                    body(comm)
+                code = 0
+            except BaseException:  # noqa: B036 (the child reports and exits)
+                sys.stderr.write("rank %d of %d:\n%s" % (r, n, traceback.format_exc()))
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        pids.append(pid)
+    deadline = time.monotonic() + timeout
+    status = {}
+    while len(status) < n:
+        for pid in pids:
+            if pid not in status:
+                got, st = os.waitpid(pid, os.WNOHANG)
+                if got == pid:
+                    status[pid] = st
+        if time.monotonic() > deadline:
+            for pid in pids:
+                if pid not in status:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+            raise AssertionError("%d ranks: still running after %.0f s (a hang)" % (n, timeout))
+        time.sleep(0.002)
+    return [status[p] for p in pids]
+
+
+def check_ranks(n, body, timeout=20.0):
+    st = ranks(n, body, timeout)
+    bad = [(r, s) for r, s in enumerate(st) if not (os.WIFEXITED(s) and os.WEXITSTATUS(s) == 0)]
+    if bad:
+        raise AssertionError("%d ranks: rank(s) failed: %s" % (n, bad))
+
+
+def same_on_every_rank(comm, data):
+    """Raises unless data's bytes are identical on every rank."""
+    import array
+    digest = array.array("B", hashlib.sha256(bytes(memoryview(data).cast("B"))).digest())
+    every = comm.allgather(digest)
+    for r in range(comm.size):
+        if every[32 * r:32 * (r + 1)] != digest:
+            raise AssertionError("rank %d's result differs from rank %d's" % (r, comm.rank))
+
+
+# --- numpy -------------------------------------------------------------------
+
+NP_TYPES = ["float32", "float64", "float16", "int32", "int64", "uint8"]
+COUNTS = [0, 1, 7, 4097, 300007]  # inline (≤ 48 B), one-shot, pipelined
+
+
+def np_input(np, dtype, count, rank, op, seed=0):
+    rng = np.random.default_rng(1000 * seed + 17 * rank + count)
+    if dtype.startswith("float"):
+        lo, hi = (0.5, 1.5) if op == "prod" else (-100.0, 100.0)
+        return rng.uniform(lo, hi, count).astype(dtype)
+    lo, hi = (1, 3) if op == "prod" else (0, 40)
+    return rng.integers(lo, hi, count).astype(dtype)
+
+
+def np_reference(np, inputs, dtype, op):
+    """The fold in rank order, in the type the library accumulates in."""
+    acc_type = "float32" if dtype == "float16" else dtype
+    acc = inputs[0].astype(acc_type)
+    for x in inputs[1:]:
+        x = x.astype(acc_type)
+        if op == "sum":
+            acc = acc + x
+        elif op == "prod":
+            acc = acc * x
+        elif op == "min":
+            acc = np.minimum(acc, x)
+        else:
+            acc = np.maximum(acc, x)
+    return acc.astype(dtype)
+
+
+def equal(np, got, want, what):
+    if got.dtype != want.dtype or got.shape != want.shape:
+        raise AssertionError("%s: %s%s, want %s%s" % (what, got.dtype, got.shape, want.dtype, want.shape))
+    if not np.array_equal(got.view(np.uint8), want.view(np.uint8)):
+        bad = np.flatnonzero(got != want)
+        raise AssertionError("%s: %d elements differ, first at %d: %r, want %r" %
+                             (what, bad.size, bad[0], got.flat[bad[0]], want.flat[bad[0]]))
+
+
+def need_numpy():
+    try:
+        import numpy
+        return numpy
+    except ImportError:
+        print("numpy is not importable: skipped")
+        sys.exit(SKIP)
+
+
+def case_allreduce_on_numpy_is_bitwise_the_rank_order_fold_for_every_dtype_op_and_count():
+    np = need_numpy()
+
+    def body(comm):
+        n = comm.size
+        for dtype in NP_TYPES:
+            for op in ["sum", "prod", "min", "max"]:
+                for count in COUNTS:
+                    inputs = [np_input(np, dtype, count, r, op) for r in range(n)]
+                    want = np_reference(np, inputs, dtype, op)
+                    what = "allreduce %s %s count %d, %d ranks" % (dtype, op, count, n)
+                    mine = inputs[comm.rank].copy()
+                    got = comm.allreduce(mine, op=op)
+                    equal(np, mine, inputs[comm.rank], what + ": input changed")
+                    equal(np, got, want, what)
+                    out = np.full(count, 7, dtype=dtype)
+                    assert comm.allreduce(mine, op=op, out=out) is out
+                    equal(np, out, want, what + " into out")
+                    assert comm.allreduce(mine, op=op, out=mine) is mine
+                    equal(np, mine, want, what + " in place")
+                    same_on_every_rank(comm, got)
+        # A 2-D array keeps its shape.
+        m = np.arange(12, dtype=np.float32).reshape(3, 4) + comm.rank
+        got = comm.allreduce(m)
+        equal(np, got, np_reference(np, [np.arange(12, dtype=np.float32).reshape(3, 4) + r for r in range(n)],
+                                    "float32", "sum"), "allreduce 3x4")
+
+    for n in (2, 3):
+        check_ranks(n, body)
+
+
+def case_reduce_scatter_allgather_broadcast_reduce_on_numpy_match_the_reference():
+    np = need_numpy()
+
+    def body(comm):
+        n, me = comm.size, comm.rank
+        for dtype in NP_TYPES:
+            for per in [0, 1, 7, 4097, 100003]:
+                inputs = [np_input(np, dtype, per * n, r, "sum", 1) for r in range(n)]
+                full = np_reference(np, inputs, dtype, "sum")
+                what = "%s, %d per rank, %d ranks" % (dtype, per, n)
+                got = comm.reduce_scatter(inputs[me])
+                equal(np, got, full[me * per:(me + 1) * per], "reduce_scatter " + what)
+                out = np.empty(per, dtype=dtype)
+                assert comm.reduce_scatter(inputs[me], op="max", out=out) is out
+                equal(np, out, np_reference(np, inputs, dtype, "max")[me * per:(me + 1) * per],
+                      "reduce_scatter max " + what)
+
+                parts = [np_input(np, dtype, per, r, "sum", 2) for r in range(n)]
+                got = comm.allgather(parts[me])
+                equal(np, got, np.stack(parts), "allgather " + what)
+                flat = np.zeros(per * n, dtype=dtype)
+                assert comm.allgather(parts[me], out=flat) is flat
+                equal(np, flat, np.concatenate(parts), "allgather into a flat out " + what)
+
+                root = (per + 1) % n
+                buf = parts[me].copy()
+                assert comm.broadcast(buf, root=root) is buf
+                equal(np, buf, parts[root], "broadcast from %d %s" % (root, what))
+
+                got = comm.reduce(parts[me], op="min", root=root)
+                if me == root:
+                    equal(np, got, np_reference(np, parts, dtype, "min"), "reduce min to %d %s" % (root, what))
+                else:
+                    assert got is None, "reduce returned %r off the root" % (got,)
+        comm.barrier()
+
+    for n in (2, 3, 4):
+        check_ranks(n, body)
+
+
+# --- torch -------------------------------------------------------------------
+
+def case_torch_cpu_tensors_including_bfloat16_reduce_gather_and_broadcast():
+    need_numpy()
+    import importlib.util
+    # Imported in the ranks only: nothing of torch's runs before the fork.
+    if importlib.util.find_spec("torch") is None:
+        print("torch is not importable: skipped")
+        sys.exit(SKIP)
+
+    def body(comm):
+        import torch
+        torch.set_num_threads(1)
+        n, me = comm.size, comm.rank
+        types = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.uint8]
+        for dtype in types:
+            floating = dtype.is_floating_point
+            for count in [0, 1, 7, 4097, 300007]:
+                what = "%s count %d, %d ranks" % (dtype, count, n)
+                gen = [torch.Generator().manual_seed(31 * r + count) for r in range(n)]
+                if floating:
+                    inputs = [(torch.rand(count, generator=g, dtype=torch.float64) * 200 - 100).to(dtype) for g in gen]
+                else:
+                    inputs = [torch.randint(0, 40, (count,), generator=g, dtype=torch.int64).to(dtype) for g in gen]
+                acc_type = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+                want = inputs[0].to(acc_type)
+                for x in inputs[1:]:
+                    want = want + x.to(acc_type)
+                want = want.to(dtype)
+                mine = inputs[me].clone()
+                got = comm.allreduce(mine)
+                assert isinstance(got, torch.Tensor) and got.dtype == dtype, what
+                assert torch.equal(mine, inputs[me]), what + ": input changed"
+                assert torch.equal(got, want), "%s: %r, want %r" % (what, got[:4], want[:4])
+                assert comm.allreduce(mine, out=mine) is mine
+                assert torch.equal(mine, want), what + " in place"
+                same_on_every_rank(comm, got.view(torch.uint8).numpy())
+
+                per = count // n
+                part = comm.reduce_scatter(inputs[me][:per * n])
+                assert torch.equal(part, want[me * per:(me + 1) * per]), "reduce_scatter " + what
+                every = comm.allgather(inputs[me])
+                assert every.shape == (n, count) and torch.equal(every, torch.stack(inputs)), "allgather " + what
+                buf = inputs[me].clone()
+                comm.broadcast(buf, root=n - 1)
+                assert torch.equal(buf, inputs[n - 1]), "broadcast " + what
+        # A 2-D slice that is not contiguous is refused on every rank, in step.
+        m = torch.zeros(4, 4)
+        try:
+            comm.allreduce(m[:, 1])
+            raise AssertionError("a non-contiguous tensor was accepted")
+        except tc.CollError as e:
+            assert e.errno == errno.EINVAL and "non-contiguous" in str(e), e
+        comm.barrier()
+
+    check_ranks(3, body)  # 3 ranks: odd splits; each rank imports torch (about 1 s)
+
+
+# --- without numpy -----------------------------------------------------------
+
+def case_plain_buffers_work_without_numpy():
+    import array
+    # Nothing here imported numpy: the module works from the standard library.
+    assert "numpy" not in sys.modules, "numpy was imported"
+
+    def body(comm):
+        n, me = comm.size, comm.rank
+        a = array.array("d", [me + 0.5 * i for i in range(9)])
+        got = comm.allreduce(a)
+        assert isinstance(got, array.array) and got.typecode == "d"
+        assert list(got) == [sum(r + 0.5 * i for r in range(n)) for i in range(9)], got
+        b = array.array("q", [me * 10 + i for i in range(5)])
+        comm.allreduce(b, op="max", out=b)
+        assert list(b) == [(n - 1) * 10 + i for i in range(5)], b
+        c = bytearray([me] * 3)
+        comm.broadcast(c, root=1)
+        assert c == bytearray([1] * 3), c
+        every = comm.allgather(array.array("i", [me, -me]))
+        assert list(every) == [v for r in range(n) for v in (r, -r)], every
+        assert comm.allreduce(bytes([2, 3])) == bytearray([2 * n, 3 * n])
+
+    check_ranks(3, body)
+
+
+# --- errors ------------------------------------------------------------------
+
+def expect_error(fn, err, what, cls=tc.CollError):
+    try:
+        fn()
+    except cls as e:
+        assert isinstance(e, OSError) and e.errno == err, "%s: %r" % (what, e)
+        return e
+    raise AssertionError("%s: no error" % what)
+
+
+def case_bad_op_or_mismatched_dtype_raises_einval_on_every_rank_and_keeps_them_in_step():
+    np = need_numpy()
+
+    def body(comm):
+        me = comm.rank
+        x = np.ones(5, dtype=np.float32)
+        e = expect_error(lambda: comm.allreduce(x, op="xor"), errno.EINVAL, "unknown op")
+        assert "xor" in str(e) and "invalid argument" in str(e), e
+        # Only rank 0 passes a bad op: the others, whose call is fine, fail too.
+        expect_error(lambda: comm.allreduce(x, op="avg" if me == 0 else "sum"), errno.EINVAL, "bad op on rank 0")
+        # Ranks that disagree on the type.
+        y = x.astype(np.float64) if me == 1 else x
+        expect_error(lambda: comm.allreduce(y), errno.EINVAL, "float64 on rank 1, float32 elsewhere")
+        # Ranks that disagree on the count (each path: inline, one-shot, chunked).
+        for count in (3, 1000, 200000):
+            expect_error(lambda: comm.allreduce(np.ones(count + me, dtype=np.float32)), errno.EINVAL,
+                         "count mismatch near %d" % count)
+        # An out of another type or size, on one rank only.
+        out = np.empty(5, dtype=np.int32 if me == 0 else np.float32)
+        expect_error(lambda: comm.allreduce(x, out=out), errno.EINVAL, "int32 out for float32 on rank 0")
+        expect_error(lambda: comm.allreduce(x, out=np.empty(4 + me, np.float32)), errno.EINVAL, "short out")
+        # Unsupported types and objects.
+        expect_error(lambda: comm.allreduce(np.ones(3, dtype=np.complex64)), errno.EINVAL, "complex64")
+        expect_error(lambda: comm.allreduce([1.0, 2.0]), errno.EINVAL, "a list")
+        expect_error(lambda: comm.broadcast(x, root=comm.size), errno.EINVAL, "root out of range")
+        expect_error(lambda: comm.reduce_scatter(np.ones(comm.size + 1, np.float32)), errno.EINVAL,
+                     "a count that does not split")
+        # Still in step: the next calls work.
+        got = comm.allreduce(np.full(3, me, dtype=np.int64))
+        assert list(got) == [sum(range(comm.size))] * 3, got
+        comm.barrier()
+
+    check_ranks(3, body)
+
+
+def case_killed_peer_raises_connection_aborted_on_the_others_within_a_second():
+    np = need_numpy()
+
+    def body(comm):
+        if comm.rank == 2:
+            comm.barrier()
+            time.sleep(0.05)  # the others are in their allreduce, waiting for this rank
+            os.kill(os.getpid(), signal.SIGKILL)
+        comm.barrier()
+        t0 = time.monotonic()
+        try:
+            comm.allreduce(np.ones(1 << 16, dtype=np.float32))
+            raise AssertionError("allreduce returned although rank 2 died")
+        except ConnectionAbortedError as e:
+            dt = time.monotonic() - t0 - 0.05
+            assert isinstance(e, tc.CollAbortedError) and isinstance(e, tc.CollError), repr(e)
+            assert e.errno == errno.ECONNABORTED and "peer rank died" in str(e), repr(e)
+            print("rank %d: %r after %.1f ms past the kill" % (comm.rank, e, 1000 * dt), flush=True)
+            if dt > 1.0:
+                raise AssertionError("the error took %.0f ms past the kill" % (1000 * dt))
+        # Every later call fails at once too.
+        expect_error(comm.barrier, errno.ECONNABORTED, "barrier after the abort", tc.CollAbortedError)
+
+    st = ranks(3, body)
+    assert os.WIFSIGNALED(st[2]) and os.WTERMSIG(st[2]) == signal.SIGKILL, st
+    assert all(os.WIFEXITED(s) and os.WEXITSTATUS(s) == 0 for s in st[:2]), st
+
+
+def case_closed_comm_from_env_outside_trainit_and_a_missing_library_raise():
+    # Outside trainit there is no arena in the environment.
+    env = {k: os.environ.pop(k) for k in ("TRAINIT_COLL_FD", "TRAINIT_LOCAL_RANK", "TRAINIT_LOCAL_SIZE")
+           if k in os.environ}
+    expect_error(tc.Comm.from_env, errno.EINVAL, "from_env outside trainit")
+    os.environ.update(env)
+    expect_error(lambda: tc.Comm("x", 2, 2), errno.EINVAL, "rank out of range")
+    with tc.Comm("pytest-solo-%d" % os.getpid(), 0, 1) as comm:
+        assert (comm.rank, comm.size) == (0, 1)
+        assert bytes(comm.allreduce(bytearray(b"\x01\x02"))) == b"\x01\x02"
+    expect_error(comm.barrier, errno.EINVAL, "a closed communicator")
+    comm.close()  # again: nothing
+    assert tc.library_path() == os.environ["TRAINIT_COLL_LIBRARY"], tc.library_path()
+    # A TRAINIT_COLL_LIBRARY that does not exist is named in the ImportError.
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", "import trainit_coll as t; t.Comm('a', 0, 1)"],
+                       env=dict(os.environ, TRAINIT_COLL_LIBRARY="/nonexistent/libtrainit_coll.so"),
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "ImportError" in r.stderr and "/nonexistent/libtrainit_coll.so" in r.stderr, r
+
+
+CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        sys.exit("usage: coll_test.py CASE\ncases: " + " ".join(CASES))
+    t0 = time.monotonic()
+    CASES[sys.argv[1]]()
+    print("%s: passed in %.2f s" % (sys.argv[1], time.monotonic() - t0))
