@@ -1,6 +1,6 @@
 // The backend loader (dlopen: ranks only, never PID 1, which does not link
-// this library), the built-in host backend, and the SCM_RIGHTS transport of
-// a handle and its fd.
+// this library), the built-in host backend, the SCM_RIGHTS transport of a
+// handle and its fd, and an allreduce of device buffers through a backend.
 #include "coll/backend.h"
 
 #include <dlfcn.h>
@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "coll/arena.h"
 #include "coll/kernels.h"
 #include "trainit/coll.h"
 
@@ -220,6 +221,111 @@ int coll_recv_handle(int sock, void* handle, size_t* handle_len, int* fd) {
   }
   *handle_len = static_cast<size_t>(got);
   return 0;
+}
+
+namespace {
+
+// Waits for the work this rank issued so far (a no-op on synchronous backends).
+int finish(const trainit_coll_backend* b) {
+  const int rc = b->signal();
+  return rc != 0 ? rc : b->wait();
+}
+
+// Closes every import in peers (all but peers[rank]): the first error.
+int close_imports(const trainit_coll_backend* b, void* const* peers, int n, int rank) {
+  int first = 0;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer != rank && peers[peer] != nullptr) {
+      const int rc = b->close_import(peers[peer]);
+      first = first != 0 ? first : rc;
+    }
+  }
+  return first;
+}
+
+// Exports buf, sends its handle and fd to every peer, then imports each
+// peer's into peers[peer].
+int exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank,
+             void** peers) {
+  unsigned char handle[TRAINIT_COLL_HANDLE_MAX];
+  size_t handle_len = sizeof handle;
+  int fd = -1;
+  int rc = b->export_handle(buf, bytes, handle, &handle_len, &fd);
+  for (int peer = 0; rc == 0 && peer < n; ++peer) {
+    if (peer != rank) {
+      rc = coll_send_handle(socks[peer], handle, handle_len, fd);
+    }
+  }
+  if (fd >= 0) {
+    close(fd);  // the peers hold their own copies now
+  }
+  for (int peer = 0; rc == 0 && peer < n; ++peer) {
+    if (peer == rank) {
+      continue;
+    }
+    unsigned char theirs[TRAINIT_COLL_HANDLE_MAX];
+    size_t len = sizeof theirs;
+    int their_fd = -1;
+    rc = coll_recv_handle(socks[peer], theirs, &len, &their_fd);
+    if (rc == 0) {
+      rc = b->import_handle(theirs, len, their_fd, &peers[peer]);
+    }
+    if (their_fd >= 0) {
+      close(their_fd);
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
+int coll_backend_allreduce(trainit_comm* comm, const trainit_coll_backend* b, const int* socks, void* buf,
+                           size_t count, int dtype, int op) {
+  if (comm == nullptr || b == nullptr || socks == nullptr || buf == nullptr || dtype_size(dtype) == 0 || op < 0 ||
+      op >= kOps) {
+    return -EINVAL;
+  }
+  const int n = trainit_comm_size(comm);
+  const int rank = trainit_comm_rank(comm);
+  if (n < 1 || n > kMaxRanks) {
+    return -EINVAL;
+  }
+  const size_t bytes = count * dtype_size(dtype);
+  void* peers[kMaxRanks] = {};
+  peers[rank] = buf;
+  void* acc = nullptr;
+  // The caller's writes to buf are done before any peer reads it.
+  int rc = finish(b);
+  if (rc == 0 && n > 1) {
+    rc = exchange(b, socks, buf, bytes, n, rank, peers);
+  }
+  if (rc == 0) {
+    rc = b->alloc(bytes, &acc);
+  }
+  if (rc == 0) {
+    rc = b->copy(acc, peers[0], bytes);
+  }
+  for (int r = 1; rc == 0 && r < n; ++r) {
+    rc = b->reduce(acc, peers[r], count, dtype, op);
+  }
+  if (rc == 0) {
+    rc = finish(b);
+  }
+  // Every rank has read every buffer before any rank overwrites its own.
+  if (rc == 0) {
+    rc = trainit_barrier(comm);
+  }
+  if (rc == 0) {
+    rc = b->copy(buf, acc, bytes);
+  }
+  if (rc == 0) {
+    rc = finish(b);
+  }
+  const int closed = close_imports(b, peers, n, rank);
+  const int freed = acc != nullptr ? b->free(acc) : 0;
+  rc = rc != 0 ? rc : closed != 0 ? closed : freed;
+  // No rank returns (and may free its buf) before every import of it is closed.
+  return rc != 0 ? rc : trainit_barrier(comm);
 }
 
 }  // namespace trainit::coll

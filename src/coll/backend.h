@@ -68,6 +68,8 @@ typedef const trainit_coll_backend* (*trainit_coll_backend_entry_fn)(void);
 #endif
 
 #ifdef __cplusplus
+struct trainit_comm;
+
 namespace trainit::coll {
 
 // The built-in host backend: plain memory (malloc), the host kernels;
@@ -89,6 +91,28 @@ const char* coll_backend_last_error();
 // descriptor or -1.
 int coll_send_handle(int sock, const void* handle, size_t handle_len, int fd);
 int coll_recv_handle(int sock, void* handle, size_t* handle_len, int* fd);
+
+// Allreduces count elements of buf, memory that backend b allocated in this
+// rank, among the ranks of comm (every rank calls it, with the same count,
+// dtype and op, each with its own buffer; one thread per rank). socks[peer]
+// is a connected SOCK_SEQPACKET unix socket to each peer (socks[rank] is not
+// used), made before the ranks were forked, or passed to them.
+//
+// Each rank exports buf and sends the handle and fd to every peer, imports
+// the peers' buffers, folds buf_0 op buf_1 op ... op buf_{n-1} in rank order
+// into a buffer of its own (b->alloc: so every rank's result is bitwise the
+// same), waits for its backend's work (signal/wait), and copies the result
+// into buf once every rank has read every buffer (trainit_barrier); it closes
+// its imports, and a last barrier keeps every exporter from returning (and
+// freeing buf) before every importer has closed. f16 and bf16 round after
+// each rank's step (reduce is pairwise), where trainit_allreduce rounds once:
+// the two agree when the partial results are exact.
+//
+// 0 or a negative errno (the backend's, the transport's, the barrier's). A
+// failure on one rank is not agreed on: its peers see a closed socket, a
+// barrier that times out or an aborted communicator, as with any collective.
+int coll_backend_allreduce(trainit_comm* comm, const trainit_coll_backend* b, const int* socks, void* buf,
+                           size_t count, int dtype, int op);
 
 }  // namespace trainit::coll
 #endif

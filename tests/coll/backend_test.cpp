@@ -1,0 +1,605 @@
+// Accelerator backends (src/coll/backend.h): the loader and its errors, the
+// built-in host backend, the fake-device plugin's IPC rules between real
+// fork()ed processes (handles and fds over SCM_RIGHTS on socketpairs), and
+// coll_backend_allreduce() across 2, 3 and 4 ranks against trainit_allreduce.
+// Plugins are loaded by path, as ranks load them. A check inside a child
+// exits with 1 and says where; the parent waits with a deadline.
+#include "coll/backend.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "coll/kernels.h"
+#include "trainit/coll.h"
+
+namespace {
+
+using trainit::coll::coll_backend_allreduce;
+using trainit::coll::coll_backend_host;
+using trainit::coll::coll_backend_last_error;
+using trainit::coll::coll_backend_load;
+using trainit::coll::coll_recv_handle;
+using trainit::coll::coll_send_handle;
+using trainit::coll::dtype_size;
+using trainit::coll::kDtypes;
+using trainit::coll::kernels_scalar;
+using trainit::coll::kOps;
+
+using Bytes = std::vector<unsigned char>;
+
+#define CHILD_CHECK(cond, ...)                                                             \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      std::fprintf(stderr, "child check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                                   \
+      std::fputc('\n', stderr);                                                            \
+      _exit(1);                                                                            \
+    }                                                                                      \
+  } while (0)
+
+int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Waits at most deadline_s for every child: their exit statuses (128 + n for
+// a signal; -1 for one still running at the deadline, then killed).
+std::vector<int> wait_children(const std::vector<pid_t>& pids, int deadline_s = 60) {
+  std::vector<int> status(pids.size(), -1);
+  const int64_t deadline = now_ns() + static_cast<int64_t>(deadline_s) * 1'000'000'000;
+  size_t left = pids.size();
+  while (left > 0 && now_ns() < deadline) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      int ws = 0;
+      if (status[i] == -1 && waitpid(pids[i], &ws, WNOHANG) == pids[i]) {
+        status[i] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        --left;
+      }
+    }
+    usleep(1000);
+  }
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if (status[i] == -1) {
+      kill(pids[i], SIGKILL);
+      waitpid(pids[i], nullptr, 0);
+    }
+  }
+  return status;
+}
+
+pid_t fork_child(const std::function<int()>& body) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(70);  // the last resort, should the parent be gone
+    _exit(body());
+  }
+  return pid;
+}
+
+// Finite values of every type (random bits; float exponents that are not all
+// ones), so that no NaN makes bitwise comparisons meaningless.
+Bytes random_values(int dtype, size_t count, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  const size_t size = dtype_size(dtype);
+  Bytes out(count * size);
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t bits = rng();
+    switch (dtype) {
+      case TRAINIT_F32:
+        bits &= ~(uint64_t{1} << 30);  // exponent below 255
+        break;
+      case TRAINIT_F64:
+        bits &= ~(uint64_t{1} << 62);
+        break;
+      case TRAINIT_F16:
+        bits &= ~(uint64_t{1} << 14);
+        break;
+      case TRAINIT_BF16:
+        bits &= ~(uint64_t{1} << 14);
+        break;
+      default:
+        break;
+    }
+    std::memcpy(&out[i * size], &bits, size);
+  }
+  return out;
+}
+
+// f16 and bf16 values whose sums and products over up to four ranks are
+// exact, so that rounding once (trainit_allreduce) and after each step
+// (coll_backend_allreduce) agree: 0.5, 1, 2, -1, 1.5, 0, 3, -2.
+Bytes exact_half_values(int dtype, size_t count, uint32_t seed) {
+  static const uint16_t kF16[] = {0x3800, 0x3c00, 0x4000, 0xbc00, 0x3e00, 0x0000, 0x4200, 0xc000};
+  static const uint16_t kBf16[] = {0x3f00, 0x3f80, 0x4000, 0xbf80, 0x3fc0, 0x0000, 0x4040, 0xc000};
+  std::mt19937 rng(seed);
+  Bytes out(count * 2);
+  for (size_t i = 0; i < count; ++i) {
+    const uint16_t v = (dtype == TRAINIT_F16 ? kF16 : kBf16)[rng() % 8];
+    std::memcpy(&out[i * 2], &v, 2);
+  }
+  return out;
+}
+
+// dst op src by the scalar host kernel: the reference every backend matches.
+Bytes host_fold(int dtype, int op, const Bytes& dst, const Bytes& src) {
+  Bytes out(dst.size());
+  const void* ins[2] = {dst.data(), src.data()};
+  kernels_scalar()->fold[dtype][op](out.data(), ins, 2, dst.size() / dtype_size(dtype));
+  return out;
+}
+
+const trainit_coll_backend* load_fakedev() {
+  const trainit_coll_backend* b = nullptr;
+  const int rc = coll_backend_load(TRAINIT_FAKEDEV_PLUGIN, &b);
+  EXPECT_EQ(rc, 0) << coll_backend_last_error();
+  return b;
+}
+
+// The buffer's bytes, read back through the backend.
+Bytes read_device(const trainit_coll_backend* b, const void* p, size_t bytes) {
+  Bytes out(bytes);
+  return b->copy(out.data(), p, bytes) == 0 ? out : Bytes{};
+}
+
+// --- the loader ------------------------------------------------------------
+
+TEST(BackendLoader, HostByNameIsTheBuiltInBackend) {
+  const trainit_coll_backend* b = nullptr;
+  ASSERT_EQ(coll_backend_load("host", &b), 0);
+  EXPECT_EQ(b, coll_backend_host());
+  EXPECT_STREQ(b->name, "host");
+  EXPECT_EQ(b->abi_version, TRAINIT_COLL_BACKEND_ABI);
+}
+
+TEST(BackendLoader, AMissingPluginFileIsEnoentAndNamesThePath) {
+  const trainit_coll_backend* b = coll_backend_host();
+  EXPECT_EQ(coll_backend_load("/nonexistent/libtrainit_coll_nothing.so", &b), -ENOENT);
+  EXPECT_EQ(b, nullptr);
+  EXPECT_NE(std::strstr(coll_backend_last_error(), "no backend plugin at: /nonexistent/libtrainit_coll_nothing.so"),
+            nullptr)
+      << coll_backend_last_error();
+  // By name, through the loader's search path.
+  EXPECT_EQ(coll_backend_load("nosuchbackend", &b), -ENOENT);
+  EXPECT_NE(std::strstr(coll_backend_last_error(), "libtrainit_coll_nosuchbackend.so"), nullptr)
+      << coll_backend_last_error();
+}
+
+TEST(BackendLoader, AFileThatIsNotAnElfObjectIsElibbad) {
+  char path[] = "/tmp/trainit-backend-test-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const char text[] = "this is not a shared object\n";
+  ASSERT_EQ(write(fd, text, sizeof text), static_cast<ssize_t>(sizeof text));
+  close(fd);
+  const trainit_coll_backend* b = nullptr;
+  EXPECT_EQ(coll_backend_load(path, &b), -ELIBBAD);
+  const std::string why = coll_backend_last_error();
+  unlink(path);
+  EXPECT_NE(why.find("cannot load backend plugin"), std::string::npos) << why;
+  EXPECT_NE(why.find(path), std::string::npos) << why;  // dlerror() names the file
+}
+
+TEST(BackendLoader, AnObjectWithoutTheEntrySymbolIsEnoexec) {
+  const trainit_coll_backend* b = nullptr;
+  EXPECT_EQ(coll_backend_load(TRAINIT_NOSYM_PLUGIN, &b), -ENOEXEC);
+  EXPECT_EQ(b, nullptr);
+  const std::string why = coll_backend_last_error();
+  EXPECT_NE(why.find("not a trainit backend plugin (no trainit_coll_backend_v1)"), std::string::npos) << why;
+  EXPECT_NE(why.find(TRAINIT_NOSYM_PLUGIN), std::string::npos) << why;
+}
+
+TEST(BackendLoader, APluginOfAnotherAbiVersionIsEproto) {
+  const trainit_coll_backend* b = nullptr;
+  EXPECT_EQ(coll_backend_load(TRAINIT_BADABI_PLUGIN, &b), -EPROTO);
+  EXPECT_EQ(b, nullptr);
+  const std::string why = coll_backend_last_error();
+  EXPECT_NE(why.find("backend ABI mismatch"), std::string::npos) << why;
+  EXPECT_NE(why.find("has ABI 2, this library 1"), std::string::npos) << why;
+}
+
+TEST(BackendLoader, TheFakedevPluginLoadsAndClearsTheLastError) {
+  const trainit_coll_backend* b = nullptr;
+  EXPECT_EQ(coll_backend_load("/nonexistent/x.so", &b), -ENOENT);
+  ASSERT_EQ(coll_backend_load(TRAINIT_FAKEDEV_PLUGIN, &b), 0) << coll_backend_last_error();
+  EXPECT_STREQ(b->name, "fakedev");
+  EXPECT_STREQ(coll_backend_last_error(), "");
+}
+
+// --- the host backend --------------------------------------------------------
+
+TEST(BackendHost, CopyAndReduceMatchTheHostKernelsForEveryTypeAndOp) {
+  const trainit_coll_backend* b = coll_backend_host();
+  const size_t count = 1031;  // a vector tail on every ISA
+  for (int dtype = 0; dtype < kDtypes; ++dtype) {
+    const size_t bytes = count * dtype_size(dtype);
+    const Bytes x = random_values(dtype, count, 1U + static_cast<uint32_t>(dtype));
+    const Bytes y = random_values(dtype, count, 100U + static_cast<uint32_t>(dtype));
+    void* dst = nullptr;
+    void* src = nullptr;
+    ASSERT_EQ(b->alloc(bytes, &dst), 0);
+    ASSERT_EQ(b->alloc(bytes, &src), 0);
+    for (int op = 0; op < kOps; ++op) {
+      ASSERT_EQ(b->copy(dst, x.data(), bytes), 0);
+      ASSERT_EQ(b->copy(src, y.data(), bytes), 0);
+      ASSERT_EQ(b->reduce(dst, src, count, dtype, op), 0);
+      ASSERT_EQ(b->signal(), 0);
+      ASSERT_EQ(b->wait(), 0);
+      EXPECT_EQ(read_device(b, dst, bytes), host_fold(dtype, op, x, y)) << "dtype " << dtype << " op " << op;
+    }
+    EXPECT_EQ(b->reduce(dst, src, count, kDtypes, 0), -EINVAL);
+    EXPECT_EQ(b->reduce(dst, src, count, dtype, kOps), -EINVAL);
+    EXPECT_EQ(b->free(dst), 0);
+    EXPECT_EQ(b->free(src), 0);
+  }
+  size_t len = TRAINIT_COLL_HANDLE_MAX;
+  unsigned char handle[TRAINIT_COLL_HANDLE_MAX];
+  int fd = -1;
+  EXPECT_EQ(b->export_handle(nullptr, 0, handle, &len, &fd), -EOPNOTSUPP);  // host memory goes through the arena
+}
+
+// --- the fake-device plugin's IPC rules ---------------------------------------
+
+// A SOCK_SEQPACKET socketpair: [0] the parent's end, [1] the child's.
+struct Pair {
+  int fd[2] = {-1, -1};
+  Pair() {
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fd), 0);
+  }
+  ~Pair() {
+    for (const int f : fd) {
+      if (f >= 0) {
+        close(f);
+      }
+    }
+  }
+  Pair(const Pair&) = delete;
+  Pair& operator=(const Pair&) = delete;
+};
+
+// One byte either way: the two processes' steps.
+bool send_byte(int sock, char c) {
+  return send(sock, &c, 1, MSG_NOSIGNAL) == 1;
+}
+char recv_byte(int sock) {
+  char c = 0;
+  return recv(sock, &c, 1, 0) == 1 ? c : '\0';
+}
+
+// The exporter's side: a live buffer of bytes filled with fill, exported.
+struct Exported {
+  void* ptr = nullptr;
+  unsigned char handle[TRAINIT_COLL_HANDLE_MAX] = {};
+  size_t handle_len = sizeof handle;
+  int fd = -1;
+};
+
+Exported export_buffer(const trainit_coll_backend* b, const Bytes& fill) {
+  Exported e;
+  EXPECT_EQ(b->alloc(fill.size(), &e.ptr), 0);
+  EXPECT_EQ(b->copy(e.ptr, fill.data(), fill.size()), 0);
+  EXPECT_EQ(b->export_handle(e.ptr, fill.size(), e.handle, &e.handle_len, &e.fd), 0);
+  EXPECT_LE(e.handle_len, static_cast<size_t>(TRAINIT_COLL_HANDLE_MAX));
+  EXPECT_GE(e.fd, 0);
+  return e;
+}
+
+TEST(BackendFakedev, AnImporterInAnotherProcessSeesTheExportersBytesAndItsWritesAreSeenBack) {
+  const trainit_coll_backend* b = load_fakedev();
+  ASSERT_NE(b, nullptr);
+  const uint64_t violations = b->violations();
+  const Bytes mine = random_values(TRAINIT_U8, 10000, 7);
+  const Bytes theirs = random_values(TRAINIT_U8, 10000, 8);
+  const Pair pair;
+  const pid_t child = fork_child([&] {
+    unsigned char handle[TRAINIT_COLL_HANDLE_MAX];
+    size_t len = sizeof handle;
+    int fd = -1;
+    CHILD_CHECK(coll_recv_handle(pair.fd[1], handle, &len, &fd) == 0 && fd >= 0, "no handle and fd");
+    void* p = nullptr;
+    int rc = b->import_handle(handle, len, fd, &p);
+    CHILD_CHECK(rc == 0, "import: %d", rc);
+    close(fd);
+    CHILD_CHECK(read_device(b, p, mine.size()) == mine, "the importer does not see the exporter's bytes");
+    CHILD_CHECK(b->copy(p, theirs.data(), theirs.size()) == 0, "write through the import");
+    rc = b->close_import(p);
+    CHILD_CHECK(rc == 0, "close_import: %d", rc);
+    CHILD_CHECK(b->violations() == violations, "%llu violations", static_cast<unsigned long long>(b->violations()));
+    return send_byte(pair.fd[1], 'd') ? 0 : 2;
+  });
+  Exported e = export_buffer(b, mine);
+  ASSERT_EQ(coll_send_handle(pair.fd[0], e.handle, e.handle_len, e.fd), 0);
+  close(e.fd);
+  EXPECT_EQ(recv_byte(pair.fd[0]), 'd');
+  EXPECT_EQ(wait_children({child}), std::vector<int>{0});
+  EXPECT_EQ(read_device(b, e.ptr, theirs.size()), theirs);
+  EXPECT_EQ(b->free(e.ptr), 0);
+  EXPECT_EQ(b->violations(), violations);
+}
+
+TEST(BackendFakedev, ImportInTheExportingProcessIsRefusedAndCounted) {
+  const trainit_coll_backend* b = load_fakedev();
+  ASSERT_NE(b, nullptr);
+  const uint64_t violations = b->violations();
+  Exported e = export_buffer(b, Bytes(100, 1));
+  void* p = reinterpret_cast<void*>(1);
+  EXPECT_EQ(b->import_handle(e.handle, e.handle_len, e.fd, &p), -EINVAL);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(b->violations(), violations + 1);
+  close(e.fd);
+  EXPECT_EQ(b->free(e.ptr), 0);
+}
+
+TEST(BackendFakedev, FreeBeforeEveryImporterClosedIsRefusedCountedAndLeavesTheBuffer) {
+  const trainit_coll_backend* b = load_fakedev();
+  ASSERT_NE(b, nullptr);
+  const uint64_t violations = b->violations();
+  const Bytes fill = random_values(TRAINIT_U8, 5000, 9);
+  const Pair pair;
+  const pid_t child = fork_child([&] {
+    unsigned char handle[TRAINIT_COLL_HANDLE_MAX];
+    size_t len = sizeof handle;
+    int fd = -1;
+    CHILD_CHECK(coll_recv_handle(pair.fd[1], handle, &len, &fd) == 0, "no handle");
+    void* p = nullptr;
+    CHILD_CHECK(b->import_handle(handle, len, fd, &p) == 0, "import");
+    close(fd);
+    CHILD_CHECK(send_byte(pair.fd[1], 'i'), "imported");
+    CHILD_CHECK(recv_byte(pair.fd[1]) == 'c', "the parent's go");
+    CHILD_CHECK(read_device(b, p, fill.size()) == fill, "the refused free changed the buffer");
+    CHILD_CHECK(b->close_import(p) == 0, "close_import");
+    return send_byte(pair.fd[1], 'd') ? 0 : 2;
+  });
+  Exported e = export_buffer(b, fill);
+  ASSERT_EQ(coll_send_handle(pair.fd[0], e.handle, e.handle_len, e.fd), 0);
+  close(e.fd);
+  ASSERT_EQ(recv_byte(pair.fd[0]), 'i');
+  EXPECT_EQ(b->free(e.ptr), -EBUSY);
+  EXPECT_EQ(b->violations(), violations + 1);
+  EXPECT_EQ(read_device(b, e.ptr, fill.size()), fill);  // still live
+  ASSERT_TRUE(send_byte(pair.fd[0], 'c'));
+  EXPECT_EQ(recv_byte(pair.fd[0]), 'd');
+  EXPECT_EQ(wait_children({child}), std::vector<int>{0});
+  EXPECT_EQ(b->free(e.ptr), 0);  // every importer closed
+  EXPECT_EQ(b->violations(), violations + 1);
+}
+
+TEST(BackendFakedev, AHandleOverTheLimitIsRefusedByTheTransportAndTheImport) {
+  const trainit_coll_backend* b = load_fakedev();
+  ASSERT_NE(b, nullptr);
+  const Pair pair;
+  const pid_t child = fork_child([&] {
+    unsigned char handle[TRAINIT_COLL_HANDLE_MAX + 1] = {};
+    size_t len = TRAINIT_COLL_HANDLE_MAX;
+    int fd = -1;
+    CHILD_CHECK(coll_recv_handle(pair.fd[1], handle, &len, &fd) == 0, "no handle");
+    const uint64_t before = b->violations();
+    void* p = nullptr;
+    const int rc = b->import_handle(handle, TRAINIT_COLL_HANDLE_MAX + 1, fd, &p);
+    CHILD_CHECK(rc == -EMSGSIZE, "a %d-byte handle: %d", TRAINIT_COLL_HANDLE_MAX + 1, rc);
+    CHILD_CHECK(b->violations() == before + 1, "not counted");
+    close(fd);
+    return 0;
+  });
+  Exported e = export_buffer(b, Bytes(64, 3));
+  unsigned char big[TRAINIT_COLL_HANDLE_MAX + 1] = {};
+  EXPECT_EQ(coll_send_handle(pair.fd[0], big, sizeof big, e.fd), -EINVAL);
+  ASSERT_EQ(coll_send_handle(pair.fd[0], e.handle, e.handle_len, e.fd), 0);
+  close(e.fd);
+  EXPECT_EQ(wait_children({child}), std::vector<int>{0});
+  EXPECT_EQ(b->free(e.ptr), 0);
+}
+
+TEST(BackendFakedev, GarbageAndForgedHandlesAreRefusedAndTheRealOneStillImports) {
+  const trainit_coll_backend* b = load_fakedev();
+  ASSERT_NE(b, nullptr);
+  const Pair pair;
+  const Bytes fill = random_values(TRAINIT_U8, 300, 11);
+  const pid_t child = fork_child([&] {
+    unsigned char handle[TRAINIT_COLL_HANDLE_MAX];
+    size_t len = sizeof handle;
+    int fd = -1;
+    CHILD_CHECK(coll_recv_handle(pair.fd[1], handle, &len, &fd) == 0 && fd >= 0, "no handle");
+    unsigned char other[TRAINIT_COLL_HANDLE_MAX];
+    size_t other_len = sizeof other;
+    int other_fd = -1;
+    CHILD_CHECK(coll_recv_handle(pair.fd[1], other, &other_len, &other_fd) == 0 && other_fd >= 0, "no 2nd");
+    const uint64_t before = b->violations();
+    void* p = nullptr;
+    // Random bytes of the right length.
+    const Bytes garbage = random_values(TRAINIT_U8, len, 12);
+    int rc = b->import_handle(garbage.data(), len, fd, &p);
+    CHILD_CHECK(rc == -EINVAL && p == nullptr, "garbage: %d", rc);
+    // The real handle, one byte short.
+    rc = b->import_handle(handle, len - 1, fd, &p);
+    CHILD_CHECK(rc == -EINVAL, "short: %d", rc);
+    // The real handle with its generation changed (bytes 8..15).
+    unsigned char forged[TRAINIT_COLL_HANDLE_MAX];
+    std::memcpy(forged, handle, len);
+    forged[8] ^= 0x5a;
+    rc = b->import_handle(forged, len, fd, &p);
+    CHILD_CHECK(rc == -EINVAL, "forged generation: %d", rc);
+    // The real handle without its fd, then with another buffer's fd.
+    rc = b->import_handle(handle, len, -1, &p);
+    CHILD_CHECK(rc == -EBADF, "no fd: %d", rc);
+    rc = b->import_handle(handle, len, other_fd, &p);
+    CHILD_CHECK(rc == -EINVAL, "another buffer's fd: %d", rc);
+    CHILD_CHECK(b->violations() == before + 5, "%llu violations, not %llu",
+                static_cast<unsigned long long>(b->violations()), static_cast<unsigned long long>(before + 5));
+    rc = b->import_handle(handle, len, fd, &p);
+    CHILD_CHECK(rc == 0, "the real handle: %d", rc);
+    CHILD_CHECK(read_device(b, p, fill.size()) == fill, "bytes");
+    CHILD_CHECK(b->close_import(p) == 0, "close_import");
+    close(fd);
+    close(other_fd);
+    return 0;
+  });
+  Exported e = export_buffer(b, fill);
+  Exported other = export_buffer(b, fill);  // same size, another memfd
+  ASSERT_EQ(coll_send_handle(pair.fd[0], e.handle, e.handle_len, e.fd), 0);
+  ASSERT_EQ(coll_send_handle(pair.fd[0], other.handle, other.handle_len, other.fd), 0);
+  close(e.fd);
+  close(other.fd);
+  EXPECT_EQ(wait_children({child}), std::vector<int>{0});
+  EXPECT_EQ(b->free(e.ptr), 0);
+  EXPECT_EQ(b->free(other.ptr), 0);
+}
+
+TEST(BackendFakedev, ReduceOnDeviceMemoryIsBitwiseTheHostKernelsForEveryTypeAndOp) {
+  const trainit_coll_backend* b = load_fakedev();
+  ASSERT_NE(b, nullptr);
+  const uint64_t violations = b->violations();
+  const size_t count = 1031;
+  for (int dtype = 0; dtype < kDtypes; ++dtype) {
+    const size_t bytes = count * dtype_size(dtype);
+    const Bytes x = random_values(dtype, count, 21U + static_cast<uint32_t>(dtype));
+    const Bytes y = random_values(dtype, count, 42U + static_cast<uint32_t>(dtype));
+    void* dst = nullptr;
+    void* src = nullptr;
+    ASSERT_EQ(b->alloc(bytes, &dst), 0);
+    ASSERT_EQ(b->alloc(bytes, &src), 0);
+    for (int op = 0; op < kOps; ++op) {
+      ASSERT_EQ(b->copy(dst, x.data(), bytes), 0);
+      ASSERT_EQ(b->copy(src, y.data(), bytes), 0);
+      ASSERT_EQ(b->reduce(dst, src, count, dtype, op), 0);
+      EXPECT_EQ(read_device(b, dst, bytes), host_fold(dtype, op, x, y)) << "dtype " << dtype << " op " << op;
+    }
+    // Host memory is not device memory.
+    EXPECT_EQ(b->reduce(dst, y.data(), count, dtype, 0), -EFAULT);
+    EXPECT_EQ(b->free(dst), 0);
+    EXPECT_EQ(b->free(src), 0);
+  }
+  EXPECT_EQ(b->violations(), violations + kDtypes);
+}
+
+// --- coll_backend_allreduce: the plugin path end to end --------------------
+
+// Runs an allreduce of every dtype and op in n forked ranks of a standalone
+// communicator, each rank's buffer fakedev memory, the handles over a full
+// mesh of SOCK_SEQPACKET socketpairs made before the fork; each rank checks
+// its result against trainit_allreduce of the same values on host memory.
+void allreduce_across(int n) {
+  const trainit_coll_backend* b = load_fakedev();
+  ASSERT_NE(b, nullptr);
+  // socks[r][peer]: rank r's end towards peer.
+  std::vector<std::vector<int>> socks(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), -1));
+  for (int r = 0; r < n; ++r) {
+    for (int peer = r + 1; peer < n; ++peer) {
+      int sv[2];
+      ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+      socks[r][peer] = sv[0];
+      socks[peer][r] = sv[1];
+    }
+  }
+  const std::string name = "backend-" + std::to_string(getpid()) + "-" + std::to_string(n);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < n; ++rank) {
+    pids.push_back(fork_child([&, rank] {
+      for (int r = 0; r < n; ++r) {  // only this rank's ends stay open
+        for (int peer = 0; peer < n; ++peer) {
+          if (r != rank && socks[r][peer] >= 0) {
+            close(socks[r][peer]);
+          }
+        }
+      }
+      trainit_comm* comm = nullptr;
+      int rc = trainit_comm_init(&comm, name.c_str(), rank, n);
+      CHILD_CHECK(rc == 0, "trainit_comm_init: %s", trainit_strerror(rc));
+      const size_t count = 4099;
+      for (int dtype = 0; dtype < kDtypes; ++dtype) {
+        const size_t bytes = count * dtype_size(dtype);
+        for (int op = 0; op < kOps; ++op) {
+          const auto seed = static_cast<uint32_t>(1000 * rank + 10 * dtype + op);
+          const bool half = dtype == TRAINIT_F16 || dtype == TRAINIT_BF16;
+          const Bytes mine = half ? exact_half_values(dtype, count, seed) : random_values(dtype, count, seed);
+          Bytes want(bytes);
+          rc = trainit_allreduce(comm, mine.data(), want.data(), count, static_cast<trainit_dtype>(dtype),
+                                 static_cast<trainit_op>(op));
+          CHILD_CHECK(rc == 0, "trainit_allreduce: %s", trainit_strerror(rc));
+          void* buf = nullptr;
+          CHILD_CHECK(b->alloc(bytes, &buf) == 0 && b->copy(buf, mine.data(), bytes) == 0, "alloc");
+          rc = coll_backend_allreduce(comm, b, socks[rank].data(), buf, count, dtype, op);
+          CHILD_CHECK(rc == 0, "coll_backend_allreduce: %s", trainit_strerror(rc));
+          CHILD_CHECK(read_device(b, buf, bytes) == want, "rank %d dtype %d op %d: not the host allreduce's bytes",
+                      rank, dtype, op);
+          rc = b->free(buf);
+          CHILD_CHECK(rc == 0, "free after the allreduce: %d", rc);
+        }
+      }
+      CHILD_CHECK(b->violations() == 0, "%llu IPC rules broken", static_cast<unsigned long long>(b->violations()));
+      trainit_comm_destroy(comm);
+      return 0;
+    }));
+  }
+  for (auto& row : socks) {
+    for (const int fd : row) {
+      if (fd >= 0) {
+        close(fd);
+      }
+    }
+  }
+  EXPECT_EQ(wait_children(pids), std::vector<int>(static_cast<size_t>(n), 0));
+}
+
+TEST(BackendAllreduce, FakedevBuffersOfTwoRanksEqualTheHostAllreduceForEveryTypeAndOp) {
+  allreduce_across(2);
+}
+
+TEST(BackendAllreduce, FakedevBuffersOfThreeRanksEqualTheHostAllreduceForEveryTypeAndOp) {
+  allreduce_across(3);
+}
+
+TEST(BackendAllreduce, FakedevBuffersOfFourRanksEqualTheHostAllreduceForEveryTypeAndOp) {
+  allreduce_across(4);
+}
+
+// --- the CUDA plugin (built only where nvcc was found) ----------------------
+
+#ifdef TRAINIT_CUDA_PLUGIN
+// Where the machine has no NVIDIA device node, loading the plugin must fail
+// cleanly: libcuda.so.1 absent, or cuInit finding no device, is -ENODEV.
+// On a machine with a GPU the plugin must load and round-trip a reduction.
+TEST(BackendCuda, ThePluginLoadsWithoutLinkingLibcudaAndIsEnodevWithoutAGpu) {
+  const trainit_coll_backend* b = nullptr;
+  const int rc = coll_backend_load(TRAINIT_CUDA_PLUGIN, &b);
+  if (access("/dev/nvidiactl", F_OK) != 0) {
+    EXPECT_EQ(rc, -ENODEV) << coll_backend_last_error();
+    EXPECT_EQ(b, nullptr);
+    const std::string why = coll_backend_last_error();
+    EXPECT_NE(why.find("backend init failed: cuda: "), std::string::npos) << why;
+    return;
+  }
+  ASSERT_EQ(rc, 0) << coll_backend_last_error();
+  const size_t count = 1031;
+  const Bytes x = random_values(TRAINIT_F32, count, 1);
+  const Bytes y = random_values(TRAINIT_F32, count, 2);
+  void* dst = nullptr;
+  void* src = nullptr;
+  ASSERT_EQ(b->alloc(x.size(), &dst), 0);
+  ASSERT_EQ(b->alloc(y.size(), &src), 0);
+  ASSERT_EQ(b->copy(dst, x.data(), x.size()), 0);
+  ASSERT_EQ(b->copy(src, y.data(), y.size()), 0);
+  ASSERT_EQ(b->reduce(dst, src, count, TRAINIT_F32, TRAINIT_SUM), 0);
+  ASSERT_EQ(b->signal(), 0);
+  ASSERT_EQ(b->wait(), 0);
+  EXPECT_EQ(read_device(b, dst, x.size()), host_fold(TRAINIT_F32, TRAINIT_SUM, x, y));
+  EXPECT_EQ(b->free(dst), 0);
+  EXPECT_EQ(b->free(src), 0);
+}
+#endif
+
+}  // namespace
