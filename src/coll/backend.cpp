@@ -145,8 +145,9 @@ int coll_backend_load(const char* path_or_name, const trainit_coll_backend** bac
   const int rc = b->init != nullptr ? b->init() : 0;
   if (rc != 0) {
     char detail[600];
-    if (std::snprintf(detail, sizeof detail, "%s: %s", b->name != nullptr ? b->name : file, trainit_strerror(rc)) <
-        0) {
+    // -ENODEV: the plugin said why on stderr (no driver library, no device).
+    if (std::snprintf(detail, sizeof detail, "%s: %s", b->name != nullptr ? b->name : file,
+                      rc == -ENODEV ? "no device or no driver (-ENODEV)" : trainit_strerror(rc)) < 0) {
       detail[0] = '\0';
     }
     // Left loaded: a plugin's runtime may not survive being unloaded.
