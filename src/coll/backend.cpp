@@ -87,7 +87,7 @@ uint64_t host_violations() {
 }
 
 constexpr trainit_coll_backend kHost = {
-    TRAINIT_COLL_BACKEND_ABI, "host",    host_init, host_alloc,   host_free,    host_export,    host_import,
+    TRAINIT_COLL_BACKEND_ABI, "host",    host_init,   host_alloc,   host_free,    host_export,     host_import,
     host_close_import,        host_copy, host_reduce, host_nothing, host_nothing, host_violations,
 };
 
@@ -135,8 +135,8 @@ int coll_backend_load(const char* path_or_name, const trainit_coll_backend** bac
   const trainit_coll_backend* b = entry();
   if (b == nullptr || b->abi_version != TRAINIT_COLL_BACKEND_ABI) {
     char detail[600];
-    if (std::snprintf(detail, sizeof detail, "%s has ABI %u, this library %u", file,
-                      b == nullptr ? 0U : b->abi_version, TRAINIT_COLL_BACKEND_ABI) < 0) {
+    if (std::snprintf(detail, sizeof detail, "%s has ABI %u, this library %u", file, b == nullptr ? 0U : b->abi_version,
+                      TRAINIT_COLL_BACKEND_ABI) < 0) {
       detail[0] = '\0';
     }
     dlclose(lib);
@@ -246,8 +246,7 @@ int close_imports(const trainit_coll_backend* b, void* const* peers, int n, int 
 
 // Exports buf, sends its handle and fd to every peer, then imports each
 // peer's into peers[peer].
-int exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank,
-             void** peers) {
+int exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank, void** peers) {
   unsigned char handle[TRAINIT_COLL_HANDLE_MAX];
   size_t handle_len = sizeof handle;
   int fd = -1;
@@ -280,8 +279,8 @@ int exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t 
 
 }  // namespace
 
-int coll_backend_allreduce(trainit_comm* comm, const trainit_coll_backend* b, const int* socks, void* buf,
-                           size_t count, int dtype, int op) {
+int coll_backend_allreduce(trainit_comm* comm, const trainit_coll_backend* b, const int* socks, void* buf, size_t count,
+                           int dtype, int op) {
   if (comm == nullptr || b == nullptr || socks == nullptr || buf == nullptr || dtype_size(dtype) == 0 || op < 0 ||
       op >= kOps) {
     return -EINVAL;

@@ -111,8 +111,8 @@ int coll_recv_handle(int sock, void* handle, size_t* handle_len, int* fd);
 // 0 or a negative errno (the backend's, the transport's, the barrier's). A
 // failure on one rank is not agreed on: its peers see a closed socket, a
 // barrier that times out or an aborted communicator, as with any collective.
-int coll_backend_allreduce(trainit_comm* comm, const trainit_coll_backend* b, const int* socks, void* buf,
-                           size_t count, int dtype, int op);
+int coll_backend_allreduce(trainit_comm* comm, const trainit_coll_backend* b, const int* socks, void* buf, size_t count,
+                           int dtype, int op);
 
 }  // namespace trainit::coll
 #endif

@@ -69,12 +69,8 @@ struct Region {
   size_t map_len = 0;
   uint64_t bytes = 0;
   int memfd = -1;  // allocations only
-  SharedHeader* header() const {
-    return reinterpret_cast<SharedHeader*>(base);
-  }
-  char* data() const {
-    return base + kHeader;
-  }
+  SharedHeader* header() const { return reinterpret_cast<SharedHeader*>(base); }
+  char* data() const { return base + kHeader; }
 };
 
 constexpr int kRegions = 256;
@@ -84,25 +80,24 @@ std::atomic<uint64_t> violation_count{0};
 std::atomic<uint64_t> next_generation{0};
 
 struct Locked {
-  Locked() {
-    pthread_mutex_lock(&lock);
-  }
-  ~Locked() {
-    pthread_mutex_unlock(&lock);
-  }
+  Locked() { pthread_mutex_lock(&lock); }
+  ~Locked() { pthread_mutex_unlock(&lock); }
   Locked(const Locked&) = delete;
   Locked& operator=(const Locked&) = delete;
 };
 
 __attribute__((format(printf, 2, 3))) int violation(int err, const char* fmt, ...) {
-  violation_count.fetch_add(1);
+  violation_count.fetch_add(1, std::memory_order_relaxed);
   char msg[256];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  if (std::vsnprintf(msg, sizeof msg, fmt, ap) < 0) {  // cut short when too long
+    msg[0] = '\0';
+  }
   va_end(ap);
-  std::fprintf(stderr, "trainit fakedev [%d]: IPC rule broken: %s (%s)\n", static_cast<int>(getpid()), msg,
-               std::strerror(-err));
+  // A report only: nothing to do when stderr is gone.
+  static_cast<void>(std::fprintf(stderr, "trainit fakedev [%d]: IPC rule broken: %s (%s)\n", static_cast<int>(getpid()),
+                                 msg, std::strerror(-err)));
   return err;
 }
 
@@ -206,10 +201,10 @@ int fd_alloc(size_t bytes, void** ptr) {
   }
   auto* h = new (base) SharedHeader{};
   h->magic = kMagic;
-  h->generation = next_generation.fetch_add(1) + 1;
+  h->generation = next_generation.fetch_add(1, std::memory_order_relaxed) + 1;
   h->bytes = bytes;
   h->exporter_pid = getpid();
-  h->state.store(kLive);
+  h->state.store(kLive, std::memory_order_release);
   *slot = Region{Kind::kAlloc, true, getpid(), static_cast<char*>(base), map_len, bytes, fd};
   *ptr = slot->data();
   return 0;
@@ -231,13 +226,16 @@ int fd_free(void* ptr) {
     return violation(-EFAULT, "free of %p twice", ptr);
   }
   SharedHeader* h = r->header();
-  h->state.store(kFreeing);
-  const int32_t imports = h->imports.load();
+  // free and import are a store-then-load pair on each side (state then
+  // imports here, imports then state there): seq_cst, so that either this
+  // free sees the import or the import sees the free, never neither.
+  h->state.store(kFreeing, std::memory_order_seq_cst);
+  const int32_t imports = h->imports.load(std::memory_order_seq_cst);
   if (imports > 0) {
-    h->state.store(kLive);
+    h->state.store(kLive, std::memory_order_seq_cst);
     return violation(-EBUSY, "free of %p with %d import(s) still open in other processes", ptr, imports);
   }
-  h->state.store(kFreed);
+  h->state.store(kFreed, std::memory_order_seq_cst);
   retire(*r);
   return 0;
 }
@@ -321,9 +319,9 @@ int fd_import(const void* handle, size_t handle_len, int fd, void** ptr) {
     munmap(base, map_len);
     return violation(-EINVAL, "import with an fd that is not this handle's buffer");
   }
-  h->imports.fetch_add(1);
-  if (h->state.load() != kLive) {
-    h->imports.fetch_sub(1);
+  h->imports.fetch_add(1, std::memory_order_seq_cst);  // see fd_free
+  if (h->state.load(std::memory_order_seq_cst) != kLive) {
+    h->imports.fetch_sub(1, std::memory_order_seq_cst);
     munmap(base, map_len);
     return violation(-ESTALE, "import of a buffer its exporter freed");
   }
@@ -341,7 +339,7 @@ int fd_close_import(void* ptr) {
   if (!r->live) {
     return violation(-EFAULT, "close_import of %p twice", ptr);
   }
-  r->header()->imports.fetch_sub(1);
+  r->header()->imports.fetch_sub(1, std::memory_order_seq_cst);  // after this process's last use
   retire(*r);
   return 0;
 }
@@ -402,12 +400,12 @@ int fd_nothing() {
 }
 
 uint64_t fd_violations() {
-  return violation_count.load();
+  return violation_count.load(std::memory_order_relaxed);
 }
 
 constexpr trainit_coll_backend kFakedev = {
-    TRAINIT_COLL_BACKEND_ABI, "fakedev", fd_init,   fd_alloc,   fd_free,       fd_export,
-    fd_import,                fd_close_import, fd_copy, fd_reduce, fd_nothing, fd_nothing, fd_violations,
+    TRAINIT_COLL_BACKEND_ABI, "fakedev", fd_init,   fd_alloc,   fd_free,    fd_export,     fd_import,
+    fd_close_import,          fd_copy,   fd_reduce, fd_nothing, fd_nothing, fd_violations,
 };
 
 }  // namespace

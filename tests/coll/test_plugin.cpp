@@ -5,8 +5,19 @@
 
 #ifdef TRAINIT_TEST_PLUGIN_BAD_ABI
 namespace {
-constexpr trainit_coll_backend kBad = {TRAINIT_COLL_BACKEND_ABI + 1, "bad-abi", nullptr, nullptr, nullptr, nullptr,
-                                       nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+constexpr trainit_coll_backend kBad = {TRAINIT_COLL_BACKEND_ABI + 1,
+                                       "bad-abi",
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr};
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const trainit_coll_backend* trainit_coll_backend_v1() {
