@@ -575,7 +575,10 @@ TEST(BackendAllreduce, FakedevBuffersOfFourRanksEqualTheHostAllreduceForEveryTyp
 #ifdef TRAINIT_CUDA_PLUGIN
 // Where the machine has no NVIDIA device node, loading the plugin must fail
 // cleanly: libcuda.so.1 absent, or cuInit finding no device, is -ENODEV.
-// On a machine with a GPU the plugin must load and round-trip a reduction.
+// That it gets that far (not -ELIBBAD) shows that the plugin has no
+// link-time dependency on libcuda.so.1, absent here: it dlopens the driver.
+// On a machine with a GPU the plugin must load and reduce every dtype and op
+// bitwise as the host kernels do (never run: no GPU here).
 TEST(BackendCuda, ThePluginLoadsWithoutLinkingLibcudaAndIsEnodevWithoutAGpu) {
   const trainit_coll_backend* b = nullptr;
   const int rc = coll_backend_load(TRAINIT_CUDA_PLUGIN, &b);
@@ -588,20 +591,25 @@ TEST(BackendCuda, ThePluginLoadsWithoutLinkingLibcudaAndIsEnodevWithoutAGpu) {
   }
   ASSERT_EQ(rc, 0) << coll_backend_last_error();
   const size_t count = 1031;
-  const Bytes x = random_values(TRAINIT_F32, count, 1);
-  const Bytes y = random_values(TRAINIT_F32, count, 2);
-  void* dst = nullptr;
-  void* src = nullptr;
-  ASSERT_EQ(b->alloc(x.size(), &dst), 0);
-  ASSERT_EQ(b->alloc(y.size(), &src), 0);
-  ASSERT_EQ(b->copy(dst, x.data(), x.size()), 0);
-  ASSERT_EQ(b->copy(src, y.data(), y.size()), 0);
-  ASSERT_EQ(b->reduce(dst, src, count, TRAINIT_F32, TRAINIT_SUM), 0);
-  ASSERT_EQ(b->signal(), 0);
-  ASSERT_EQ(b->wait(), 0);
-  EXPECT_EQ(read_device(b, dst, x.size()), host_fold(TRAINIT_F32, TRAINIT_SUM, x, y));
-  EXPECT_EQ(b->free(dst), 0);
-  EXPECT_EQ(b->free(src), 0);
+  for (int dtype = 0; dtype < kDtypes; ++dtype) {
+    const size_t bytes = count * dtype_size(dtype);
+    const Bytes x = random_values(dtype, count, 1U + static_cast<uint32_t>(dtype));
+    const Bytes y = random_values(dtype, count, 2U + static_cast<uint32_t>(dtype));
+    void* dst = nullptr;
+    void* src = nullptr;
+    ASSERT_EQ(b->alloc(bytes, &dst), 0);
+    ASSERT_EQ(b->alloc(bytes, &src), 0);
+    for (int op = 0; op < kOps; ++op) {
+      ASSERT_EQ(b->copy(dst, x.data(), bytes), 0);
+      ASSERT_EQ(b->copy(src, y.data(), bytes), 0);
+      ASSERT_EQ(b->reduce(dst, src, count, dtype, op), 0);
+      ASSERT_EQ(b->signal(), 0);
+      ASSERT_EQ(b->wait(), 0);
+      EXPECT_EQ(read_device(b, dst, bytes), host_fold(dtype, op, x, y)) << "dtype " << dtype << " op " << op;
+    }
+    EXPECT_EQ(b->free(dst), 0);
+    EXPECT_EQ(b->free(src), 0);
+  }
 }
 #endif
 

@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <type_traits>
 
 #include "coll/cuda/reduce_kernels.h"
 #include "trainit/coll.h"
@@ -15,24 +14,40 @@ namespace {
 // Loads to and stores from the accumulating type.
 struct F32 {
   using T = float;
+  static constexpr bool kInteger = false;
   __device__ static float load(float v) { return v; }
   __device__ static float store(float v) { return v; }
 };
 struct F16 {
   using T = __half;
+  static constexpr bool kInteger = false;
   __device__ static float load(__half v) { return __half2float(v); }
   __device__ static __half store(float v) { return __float2half_rn(v); }
 };
 struct BF16 {
   using T = __nv_bfloat16;
+  static constexpr bool kInteger = false;
   __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
   __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 };
-struct I32 {
-  using T = int32_t;
-  __device__ static uint32_t load(int32_t v) { return static_cast<uint32_t>(v); }  // wraps
-  __device__ static int32_t store(uint32_t v) { return static_cast<int32_t>(v); }
+struct F64 {
+  using T = double;
+  static constexpr bool kInteger = false;
+  __device__ static double load(double v) { return v; }
+  __device__ static double store(double v) { return v; }
 };
+// Integers: sum and prod in the unsigned type U (they wrap, as on the host);
+// min and max compare as T.
+template <class S, class U>
+struct Int {
+  using T = S;
+  static constexpr bool kInteger = true;
+  __device__ static U load(S v) { return static_cast<U>(v); }
+  __device__ static S store(U v) { return static_cast<S>(v); }
+};
+using I32 = Int<int32_t, uint32_t>;
+using I64 = Int<int64_t, uint64_t>;
+using U8 = Int<uint8_t, uint32_t>;
 
 template <int Op, class A>
 __device__ A apply(A a, A b) {
@@ -47,15 +62,12 @@ __device__ A apply(A a, A b) {
   }
 }
 
-// min/max of i32 compare as signed, not as the wrapping unsigned.
-template <int Op>
-__device__ int32_t apply_i32(int32_t a, int32_t b) {
-  if constexpr (Op == TRAINIT_MIN) {
-    return a < b ? a : b;
-  } else if constexpr (Op == TRAINIT_MAX) {
-    return a > b ? a : b;
+template <class D, int Op>
+__device__ typename D::T apply_to(typename D::T a, typename D::T b) {
+  if constexpr (D::kInteger && (Op == TRAINIT_MIN || Op == TRAINIT_MAX)) {
+    return apply<Op>(a, b);
   } else {
-    return I32::store(apply<Op>(I32::load(a), I32::load(b)));
+    return D::store(apply<Op>(D::load(a), D::load(b)));
   }
 }
 
@@ -63,11 +75,7 @@ template <class D, int Op>
 __global__ void reduce_kernel(typename D::T* dst, const typename D::T* src, size_t count) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    if constexpr (std::is_same_v<D, I32>) {
-      dst[i] = apply_i32<Op>(dst[i], src[i]);
-    } else {
-      dst[i] = D::store(apply<Op>(D::load(dst[i]), D::load(src[i])));
-    }
+    dst[i] = apply_to<D, Op>(dst[i], src[i]);
   }
 }
 
@@ -102,7 +110,10 @@ int launch_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
     case TRAINIT_F32: return launch_op<F32>(dst, src, count, op);
     case TRAINIT_F16: return launch_op<F16>(dst, src, count, op);
     case TRAINIT_BF16: return launch_op<BF16>(dst, src, count, op);
+    case TRAINIT_F64: return launch_op<F64>(dst, src, count, op);
     case TRAINIT_I32: return launch_op<I32>(dst, src, count, op);
+    case TRAINIT_I64: return launch_op<I64>(dst, src, count, op);
+    case TRAINIT_U8: return launch_op<U8>(dst, src, count, op);
     default: return -EOPNOTSUPP;
   }
 }
