@@ -84,19 +84,24 @@ int launch(void* dst, const void* src, size_t count) {
   constexpr unsigned kThreads = 256;
   const size_t blocks = (count + kThreads - 1) / kThreads;
   const unsigned grid = blocks > 65535 ? 65535U : static_cast<unsigned>(blocks);
-  reduce_kernel<D, Op><<<grid, kThreads>>>(static_cast<typename D::T*>(dst), static_cast<const typename D::T*>(src),
-                                           count);
+  reduce_kernel<D, Op>
+      <<<grid, kThreads>>>(static_cast<typename D::T*>(dst), static_cast<const typename D::T*>(src), count);
   return static_cast<int>(cudaGetLastError());
 }
 
 template <class D>
 int launch_op(void* dst, const void* src, size_t count, int op) {
   switch (op) {
-    case TRAINIT_SUM: return launch<D, TRAINIT_SUM>(dst, src, count);
-    case TRAINIT_PROD: return launch<D, TRAINIT_PROD>(dst, src, count);
-    case TRAINIT_MIN: return launch<D, TRAINIT_MIN>(dst, src, count);
-    case TRAINIT_MAX: return launch<D, TRAINIT_MAX>(dst, src, count);
-    default: return -EOPNOTSUPP;
+    case TRAINIT_SUM:
+      return launch<D, TRAINIT_SUM>(dst, src, count);
+    case TRAINIT_PROD:
+      return launch<D, TRAINIT_PROD>(dst, src, count);
+    case TRAINIT_MIN:
+      return launch<D, TRAINIT_MIN>(dst, src, count);
+    case TRAINIT_MAX:
+      return launch<D, TRAINIT_MAX>(dst, src, count);
+    default:
+      return -EOPNOTSUPP;
   }
 }
 
@@ -107,14 +112,22 @@ int launch_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
     return 0;
   }
   switch (dtype) {
-    case TRAINIT_F32: return launch_op<F32>(dst, src, count, op);
-    case TRAINIT_F16: return launch_op<F16>(dst, src, count, op);
-    case TRAINIT_BF16: return launch_op<BF16>(dst, src, count, op);
-    case TRAINIT_F64: return launch_op<F64>(dst, src, count, op);
-    case TRAINIT_I32: return launch_op<I32>(dst, src, count, op);
-    case TRAINIT_I64: return launch_op<I64>(dst, src, count, op);
-    case TRAINIT_U8: return launch_op<U8>(dst, src, count, op);
-    default: return -EOPNOTSUPP;
+    case TRAINIT_F32:
+      return launch_op<F32>(dst, src, count, op);
+    case TRAINIT_F16:
+      return launch_op<F16>(dst, src, count, op);
+    case TRAINIT_BF16:
+      return launch_op<BF16>(dst, src, count, op);
+    case TRAINIT_F64:
+      return launch_op<F64>(dst, src, count, op);
+    case TRAINIT_I32:
+      return launch_op<I32>(dst, src, count, op);
+    case TRAINIT_I64:
+      return launch_op<I64>(dst, src, count, op);
+    case TRAINIT_U8:
+      return launch_op<U8>(dst, src, count, op);
+    default:
+      return -EOPNOTSUPP;
   }
 }
 
