@@ -11,8 +11,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
+#include <utility>
 
 #include "base/log.h"
 #include "coll/arena.h"
@@ -41,6 +44,39 @@ const char* op_name(uint32_t op) {
     default:
       return "a collective";
   }
+}
+
+constexpr uint32_t kLastOp = coll::kOpBarrier;
+static_assert(offsetof(coll::ArenaHeader, heap_bytes) + sizeof(uint64_t) == 88, "CollArena::header_ holds every field");
+// How far ahead of PID 1's reading a rank's CLOCK_MONOTONIC start may lie:
+// the same clock, read a moment apart.
+constexpr int64_t kClockSlack = 1'000'000'000;
+
+// The header's fields, by offset, for the line that names one overwritten.
+const char* header_field(size_t offset) {
+  struct Field {
+    size_t end;
+    const char* name;
+  };
+  static constexpr Field kFields[] = {
+      {offsetof(coll::ArenaHeader, version), "magic"},
+      {offsetof(coll::ArenaHeader, local_size), "version"},
+      {offsetof(coll::ArenaHeader, size), "local_size"},
+      {offsetof(coll::ArenaHeader, job_id), "size"},
+      {offsetof(coll::ArenaHeader, chunk_bytes), "job_id"},
+      {offsetof(coll::ArenaHeader, slots_off), "chunk_bytes"},
+      {offsetof(coll::ArenaHeader, lines_off), "slots_off"},
+      {offsetof(coll::ArenaHeader, staging_off), "lines_off"},
+      {offsetof(coll::ArenaHeader, staging_stride), "staging_off"},
+      {offsetof(coll::ArenaHeader, heap_off), "staging_stride"},
+      {offsetof(coll::ArenaHeader, heap_bytes), "heap_off"},
+  };
+  for (const Field& f : kFields) {
+    if (offset < f.end) {
+      return f.name;
+    }
+  }
+  return "heap_bytes";
 }
 
 int64_t monotonic_ns() {
@@ -99,7 +135,7 @@ Result<CollArena> CollArena::create(unsigned ranks, size_t heap, uint64_t job_id
                  EINVAL};
   }
   CollArena arena;
-  arena.fd_ = Fd(::memfd_create("trainit-coll", MFD_CLOEXEC));
+  arena.fd_ = Fd(::memfd_create("trainit-coll", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!arena.fd_) {
     return Error{fmt::format("collective arena: memfd_create: {}", errno_string(errno)), errno};
   }
@@ -111,54 +147,98 @@ Result<CollArena> CollArena::create(unsigned ranks, size_t heap, uint64_t job_id
                              mib(bytes), ranks, errno_string(r)),
                  r};
   }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, arena.fd_.get(), 0);
+  // Its size is final: a rank's ftruncate() can no longer pull pages from
+  // under PID 1's mapping (a SIGBUS in PID 1) or grow it.
+  if (::fcntl(arena.fd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+    return Error{fmt::format("collective arena: cannot seal its size: {}", errno_string(errno)), errno};
+  }
+  // PID 1 maps the control part only: it never reads staging or heap.
+  const size_t mapped = coll::coll_arena_layout(static_cast<int>(ranks)).staging_off;
+  void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, arena.fd_.get(), 0);
   if (base == MAP_FAILED) {
-    return Error{fmt::format("collective arena: mmap of {}: {}", mib(bytes), errno_string(errno)), errno};
+    return Error{fmt::format("collective arena: mmap of {}: {}", mib(mapped), errno_string(errno)), errno};
   }
   arena.base_ = base;
+  arena.mapped_ = mapped;
   arena.bytes_ = bytes;
   arena.ranks_ = ranks;
   if (int r = coll::coll_arena_format(base, bytes, static_cast<int>(ranks), job_id); r < 0) {
     return Error{fmt::format("collective arena: cannot format it: {}", errno_string(-r)), -r};
   }
+  std::memcpy(arena.header_.data(), base, arena.header_.size());
   return arena;
 }
 
 CollArena::CollArena(CollArena&& other) noexcept
-    : fd_(std::move(other.fd_)), base_(other.base_), bytes_(other.bytes_), ranks_(other.ranks_) {
-  other.base_ = nullptr;
-  other.bytes_ = 0;
-}
+    : fd_(std::move(other.fd_)),
+      base_(std::exchange(other.base_, nullptr)),
+      mapped_(std::exchange(other.mapped_, 0)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      ranks_(other.ranks_),
+      header_(other.header_),
+      aborted_(other.aborted_) {}
 
 CollArena& CollArena::operator=(CollArena&& other) noexcept {
   if (this != &other) {
-    if (base_ != nullptr) {
-      ::munmap(base_, bytes_);
-    }
+    release();
     fd_ = std::move(other.fd_);
-    base_ = other.base_;
-    bytes_ = other.bytes_;
+    base_ = std::exchange(other.base_, nullptr);
+    mapped_ = std::exchange(other.mapped_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
     ranks_ = other.ranks_;
-    other.base_ = nullptr;
-    other.bytes_ = 0;
+    header_ = other.header_;
+    aborted_ = other.aborted_;
   }
   return *this;
 }
 
 CollArena::~CollArena() {
+  release();
+}
+
+void CollArena::release() noexcept {
   if (base_ != nullptr) {
-    ::munmap(base_, bytes_);
+    ::munmap(base_, mapped_);
+    base_ = nullptr;
   }
 }
 
 void CollArena::abort() noexcept {
-  if (base_ != nullptr) {
-    coll::coll_arena_abort(base_);
-  }
+  aborted_ = true;
+  coll::coll_arena_abort(base_, static_cast<int>(ranks_));
 }
 
-bool CollArena::aborted() const noexcept {
-  return base_ != nullptr && coll::coll_arena_aborted(base_);
+std::optional<std::string> CollArena::corruption() noexcept {
+  if (base_ == nullptr) {
+    return std::nullopt;
+  }
+  const auto* bytes = static_cast<const unsigned char*>(base_);
+  for (size_t i = 0; i < header_.size(); ++i) {
+    if (bytes[i] != header_[i]) {
+      return fmt::format("its header was overwritten ({})", header_field(i));
+    }
+  }
+  const uint32_t word = coll::arena_abort_word(base_)->aborted.load(std::memory_order_acquire);
+  if (word > 1) {
+    return fmt::format("its abort word holds {:#x}, not 0 or 1", word);
+  }
+  if (aborted_ && word == 0) {
+    log_debug("collective arena: a rank cleared its abort word; aborting again");
+    abort();
+  }
+  const int64_t now = monotonic_ns();
+  for (unsigned r = 0; r < ranks_; ++r) {
+    coll::CollProgress p{};
+    (void)coll::coll_arena_progress(base_, static_cast<int>(ranks_), static_cast<int>(r), &p);
+    if (p.op > kLastOp) {
+      return fmt::format("local rank {}'s progress names no collective (op {:#x})", r, p.op);
+    }
+    if (p.op != coll::kOpNone && static_cast<int64_t>(p.start_ns) > now + kClockSlack) {
+      return fmt::format("local rank {}'s {} began {:.1f} s in the future", r, op_name(p.op),
+                         static_cast<double>(static_cast<int64_t>(p.start_ns) - now) / 1e9);
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<CollArena::Hang> CollArena::hangs(Duration limit) const {
@@ -170,12 +250,13 @@ std::vector<CollArena::Hang> CollArena::hangs(Duration limit) const {
   const int64_t limit_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(limit).count();
   for (unsigned r = 0; r < ranks_; ++r) {
     coll::CollProgress p{};
-    if (coll::coll_arena_progress(base_, static_cast<int>(r), &p) < 0 || p.op == coll::kOpNone) {
-      continue;
+    (void)coll::coll_arena_progress(base_, static_cast<int>(ranks_), static_cast<int>(r), &p);
+    const auto start = static_cast<int64_t>(p.start_ns);
+    if (p.op == coll::kOpNone || p.op > kLastOp || start < 0 || start > now) {
+      continue;  // idle, or a value corruption() names
     }
-    const int64_t stuck = now - static_cast<int64_t>(p.start_ns);
-    if (stuck > limit_ns) {
-      out.push_back(Hang{r, op_name(p.op), std::chrono::nanoseconds(stuck)});
+    if (now - start > limit_ns) {
+      out.push_back(Hang{r, op_name(p.op), std::chrono::nanoseconds(now - start)});
     }
   }
   return out;

@@ -7,10 +7,20 @@
 // when a rank exits or the job stops (every collective in flight returns
 // -ECONNABORTED), and reads the ranks' progress for hang detection. Nothing
 // is named in /dev/shm; the memory goes with the last descriptor and mapping.
+//
+// Every rank can write every byte of it, so PID 1 trusts none of them: the
+// memfd's size is sealed once committed (a rank's ftruncate() fails with
+// EPERM: no SIGBUS in PID 1), PID 1 maps only the control part (header,
+// abort word, progress slots, sequence lines) and locates what it touches
+// from its own copy of the layout, and corruption() compares the header with
+// that copy and bounds every progress value. A rank that rewrites the abort
+// word after an abort has it set again at the next check.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,10 +51,17 @@ class CollArena {
 
   // Every waiter wakes with -ECONNABORTED, now and in every later call.
   void abort() noexcept;
-  [[nodiscard]] bool aborted() const noexcept;
+  // Whether PID 1 aborted it (its own record, not the shared word).
+  [[nodiscard]] bool aborted() const noexcept { return aborted_; }
+
+  // What a rank did to the arena that no rank may do, in words ("its header
+  // was overwritten (local_size ...)"); nullopt when nothing. After an abort
+  // it also sets the abort word again should a rank have cleared it.
+  [[nodiscard]] std::optional<std::string> corruption() noexcept;
 
   // A rank in a collective for longer than `limit`: which, which call, how
-  // long. Empty when every rank is idle or within it.
+  // long. Empty when every rank is idle or within it. Values corruption()
+  // would name are skipped, not reported as hangs.
   struct Hang {
     unsigned rank = 0;
     std::string call;
@@ -54,10 +71,15 @@ class CollArena {
 
  private:
   CollArena() = default;
+  void release() noexcept;
+
   Fd fd_;
-  void* base_ = nullptr;
-  size_t bytes_ = 0;
+  void* base_ = nullptr;  // the control part only: mapped_ bytes
+  size_t mapped_ = 0;
+  size_t bytes_ = 0;  // the whole arena, heap included
   unsigned ranks_ = 0;
+  std::array<unsigned char, 88> header_{};  // the header's fields as formatted: no rank may change them
+  bool aborted_ = false;
 };
 
 // The arena's self-test before any rank starts: `ranks` helper processes

@@ -559,6 +559,13 @@ class JobRunner {
       fail(kCantCreate, r.error().message);
       return;
     }
+    // A host that spawns nothing (mpi: hosts 1..H-1) writes its plan's files
+    // now, before it checks in: host 0's mpirun starts orteds here that open
+    // them once the barrier is passed.
+    const bool spawns = std::find(plan_.states.begin(), plan_.states.end(), State::kSpawn) != plan_.states.end();
+    if (!spawns && !write_plan_files()) {
+      return;
+    }
     for (const auto& key : plan_.sshd->host_keys) {
       if (::access(key.c_str(), F_OK) == 0) {
         continue;
@@ -765,16 +772,9 @@ class JobRunner {
       }
       on_log_error(0, Error{fmt::format("cannot create log directory {}: {}", dir, errno_string(-r)), -r});
     }
-    for (const auto& file : plan_.files) {
-      if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
-        fail(kCantCreate, r.error().message);
-        return;
-      }
+    if (!write_plan_files()) {
+      return;
     }
-    // What was written (a copy of the rank table among it, up to 16 MiB) and
-    // the table itself are not needed again: PID 1 runs the job at its usual
-    // size, whatever the table's.
-    plan_.files = {};
     plan_.rank_table.reset();
     ::malloc_trim(0);
     if (!make_coll_arena()) {
@@ -787,6 +787,20 @@ class JobRunner {
       }
     }
     fire(Event::kDone, fmt::format("{} ranks started", ranks_.size()));
+  }
+
+  // Writes the plan's files. What was written (a copy of the rank table
+  // among it, up to 16 MiB) is not needed again: PID 1 runs the job at its
+  // usual size, whatever the table's. False after fail() said why.
+  bool write_plan_files() {
+    for (const auto& file : plan_.files) {
+      if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
+        fail(kCantCreate, r.error().message);
+        return false;
+      }
+    }
+    plan_.files = {};
+    return true;
   }
 
   // Whether `dir` is, or holds, some rank's working directory.
@@ -902,12 +916,27 @@ class JobRunner {
     }
   }
 
-  // --hang-timeout: ranks in one collective for longer are reported (each
+  // While the ranks run, their arena is checked (coll_arena.h): a rank that
+  // broke it stops the job (76: every rank's collectives are in doubt). With
+  // --hang-timeout, ranks in one collective for longer are reported (each
   // rank and call once), and with --hang-action stop the job stops.
-  void check_hangs() {
+  void check_arena() {
     if (!arena_ || state_ != State::kRunning) {
       return;
     }
+    if (auto broken = arena_->corruption()) {
+      fail(kProtocol, fmt::format("collective arena corrupted: {}", *broken));
+      return;
+    }
+    if (options_.hang_timeout > Duration::zero()) {
+      check_hangs();
+    }
+    if (state_ == State::kRunning) {
+      arena_timer_.set_deadline(Clock::now() + arena_period());
+    }
+  }
+
+  void check_hangs() {
     for (const CollArena::Hang& hang : arena_->hangs(options_.hang_timeout)) {
       const std::string what = fmt::format("local rank {} has been in {} for {:.1f} s (--hang-timeout {:.0f} s)",
                                            hang.rank, hang.call, seconds(hang.stuck), seconds(options_.hang_timeout));
@@ -920,23 +949,24 @@ class JobRunner {
         return;
       }
     }
-    hang_timer_.set_deadline(Clock::now() + hang_period());
   }
 
-  [[nodiscard]] Duration hang_period() const {
-    return std::min<Duration>(std::chrono::seconds(1), options_.hang_timeout / 4);
+  [[nodiscard]] Duration arena_period() const {
+    return options_.hang_timeout > Duration::zero()
+               ? std::min<Duration>(std::chrono::seconds(1), options_.hang_timeout / 4)
+               : std::chrono::seconds(1);
   }
 
   void enter_running() {
-    if (arena_ && options_.hang_timeout > Duration::zero()) {
+    if (arena_) {
       hangs_reported_.clear();
-      hang_timer_ = loop_.add_timer(
-          Clock::now() + hang_period(),
+      arena_timer_ = loop_.add_timer(
+          Clock::now() + arena_period(),
           [this] {
-            check_hangs();
+            check_arena();
             return 0;
           },
-          "collective hang check");
+          "collective arena check");
     }
     notifier_.send("READY=1");
     if (ranks_.empty()) {
@@ -1002,7 +1032,7 @@ class JobRunner {
 
   void enter_stopping() {
     notifier_.send("STOPPING=1");
-    hang_timer_.reset();
+    arena_timer_.reset();
     abort_collectives("the job is stopping");
     if (!loop_.has_children()) {
       fire(Event::kAllGone, "no process is left");
@@ -1214,7 +1244,7 @@ class JobRunner {
   unsigned next_local_rank_ = 0;           // TRAINIT_LOCAL_RANK of the next rank spawned
   std::string coll_id_;                    // TRAINIT_COLL_ID
   std::vector<unsigned> hangs_reported_;
-  SourceHandle hang_timer_;
+  SourceHandle arena_timer_;
   bool restart_pending_ = false;  // the ranks are being stopped to start again
   // mpi: sshd, the host keys made for it, the probes of sshd ports.
   std::vector<SourceHandle> keygens_;

@@ -33,6 +33,9 @@ using namespace trainit;
 // within a job's 2 MB budget.
 constexpr size_t kConsoleBuffer = 512 << 10;
 
+// The hosts' shared secret: PID 1's alone (pid1.h erase_from_environment).
+constexpr const char* kSecretVariable = "TRAINIT_JOB_SECRET";
+
 // Whether --mode auto has anything to look at; cheap, so that exec mode does
 // not pay for the platform model.
 bool job_variables_set() {
@@ -80,9 +83,15 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
     return exit_code::kOsError;
   }
   if (options->mode == Mode::kExec || (options->mode == kAutoMode && !job_variables_set())) {
-    return run_exec(*options, pid1);  // tini's job: the platform contract stays unread
+    erase_from_environment(kSecretVariable);  // no use here, and never a child's
+    return run_exec(*options, pid1);          // tini's job: the platform contract stays unread
   }
   Environment env = Environment::from_envp(environ);
+  // The copy keeps the secret; the block /proc/1/environ shows does not.
+  erase_from_environment(kSecretVariable);
+  if (env.get(kSecretVariable) || !options->job_secret_file.empty()) {
+    guard_secret_memory();
+  }
   auto mode = resolve_mode(options->mode, env);
   if (!mode) {
     log_error("{}", mode.error().message);

@@ -6,10 +6,13 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 
 #include "base/log.h"
 #include "proc/tree.h"
+
+extern char** environ;
 
 namespace trainit {
 
@@ -67,6 +70,23 @@ void fatal_exit(const Pid1& pid1, pid_t group) noexcept {
     ::nanosleep(&pause, nullptr);
   }
   ::_exit(70);
+}
+
+void erase_from_environment(const char* name) noexcept {
+  const size_t length = std::strlen(name);
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    if (std::strncmp(*entry, name, length) == 0 && (*entry)[length] == '=') {
+      char* value = *entry + length + 1;
+      ::explicit_bzero(value, std::strlen(value));
+    }
+  }
+  ::unsetenv(name);
+}
+
+void guard_secret_memory() noexcept {
+  if (::prctl(PR_SET_DUMPABLE, 0) < 0) {
+    log_warning("cannot make trainit undumpable: {}; processes of its uid can read its memory", errno_string(errno));
+  }
 }
 
 }  // namespace trainit

@@ -25,4 +25,15 @@ int setup_pid1(const SignalState& parent, int parent_death_signal, Pid1* out) no
 // `group`'s process group, never kill(-1) outside our own namespace.
 [[noreturn]] void fatal_exit(const Pid1& pid1, pid_t group) noexcept;
 
+// Takes variable `name` out of trainit's environment: its value's bytes in
+// the block the kernel shows as /proc/PID/environ are zeroed in place (not
+// just environ[], which unsetenv() edits), then it is unset. For
+// TRAINIT_JOB_SECRET, once read: a rank of trainit's uid can read that file.
+void erase_from_environment(const char* name) noexcept;
+
+// What is left to do when PID 1 holds a secret in its memory: it stops being
+// dumpable, so that a process of its uid without CAP_SYS_PTRACE can read
+// neither its memory (/proc/PID/mem, ptrace) nor /proc/PID/environ.
+void guard_secret_memory() noexcept;
+
 }  // namespace trainit

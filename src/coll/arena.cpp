@@ -129,17 +129,16 @@ unsigned char* arena_staging(void* base, int rank, uint32_t seq) {
          static_cast<uint64_t>(seq & 1U) * 2 * h->chunk_bytes;
 }
 
-void coll_arena_abort(void* base) {
-  if (base == nullptr) {
+void coll_arena_abort(void* base, int local_size) {
+  if (base == nullptr || local_size < 1 || local_size > kMaxRanks) {
     return;
   }
   ArenaAbort* a = arena_abort_word(base);
   a->aborted.store(1, std::memory_order_seq_cst);
   coll_futex_wake(&a->aborted);
-  const auto n = static_cast<int>(arena_header(base)->local_size);
-  for (int r = 0; r < n && r < kMaxRanks; ++r) {
-    coll_futex_wake(&arena_line(base, r, 0)->seq);
-    coll_futex_wake(&arena_line(base, r, 1)->seq);
+  auto* lines = reinterpret_cast<SeqLine*>(static_cast<unsigned char*>(base) + coll_arena_layout(local_size).lines_off);
+  for (int i = 0; i < 2 * local_size; ++i) {
+    coll_futex_wake(&lines[i].seq);
   }
 }
 
@@ -147,8 +146,8 @@ bool coll_arena_aborted(const void* base) {
   return arena_abort_word(const_cast<void*>(base))->aborted.load(std::memory_order_acquire) != 0;
 }
 
-int coll_arena_progress(const void* base, int rank, CollProgress* out) {
-  if (base == nullptr || out == nullptr || rank < 0 || rank >= static_cast<int>(header(base)->local_size)) {
+int coll_arena_progress(const void* base, int local_size, int rank, CollProgress* out) {
+  if (base == nullptr || out == nullptr || rank < 0 || rank >= local_size || local_size > kMaxRanks) {
     return -EINVAL;
   }
   const ArenaSlot* slot = arena_slot(const_cast<void*>(base), rank);

@@ -13,6 +13,11 @@
 //  - the init reads the per-rank progress with coll_arena_progress() (hang
 //    detection) and never writes there.
 //
+// The init trusts none of it: every rank can write every byte (a bug or an
+// attack), so the init locates what it touches from the rank count it
+// formatted, not from the header, and the memfd's size is sealed once
+// committed (no rank can shrink it under the init's mapping: no SIGBUS).
+//
 // Sequence numbers only grow (never reset): a rank's step s is published in
 // its line s & 1 by storing s into that line's seq word (release). Data a rank
 // publishes at step s stays unchanged until every peer has published step
@@ -117,9 +122,12 @@ int coll_arena_format(void* base, size_t size, int local_size, uint64_t job_id);
 // (not a formatted arena, another version) or -EINVAL (size disagrees).
 int coll_arena_check(const void* base, size_t size);
 
-// Marks the arena aborted and wakes every waiter on any of its words. Safe to
-// call from any process that maps the arena, any number of times.
-void coll_arena_abort(void* base);
+// Marks the arena of local_size ranks aborted and wakes every waiter on any
+// of its words. Safe to call from any process that maps the arena (at least
+// up to its staging), any number of times. Where the words lie comes from
+// local_size, never from the header: the init passes the size it formatted,
+// and no byte a rank scribbled can send it elsewhere.
+void coll_arena_abort(void* base, int local_size);
 bool coll_arena_aborted(const void* base);
 
 struct CollProgress {
@@ -128,8 +136,11 @@ struct CollProgress {
   uint64_t completed;  // collectives completed
   uint64_t start_ns;   // when the one in progress began (CLOCK_MONOTONIC)
 };
-// One rank's progress, as the init reads it for hang detection: 0 or -EINVAL.
-int coll_arena_progress(const void* base, int rank, CollProgress* out);
+// One rank's progress, as the init reads it for hang detection: 0 or -EINVAL
+// (rank not below local_size, the caller's own count: not the header's).
+// Each field is what that rank last wrote, or what a rank scribbled: the
+// reader bounds every value before it uses one.
+int coll_arena_progress(const void* base, int local_size, int rank, CollProgress* out);
 
 // Typed views of a formatted arena.
 inline ArenaHeader* arena_header(void* base) {

@@ -350,7 +350,7 @@ int serve_arena(const char* name, int size, int arena_fd, void* base, int64_t de
   for (int i = 1; i < size; ++i) {
     if (conns[i] >= 0) {
       if (r == 0 && send_reply(conns[i], 0, arena_fd) < 0) {
-        coll_arena_abort(base);  // that peer is gone already: the others see it at their first call
+        coll_arena_abort(base, size);  // that peer is gone already: the others see it at their first call
       }
       if (r < 0) {
         (void)send_reply(conns[i], r, -1);
@@ -539,7 +539,7 @@ int comm_wait(trainit_comm* c, int peer, uint32_t s, int64_t deadline_ns) {
     int64_t slice = kSleepSlice;
     if (deadline_ns != 0) {
       if (now >= deadline_ns) {
-        coll_arena_abort(c->base);
+        coll_arena_abort(c->base, c->n);
         return -ETIMEDOUT;
       }
       slice = deadline_ns - now < slice ? deadline_ns - now : slice;
@@ -551,7 +551,7 @@ int comm_wait(trainit_comm* c, int peer, uint32_t s, int64_t deadline_ns) {
           c->peer_dead_since = now;
         }
         if (now - c->peer_dead_since >= c->death_grace_ns) {
-          coll_arena_abort(c->base);
+          coll_arena_abort(c->base, c->n);
           return -ECONNABORTED;
         }
       }
@@ -612,6 +612,9 @@ int trainit_comm_init_from_env(trainit_comm** comm) {
     munmap(base, bytes);
     return r;
   }
+  // The rank trainit started needed the descriptor across its exec; what it
+  // runs from now on (a shell's commands, a daemon) does not get it.
+  (void)fcntl(static_cast<int>(fd), F_SETFD, fcntl(static_cast<int>(fd), F_GETFD) | FD_CLOEXEC);
   (*comm)->death_grace_ns = kEnvDeathGrace;  // the init aborts first (see the top)
   return 0;
 }

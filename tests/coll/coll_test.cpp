@@ -7,6 +7,7 @@
 // results).
 #include "trainit/coll.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -773,6 +774,39 @@ TEST(CollJoin, ARankWithoutRankZeroTimesOut) {
   EXPECT_LT(took, 2'000'000'000);
 }
 
+// The arena's descriptor reaches the rank trainit started (kept across its
+// exec); once that rank joins, nothing it execs afterwards inherits it.
+TEST(CollEnv, JoiningMakesTheArenaDescriptorCloseOnExec) {
+  constexpr int kN = 2;
+  const size_t size = trainit::coll::coll_arena_size(kN, 0);
+  const int fd = memfd_create("test-arena", 0);  // as trainit hands it over: no FD_CLOEXEC
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  ASSERT_EQ(trainit::coll::coll_arena_format(base, size, kN, 7), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    ::setenv("TRAINIT_COLL_FD", std::to_string(fd).c_str(), 1);
+    ::setenv("TRAINIT_LOCAL_SIZE", "2", 1);
+    ::setenv("TRAINIT_LOCAL_RANK", "0", 1);
+    ::unsetenv("TRAINIT_COLL_ID");
+    const bool inherited_before = (fcntl(fd, F_GETFD) & FD_CLOEXEC) == 0;
+    trainit_comm* c = nullptr;
+    if (trainit_comm_init_from_env(&c) != 0) {
+      _exit(2);
+    }
+    const bool cloexec_after = (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+    _exit(inherited_before && cloexec_after ? 0 : 3);
+  }
+  int ws = 0;
+  ASSERT_EQ(waitpid(pid, &ws, 0), pid);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << "exit " << WEXITSTATUS(ws) << ": 3 is an inheritable fd";
+  munmap(base, size);
+  close(fd);
+}
+
 // Ranks started by trainit map the arena from TRAINIT_COLL_FD; a missing or
 // bad variable, or an fd that is no arena, is an error, not a crash.
 TEST(CollEnv, RanksJoinAnArenaFromTheEnvironmentAndBadVariablesAreEinval) {
@@ -830,10 +864,10 @@ TEST(CollEnv, RanksJoinAnArenaFromTheEnvironmentAndBadVariablesAreEinval) {
     EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << ws;
   }
   trainit::coll::CollProgress progress{};
-  ASSERT_EQ(trainit::coll::coll_arena_progress(base, 2, &progress), 0);
+  ASSERT_EQ(trainit::coll::coll_arena_progress(base, 3, 2, &progress), 0);
   EXPECT_EQ(progress.completed, 100U);
   EXPECT_EQ(progress.op, trainit::coll::kOpNone);
-  EXPECT_EQ(trainit::coll::coll_arena_progress(base, 3, &progress), -EINVAL);
+  EXPECT_EQ(trainit::coll::coll_arena_progress(base, 3, 3, &progress), -EINVAL);
   ::unsetenv("TRAINIT_COLL_FD");
   ::unsetenv("TRAINIT_LOCAL_SIZE");
   ::unsetenv("TRAINIT_LOCAL_RANK");
@@ -875,14 +909,14 @@ TEST(CollAbort, MarkingTheArenaAbortedWakesEveryWaiterWithEconnaborted) {
   // What the init's hang detection reads: which call, since when, how many done.
   for (int r = 0; r < kN - 1; ++r) {
     trainit::coll::CollProgress progress{};
-    ASSERT_EQ(trainit::coll::coll_arena_progress(base, r, &progress), 0);
+    ASSERT_EQ(trainit::coll::coll_arena_progress(base, kN, r, &progress), 0);
     EXPECT_EQ(progress.op, trainit::coll::kOpBarrier) << "rank " << r;
     EXPECT_EQ(progress.completed, 0U);
     EXPECT_GT(progress.pid, 0);
     EXPECT_GE(now_ns() - static_cast<int64_t>(progress.start_ns), 150'000'000) << "rank " << r;
   }
   const int64_t aborted_at = now_ns();
-  trainit::coll::coll_arena_abort(base);
+  trainit::coll::coll_arena_abort(base, kN);
   for (size_t r = 0; r < pids.size(); ++r) {
     int ws = 0;
     ASSERT_EQ(waitpid(pids[r], &ws, 0), pids[r]);

@@ -11,11 +11,31 @@
  *   coll_rank DIR hang      local rank 1 never calls; the others ignore
  *                           SIGTERM and wait in a barrier, writing
  *                           DIR/r<rank>.ret when the arena's abort ends it
+ *
+ * A rank turned against the init (local rank 1 attacks, the others ignore
+ * SIGTERM and wait in a barrier as in "die"):
+ *   coll_rank DIR shrink    ftruncate(TRAINIT_COLL_FD, 0), then exit 3
+ *   coll_rank DIR grow      ftruncate(TRAINIT_COLL_FD, 1 GiB), then exit 3
+ *   (each writes "<ftruncate's return> <errno>" to DIR/attack first)
+ *   coll_rank DIR scribble  after a barrier of all (everyone joined),
+ *                           writes 0xA5 over the arena's first 64 KiB
+ *                           (header, abort word, every rank's progress and
+ *                           sequence lines), writes DIR/attack, then waits;
+ *                           the others just wait (their library would read
+ *                           the scribbled header)
+ *   coll_rank DIR progress  writes an op no collective has and a start in
+ *                           the future into every rank's progress slot,
+ *                           then waits, as scribble
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <trainit/coll.h>
 #include <unistd.h>
@@ -36,9 +56,50 @@ static void write_file(const char* dir, const char* name, const char* text) {
   }
 }
 
+static int arena_fd(void) {
+  const char* fd = getenv("TRAINIT_COLL_FD");
+  return fd != NULL ? atoi(fd) : -1;
+}
+
+/* Local rank 1's attack on the arena the init owns. Returns whether it
+ * stays (scribble, progress) rather than exiting. */
+static int attack(const char* dir, const char* mode) {
+  char text[128];
+  const int fd = arena_fd();
+  if (strcmp(mode, "shrink") == 0 || strcmp(mode, "grow") == 0) {
+    const int r = ftruncate(fd, strcmp(mode, "shrink") == 0 ? 0 : (off_t)1 << 30);
+    snprintf(text, sizeof text, "%d %d\n", r, r == 0 ? 0 : errno);
+    write_file(dir, "attack", text);
+    exit(3);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < 65536) {
+    exit(5);
+  }
+  unsigned char* base = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    exit(6);
+  }
+  if (strcmp(mode, "scribble") == 0) {
+    memset(base, 0xA5, 65536);
+  } else {
+    /* The slots follow the 64-byte header, abort and sleepers lines: pid,
+     * op, progress, start_ns per 64-byte slot. */
+    for (int r = 0; r < 8; ++r) {
+      unsigned char* slot = base + 3 * 64 + r * 64;
+      const uint32_t op = 0xdeadbeef;
+      const uint64_t start = UINT64_MAX / 2;
+      memcpy(slot + 4, &op, sizeof op);
+      memcpy(slot + 16, &start, sizeof start);
+    }
+  }
+  write_file(dir, "attack", "done\n");
+  return 1;
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: coll_rank DIR ok|die|hang\n");
+    fprintf(stderr, "usage: coll_rank DIR ok|die|hang|shrink|grow|scribble|progress\n");
     return 64;
   }
   const char* dir = argv[1];
@@ -55,10 +116,12 @@ int main(int argc, char** argv) {
   char text[128];
   if (strcmp(mode, "ok") == 0) {
     int v[5];
-    for (int i = 0; i < 5; ++i) v[i] = me + 1;
+    for (int i = 0; i < 5; ++i)
+      v[i] = me + 1;
     r = trainit_allreduce(comm, v, v, 5, TRAINIT_I32, TRAINIT_SUM);
     for (int i = 0; r == 0 && i < 5; ++i) {
-      if (v[i] != n * (n + 1) / 2) r = -1;
+      if (v[i] != n * (n + 1) / 2)
+        r = -1;
     }
     snprintf(name, sizeof name, "r%d.ok", me);
     snprintf(text, sizeof text, "%d %d\n", r, n);
@@ -72,9 +135,23 @@ int main(int argc, char** argv) {
     raise(SIGKILL);
   }
   if (strcmp(mode, "hang") == 0 && me == 1) {
-    for (;;) pause();
+    for (;;)
+      pause();
   }
-  if (strcmp(mode, "hang") == 0 || strcmp(mode, "die") == 0) {
+  const int stays = strcmp(mode, "scribble") == 0 || strcmp(mode, "progress") == 0;
+  const int attacking = stays || strcmp(mode, "shrink") == 0 || strcmp(mode, "grow") == 0;
+  if (stays && trainit_barrier(comm) != 0) {
+    return 7; /* everyone joined before the arena is scribbled */
+  }
+  if (attacking && me == 1 && attack(dir, mode)) {
+    for (;;)
+      pause();
+  }
+  if (strcmp(mode, "scribble") == 0 || strcmp(mode, "progress") == 0) {
+    for (;;)
+      pause(); /* the init must notice; the library is the ranks' own */
+  }
+  if (strcmp(mode, "hang") == 0 || strcmp(mode, "die") == 0 || attacking) {
     signal(SIGTERM, SIG_IGN); /* what ends its wait must be the arena's abort, not the stop */
   }
   r = trainit_barrier(comm);

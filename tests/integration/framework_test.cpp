@@ -8,8 +8,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "emulation.h"
@@ -89,6 +91,38 @@ TEST(TorchrunMode, EachRankGetsTorchrunsWorkerEnvironmentAndNoPetVariable) {
     EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
     EXPECT_EQ(env.count("PET_NNODES"), 0U) << "PET_* are consumed";
     EXPECT_EQ(env.count("TORCHELASTIC_USE_AGENT_STORE"), 0U);
+  }
+}
+
+// The job secret is PID 1's alone: once read, it is gone from the memory
+// /proc/1/environ shows (not just from environ[]), and no rank gets it.
+TEST(JobSecret, TheSecretLeavesPid1sEnvironmentBlockAndNoRankGetsIt) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string secret = "s3cret-0f-the-job-7d1c";
+  const std::string path = dir / "rank.sh";
+  ASSERT_TRUE(write_file(path,
+                         "#!/bin/sh\n"
+                         "env > " +
+                             (dir / "env.") + "$RANK\n" + "touch " + (dir / "started.") + "$RANK\n" + "while [ ! -e " +
+                             (dir / "go") + " ]; do sleep 0.05; done\n"));
+  ::chmod(path.c_str(), 0755);
+  Trainit t(torchrun_spec(dir, {}, {"TRAINIT_JOB_SECRET=" + secret, "SOMETHING_ELSE=kept"}, path));
+  TRAINIT_ASSERT_STARTED(t);
+  const auto until = Clock::now() + 20s;
+  while ((!std::filesystem::exists(dir / "started.0") || !std::filesystem::exists(dir / "started.1")) &&
+         Clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  const std::string environ_block = slurp("/proc/" + std::to_string(t.pid()) + "/environ");
+  ASSERT_TRUE(write_file(dir / "go", ""));
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  EXPECT_NE(environ_block.find("SOMETHING_ELSE=kept"), std::string::npos) << "read the wrong process?";
+  EXPECT_EQ(environ_block.find(secret), std::string::npos) << "/proc/PID/environ still shows the secret";
+  for (unsigned rank : {0U, 1U}) {
+    const std::string env = slurp(dir / ("env." + std::to_string(rank)));
+    EXPECT_NE(env.find("SOMETHING_ELSE=kept"), std::string::npos) << env;
+    EXPECT_EQ(env.find(secret), std::string::npos) << "rank " << rank << " got the secret";
   }
 }
 
@@ -203,6 +237,66 @@ TEST(CollArena, HangTimeoutNamesTheStuckRankAndItsCallAndStopStopsTheJobWith75) 
   EXPECT_EQ(t.wait(), Exit::code(75)) << t.transcript();
   EXPECT_NE(t.err().find("collective hang: local rank 0 has been in barrier for"), std::string::npos) << t.transcript();
   EXPECT_EQ(code_and_time(dir / "r0.ret").first, -ECONNABORTED) << "the stop aborts the waiting rank";
+}
+
+// --- A rank turned against the arena: PID 1 owns it, trusts none of it ---
+
+Spec attacked_spec(const TempDir& dir, const char* mode, std::vector<std::string> args = {}) {
+  Spec s = coll_spec(dir, 3, std::move(args), mode);
+  s.args.insert(s.args.begin(), {"--status-file", dir / "status.json"});
+  return s;
+}
+
+// The status file's "state" and "cause" after the job: final, never "running".
+void expect_final_status(const TempDir& dir, const std::string& cause_part, const Trainit& t) {
+  const std::string status = slurp(dir / "status.json");
+  EXPECT_EQ(status.find("\n  \"state\": \"running\""), std::string::npos) << status << t.transcript();
+  EXPECT_NE(status.find(cause_part), std::string::npos) << status << t.transcript();
+}
+
+TEST(CollArenaTrust, ARankTruncatingTheArenaIsRefusedAndThePeersAbortAndTheJobExitsWithItsCode) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Trainit t(attacked_spec(dir, "shrink"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(3)) << "PID 1 must outlive the attack (135: it died of SIGBUS)" << t.transcript();
+  EXPECT_EQ(slurp(dir / "attack"), "-1 " + std::to_string(EPERM) + "\n") << "the arena's size is sealed";
+  for (unsigned r : {0U, 2U}) {
+    EXPECT_EQ(code_and_time(dir / ("r" + std::to_string(r) + ".ret")).first, -ECONNABORTED) << "rank " << r;
+  }
+  expect_final_status(dir, "exited with 3", t);
+}
+
+TEST(CollArenaTrust, ARankGrowingTheArenaIsRefusedAndTheJobExitsWithItsCode) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Trainit t(attacked_spec(dir, "grow"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(3)) << t.transcript();
+  EXPECT_EQ(slurp(dir / "attack"), "-1 " + std::to_string(EPERM) + "\n") << "the arena's size is sealed";
+  expect_final_status(dir, "exited with 3", t);
+}
+
+TEST(CollArenaTrust, ARankScribblingOverTheArenaHeaderStopsTheJobWith76NamingTheArena) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Trainit t(attacked_spec(dir, "scribble"));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(76)) << "PID 1 must notice, stop the job and live" << t.transcript();
+  EXPECT_EQ(slurp(dir / "attack"), "done\n");
+  EXPECT_NE(t.err().find("collective arena corrupted"), std::string::npos) << t.transcript();
+  expect_final_status(dir, "collective arena corrupted", t);
+}
+
+TEST(CollArenaTrust, ARankForgingEveryRanksProgressStopsTheJobWith76NotAHangReport) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Trainit t(attacked_spec(dir, "progress", {"--hang-timeout", "1", "--hang-action", "stop"}));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(76)) << t.transcript();
+  EXPECT_NE(t.err().find("collective arena corrupted"), std::string::npos) << t.transcript();
+  EXPECT_EQ(t.err().find("collective hang"), std::string::npos) << "forged progress is no hang" << t.transcript();
+  expect_final_status(dir, "collective arena corrupted", t);
 }
 
 TEST(CollArena, ArenaOffStartsNoArenaAndTheRanksSeeNoArenaVariables) {
