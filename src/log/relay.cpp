@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,41 @@ struct LogRelay::Rank {
 };
 
 namespace {
+
+// A rank's log file, in a directory the job's user may write while PID 1 is
+// root: whatever was planted at the name is refused, never followed or
+// waited on. O_NOFOLLOW: not through a symbolic link; O_NONBLOCK: a FIFO
+// without a reader fails at once (ENXIO) instead of blocking the loop; then
+// a regular file with no other name (a hard link to a file elsewhere would
+// have root append to it).
+Result<Fd> open_log_file(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0644));
+  if (!fd) {
+    const int e = errno;
+    return Error{e == ELOOP   ? std::string("a symbolic link is there; refused")
+                 : e == ENXIO ? std::string("a FIFO is there; refused")
+                              : errno_string(e),
+                 e};
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) < 0) {
+    const int e = errno;
+    return Error{errno_string(e), e};
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Error{"not a regular file (something was planted there); refused", EINVAL};
+  }
+  if (st.st_nlink > 1) {
+    return Error{fmt::format("a regular file with {} names (a hard link to a file elsewhere?); refused", st.st_nlink),
+                 EMLINK};
+  }
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    const int e = errno;
+    return Error{errno_string(e), e};
+  }
+  return fd;
+}
 
 // Moves `fd` above 2 when trainit was started with a standard descriptor
 // closed: the write end would otherwise be the child's own 1 or 2 already,
@@ -129,14 +165,12 @@ Result<Fd> LogRelay::add_rank(const RankLog& log) {
   rank.pipe_size = size > 0 ? static_cast<size_t>(size) : 65536;
 
   if (!rank.path.empty()) {
-    int fd = ::open(rank.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
-    if (fd < 0) {
-      int e = errno;
+    if (auto file = open_log_file(rank.path); !file) {
       report(rank.index, Error{fmt::format("log file {}: {}; the rank's output goes to the console only", rank.path,
-                                           errno_string(e)),
-                               e});
+                                           file.error().message),
+                               file.error().errnum});
     } else {
-      rank.file.reset(fd);
+      rank.file = std::move(*file);
     }
   }
 

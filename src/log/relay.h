@@ -28,7 +28,10 @@
 //     are (no UTF-8 check); lines of different ranks never interleave.
 //   - A log file that cannot be opened or written (ENOSPC, EROFS, EACCES, EIO,
 //     ...) is reported once for that rank through the error handler and kept in
-//     errors(); the rank goes on with the console only. The same holds once for
+//     errors(); the rank goes on with the console only. So is anything but a
+//     regular file of one name found where the file goes (the directory is
+//     the job user's, PID 1 root): a symbolic or hard link, a FIFO (never
+//     waited on), a directory. The same holds once for
 //     the console itself (its writer failed or could not start).
 //
 // Threads: every member is called from the loop thread (the thread that runs

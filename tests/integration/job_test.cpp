@@ -726,6 +726,31 @@ TEST(JobLogs, ReadOnlyLogDirectoryDoesNotStopTheJobAndIsReportedOncePerJob) {
   EXPECT_EQ(job::count(r.err, "Read-only file system"), 1u) << "once per job, not per rank" << r.transcript;
 }
 
+// The log directory is the job user's, PID 1 root: a FIFO planted at rank
+// 0's log file must not block PID 1 in open() (it would answer no signal and
+// reap nothing), nor a symbolic link make root append elsewhere. Each is
+// refused with one line naming it; the job goes on with the console.
+TEST(JobLogs, AFifoOrSymlinkPlantedAtARanksLogFileIsRefusedAndPid1StillAnswersSigterm) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  ASSERT_TRUE(write_file(job.table(), template1("completed", 3)));
+  ASSERT_EQ(::mkfifo(job.log_file(0).c_str(), 0666), 0);
+  const std::string victim = job.path("victim");
+  ASSERT_TRUE(write_file(victim, "precious\n"));
+  ASSERT_EQ(::symlink(victim.c_str(), job.log_file(1).c_str()), 0);
+  Trainit t(job.spec({"--grace", "5"}, {"print", "hello", "ready", "pause"}));
+  TRAINIT_ASSERT_STARTED(t);
+  auto pids = wait_ready(t, 3);
+  ASSERT_EQ(std::count(pids.begin(), pids.end(), -1), 0)
+      << "PID 1 blocked before starting every rank" << t.transcript();
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  EXPECT_EQ(t.wait(10s), Exit::code(143)) << t.transcript();
+  EXPECT_EQ(job::slurp(victim), "precious\n") << "root wrote through the planted link";
+  EXPECT_EQ(job::count(t.err(), job.log_file(0) + ": a FIFO is there; refused"), 1u) << t.transcript();
+  EXPECT_EQ(job::count(t.err(), job.log_file(1) + ": a symbolic link is there; refused"), 1u) << t.transcript();
+  EXPECT_EQ(job::slurp(job.log_file(2)).rfind("hello\nready 2 pid ", 0), 0u) << "the others' logs as usual";
+}
+
 // --- Observable state ------------------------------------------------------------
 
 TEST(JobStatus, StatusFileIsSchemaV1JsonFromRunningToExitWithEveryRanksCodeStateAndTheJobsCause) {

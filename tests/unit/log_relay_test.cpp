@@ -537,6 +537,66 @@ TEST_F(LogRelayTest, AReadOnlyOrMissingLogDirectoryIsReportedAtOpen) {
   }
 }
 
+// The log directory is the job user's; PID 1 is root. Whatever was planted
+// where a rank's log file goes (a FIFO, a symbolic or hard link to a file
+// elsewhere, a directory) is refused at once with one report naming it: the
+// relay neither blocks in open() nor writes through the link. The rank goes
+// on with the console only.
+TEST_F(LogRelayTest, APlantedFifoOrLinkInTheLogDirectoryIsRefusedWithoutBlockingOrWritingThrough) {
+  const std::string victim = dir_ + "/victim";
+  ASSERT_TRUE(write_all(Fd(::open(victim.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600)).get(), "precious\n", 9));
+  const std::string fifo = dir_ + "/fifo.log";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
+  ASSERT_EQ(::symlink(victim.c_str(), (dir_ + "/symlink.log").c_str()), 0);
+  ASSERT_EQ(::link(victim.c_str(), (dir_ + "/hardlink.log").c_str()), 0);
+  ASSERT_EQ(::mkdir((dir_ + "/dir.log").c_str(), 0755), 0);
+  // Should the relay block in open() on the FIFO, this opens its other end
+  // after 2 s (the test then fails instead of hanging).
+  std::atomic<bool> added{false};
+  std::atomic<bool> had_to_unblock{false};
+  std::thread guard([&] {
+    for (int i = 0; i < 200 && !added; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    if (!added) {
+      had_to_unblock = true;
+      Fd reader(::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+      std::this_thread::sleep_for(500ms);
+    }
+  });
+  ConsoleCapture console;
+  make_relay(console.fd());
+  std::vector<Fd> ends;
+  for (const char* name : {"fifo.log", "symlink.log", "hardlink.log", "dir.log", "plain.log"}) {
+    ends.push_back(add("[r] ", dir_ + "/" + name));
+  }
+  added = true;
+  guard.join();
+  EXPECT_FALSE(had_to_unblock) << "add_rank blocked in open() on a FIFO";
+  ASSERT_EQ(reported_.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(reported_[i].first, i);
+  }
+  for (const Error& e : relay_->errors()) {
+    EXPECT_EQ(e.message.find('\n'), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find(dir_), std::string::npos) << "names the file: " << e.message;
+  }
+  for (Fd& end : ends) {
+    ASSERT_TRUE(end && write_all(end.get(), "output\n", 7));
+    end.reset();
+  }
+  ASSERT_TRUE(step_until([&] { return relay_->all_closed(); }));
+  EXPECT_EQ(read_file(victim), "precious\n") << "root wrote through a link planted in the log directory";
+  EXPECT_EQ(read_file(dir_ + "/plain.log"), "output\n");
+  relay_.reset();
+  const std::string shown = console.take();
+  size_t lines = 0;
+  for (size_t at = shown.find("[r] output\n"); at != std::string::npos; at = shown.find("[r] output\n", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 5u) << "every rank still reaches the console: " << shown;
+}
+
 TEST_F(LogRelayTest, NoConsoleMeansFilesOnlyAndNoThread) {
   auto& relay = make_relay(-1);
   Fd out = add("[r] ", dir_ + "/r.log");
