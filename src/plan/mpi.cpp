@@ -210,19 +210,16 @@ ProcessSpec plan_mpirun(const MpiInputs& in, const PlanInput& input, const MpiPl
     p.argv.insert(p.argv.end(),
                   {"-mca", "plm_rsh_args", fmt::format("-p {} -F {}", in.sshd_port, mpi.ssh_config_path)});
   }
-  p.argv.insert(p.argv.end(), {"-tune",    mpi.tune_path,
-                               "-bind-to", "none",
-                               "-map-by",  "slot",
-                               "-x",       "NCCL_DEBUG=INFO",
-                               "-x",       "NCCL_SOCKET_IFNAME=" + in.interfaces,
-                               "-x",       "NCCL_SOCKET_FAMILY=AF_INET",
-                               "-x",       "HOROVOD_MPI_THREADS_DISABLE=1",
-                               "-x",       "LD_LIBRARY_PATH",
-                               "-mca",     "pml",
-                               "ob1",      "-mca",
-                               "btl",      "^openib",
-                               "-mca",     "plm_rsh_no_tree_spawn",
-                               "true"});
+  p.argv.insert(p.argv.end(), {"-tune", mpi.tune_path, "-bind-to", "none", "-map-by", "slot", "-x", "NCCL_DEBUG=INFO",
+                               "-x", "NCCL_SOCKET_IFNAME=" + in.interfaces, "-x", "NCCL_SOCKET_FAMILY=AF_INET", "-x",
+                               "HOROVOD_MPI_THREADS_DISABLE=1"});
+  // Forwarded only when set: Open MPI warns about an -x of an unset variable
+  // on every run.
+  if (input.env.get("LD_LIBRARY_PATH")) {
+    p.argv.insert(p.argv.end(), {"-x", "LD_LIBRARY_PATH"});
+  }
+  p.argv.insert(p.argv.end(),
+                {"-mca", "pml", "ob1", "-mca", "btl", "^openib", "-mca", "plm_rsh_no_tree_spawn", "true"});
   if (input.options.is_root)
     p.argv.emplace_back("--allow-run-as-root");
   p.argv.insert(p.argv.end(), input.argv.begin(), input.argv.end());
@@ -323,14 +320,18 @@ Result<Plan> plan_mpi(const PlanInput& input) {
   MpiPlan mpi;
   mpi.slots = in.slots;
   mpi.host0 = host0;
+  // mpirun hands -tune's path to every orted and rank it starts, and each
+  // opens it on its own host: the file is at that path on every host (else
+  // each prints "Unable to locate the variable file").
+  const std::string tune_path = join_path(in.private_dir, "mpi_tune");
+  plan.files.push_back(FileSpec{tune_path, render_tune_file(child_base_env(input.env)), 0600});
   if (host0) {
     mpi.addresses = several && !input.peer_addresses.empty();
     mpi.hostfile_path = join_path(in.private_dir, "hostfile");
-    mpi.tune_path = join_path(in.private_dir, "mpi_tune");
+    mpi.tune_path = tune_path;
     std::vector<std::string> hostfile_hosts = !several        ? std::vector<std::string>{"localhost"}
                                               : mpi.addresses ? input.peer_addresses
                                                               : geometry.peers;
-    plan.files.push_back(FileSpec{mpi.tune_path, render_tune_file(child_base_env(input.env)), 0600});
     plan.files.push_back(FileSpec{mpi.hostfile_path, render_hostfile(hostfile_hosts, in.slots), 0600});
     if (several) {
       mpi.ssh_config_path = join_path(in.private_dir, "ssh_config");

@@ -28,8 +28,10 @@
 //   mpirun -np <hosts×slots> -hostfile <f> -mca plm_rsh_args "-p <port> -F <ssh config>"
 //          -tune <f> -bind-to none -map-by slot -x NCCL_DEBUG=INFO
 //          -x NCCL_SOCKET_IFNAME=<MY_MPI_BTL_TCP_IF> -x NCCL_SOCKET_FAMILY=AF_INET
-//          -x HOROVOD_MPI_THREADS_DISABLE=1 -x LD_LIBRARY_PATH -mca pml ob1
+//          -x HOROVOD_MPI_THREADS_DISABLE=1 [-x LD_LIBRARY_PATH] -mca pml ob1
 //          -mca btl ^openib -mca plm_rsh_no_tree_spawn true [--allow-run-as-root] COMMAND...
+//
+// (-x LD_LIBRARY_PATH only when it is set: Open MPI warns about an unset one.)
 //
 // in its own session, its output through the log relay into
 // <logdir>/<job id>-mpirun.txt and the console ("[mpirun] "). The other
@@ -38,8 +40,9 @@
 // comes; the job's exit code is host 0's. (The reference parks them in
 // `sleep 365d` and kills that through a second mpirun.)
 //
-// Plan::files (host 0): the tune file, the hostfile and the ssh client config,
-// all in Plan::private_dir. Until the plan is made again with
+// Plan::files: the tune file on every host (each orted and rank opens the
+// path mpirun gives it on its own host), and on host 0 the hostfile and the
+// ssh client config, all in Plan::private_dir. Until the plan is made again with
 // PlanInput::peer_addresses (after resolve_peers), the hostfile and the ssh
 // config name the peers by DNS name (MpiPlan::addresses false).
 #pragma once

@@ -31,6 +31,13 @@ run_job() {
   # Debian's sshd says READY=1 on the NOTIFY_SOCKET trainit serves it.
   expect_output 0 "sshd said READY=1"
   expect_output 1 "sshd said READY=1"
+  # A normal job draws no error or warning from Open MPI, on any host
+  # (each orted and rank of host 1 used to miss host 0's -tune file).
+  local noise
+  for i in 0 1; do
+    noise=$(grep -iE 'unable to locate|warning|error|not found|^-{20,}' "$E2E_DIR/h$i/out" | grep -v '^trainit: ' || true)
+    [ -z "$noise" ] || fail "host $i: Open MPI complained on a normal job: $(echo "$noise" | head -3)"
+  done
   expect_nothing_left
 }
 

@@ -131,8 +131,6 @@ TEST_F(MpiPlanner, MpirunsArgvIsThePlatformScriptsPlusTheSshConfig) {
                                        "NCCL_SOCKET_FAMILY=AF_INET",
                                        "-x",
                                        "HOROVOD_MPI_THREADS_DISABLE=1",
-                                       "-x",
-                                       "LD_LIBRARY_PATH",
                                        "-mca",
                                        "pml",
                                        "ob1",
@@ -203,7 +201,8 @@ TEST_F(MpiPlanner, OtherHostsKeepSshdUpAndStartNothingOfTheirOwn) {
   EXPECT_EQ(p.states, (std::vector<State>{State::kStartSshd, State::kResolvePeers, State::kHostBarrier, State::kRunning,
                                           State::kStopping, State::kReaping, State::kExit}));
   EXPECT_TRUE(p.processes.empty());
-  EXPECT_TRUE(p.files.empty());
+  ASSERT_EQ(p.files.size(), 1u) << "the tune file only";
+  EXPECT_EQ(p.files[0].path, "/tmp/trainit-ma-job-x/mpi_tune");
   ASSERT_TRUE(p.mpi.has_value());
   EXPECT_FALSE(p.mpi->host0);
   EXPECT_EQ(p.mpi->hostfile_path, "");
@@ -221,6 +220,42 @@ TEST_F(MpiPlanner, SlotsComeFromMyMpiSlotsElseTheDevicesElseOne) {
   EXPECT_EQ(file(p, "/tmp/trainit-ma-job-x/hostfile")->content,
             "ma-job-x-worker-0.ma-job-x slots=3\nma-job-x-worker-1.ma-job-x slots=3\n"
             "ma-job-x-worker-2.ma-job-x slots=3\nma-job-x-worker-3.ma-job-x slots=3\n");
+}
+
+// Open MPI warns "-x LD_LIBRARY_PATH" of an unset variable on every run.
+TEST_F(MpiPlanner, LdLibraryPathIsForwardedOnlyWhenSet) {
+  auto forwards = [](const Plan& p) {
+    const auto& argv = p.processes.at(0).argv;
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-x" && argv[i + 1] == "LD_LIBRARY_PATH") {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_FALSE(forwards(planned(2, 0)));
+  EXPECT_FALSE(forwards(planned(2, 0, {{"LD_LIBRARY_PATH", ""}})));
+  EXPECT_TRUE(forwards(planned(2, 0, {{"LD_LIBRARY_PATH", "/usr/local/lib"}})));
+}
+
+// Every orted and rank mpirun starts opens -tune's path on its own host:
+// without the file there, each prints "Unable to locate the variable file".
+TEST_F(MpiPlanner, EveryHostWritesTheTuneFileAtThePathHost0sMpirunNames) {
+  const Plan host0 = planned(3, 0);
+  const auto& argv = host0.processes.at(0).argv;
+  const auto tune = std::find(argv.begin(), argv.end(), "-tune");
+  ASSERT_NE(tune, argv.end());
+  ASSERT_NE(tune + 1, argv.end());
+  const FileSpec* own = file(host0, *(tune + 1));
+  ASSERT_NE(own, nullptr);
+  for (unsigned index : {1U, 2U}) {
+    const Plan other = planned(3, index);
+    const FileSpec* copy = file(other, *(tune + 1));
+    ASSERT_NE(copy, nullptr) << "host " << index << " has no " << *(tune + 1);
+    EXPECT_EQ(copy->content.substr(0, 8), "-x PATH\n") << copy->content;
+    EXPECT_EQ(copy->mode, 0600u);
+    EXPECT_EQ(file(other, "/tmp/trainit-ma-job-x/hostfile"), nullptr) << "the hostfile stays host 0's";
+  }
 }
 
 TEST_F(MpiPlanner, TheTuneFileForwardsThePlatformsNonEmptyVariablesByNameOnly) {
