@@ -49,6 +49,11 @@ inline constexpr const char* kIgnoredNotInherited =
 inline constexpr const char* kBlockedNotInherited =
     "SIGBUS and real-time signals 63 and 64 blocked by the parent are not blocked in an emulated child (qemu keeps "
     "SIGBUS to itself and cannot represent 63 and 64)";
+// /proc/PID/environ of an emulated program is qemu's own environment block
+// (the host process's), which the program's writes to its emulated copy do
+// not touch.
+inline constexpr const char* kHostEnvironBlock =
+    "/proc/PID/environ shows qemu's own environment block, not the emulated program's copy";
 }  // namespace emulation
 
 // The highest signal that can be sent: SIGRTMAX, less the two that

@@ -12,6 +12,10 @@
  *                           SIGTERM and wait in a barrier, writing
  *                           DIR/r<rank>.ret when the arena's abort ends it
  *
+ *   coll_rank DIR children  joins, then runs a shell that reports whether
+ *                           it holds the arena's descriptor: DIR/r<rank>.child
+ *                           gets "held" or "closed"
+ *
  * A rank turned against the init (local rank 1 attacks, the others ignore
  * SIGTERM and wait in a barrier as in "die"):
  *   coll_rank DIR shrink    ftruncate(TRAINIT_COLL_FD, 0), then exit 3
@@ -99,7 +103,7 @@ static int attack(const char* dir, const char* mode) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: coll_rank DIR ok|die|hang|shrink|grow|scribble|progress\n");
+    fprintf(stderr, "usage: coll_rank DIR ok|die|hang|children|shrink|grow|scribble|progress\n");
     return 64;
   }
   const char* dir = argv[1];
@@ -127,6 +131,13 @@ int main(int argc, char** argv) {
     snprintf(text, sizeof text, "%d %d\n", r, n);
     write_file(dir, name, text);
     return r == 0 ? 0 : 3;
+  }
+  if (strcmp(mode, "children") == 0) {
+    char command[256];
+    snprintf(command, sizeof command, "[ -e /proc/self/fd/%d ]", arena_fd());
+    snprintf(name, sizeof name, "r%d.child", me);
+    write_file(dir, name, system(command) == 0 ? "held\n" : "closed\n");
+    return 0;
   }
   if (strcmp(mode, "die") == 0 && me == 1) {
     usleep(300000);
