@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -73,6 +74,9 @@ void fatal_exit(const Pid1& pid1, pid_t group) noexcept {
 }
 
 void erase_from_environment(const char* name) noexcept {
+  if (::getenv(name) == nullptr) {
+    return;  // the usual case: nothing to erase, no code of this function's paged in
+  }
   const size_t length = std::strlen(name);
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     if (std::strncmp(*entry, name, length) == 0 && (*entry)[length] == '=') {
