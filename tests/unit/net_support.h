@@ -169,7 +169,7 @@ inline in_addr loopback_n(uint32_t n) {
 namespace hand {
 
 inline constexpr uint32_t kMagic = 0x54524954;  // "TRIT"
-inline constexpr uint16_t kVersion = 1;         // the version under test
+inline constexpr uint16_t kVersion = 2;         // the version under test
 inline constexpr uint16_t kChallenge = 1, kHello = 2, kWelcome = 3, kRefuse = 4, kCheckIn = 5, kGo = 6, kStop = 7,
                           kRelease = 8, kHeartbeat = 9, kFinished = 10, kRestart = 11;
 
