@@ -12,28 +12,32 @@ namespace {
 static_assert(std::tuple_size_v<Tag> == crypto_auth_BYTES);
 static_assert(sizeof(Auth) == crypto_auth_KEYBYTES);
 
+// Of equal length, each ending in a NUL: neither is a prefix of the other,
+// so no message of one role reads as a message of the other.
+constexpr std::string_view kClientLabel{"trainit control v2 client\0", 26};
+constexpr std::string_view kServerLabel{"trainit control v2 server\0", 26};
+static_assert(kClientLabel.size() == kServerLabel.size());
+
 std::string_view view(const Nonce& nonce) {
   return {reinterpret_cast<const char*>(nonce.data()), nonce.size()};
 }
 
-std::string client_message(const Nonce& server_nonce, const Nonce& client_nonce, uint32_t host_index,
-                           uint32_t host_count, std::string_view job_id) {
+std::string message(std::string_view label, const Handshake& h) {
   wire::PayloadWriter message;
-  message.bytes("trainit hello").bytes(view(server_nonce)).bytes(view(client_nonce));
-  message.u32(host_index).u32(host_count).bytes(job_id);
+  message.bytes(label).bytes(view(h.server_nonce)).bytes(view(h.client_nonce));
+  message.u32(h.host_index).u32(h.host_count).u32(static_cast<uint32_t>(h.job_id.size())).bytes(h.job_id);
   return message.data();
 }
 
-std::string server_message(const Nonce& client_nonce, const Nonce& server_nonce) {
-  wire::PayloadWriter message;
-  message.bytes("trainit welcome").bytes(view(client_nonce)).bytes(view(server_nonce));
-  return message.data();
+bool sodium_ready() noexcept {
+  static const bool ready = ::sodium_init() >= 0;  // thread-safe, once
+  return ready;
 }
 
 }  // namespace
 
 Result<Auth> Auth::from_secret(std::string_view secret) {
-  if (::sodium_init() < 0) {
+  if (!sodium_ready()) {
     return Error{"libsodium could not be initialised"};
   }
   Auth auth;
@@ -43,6 +47,7 @@ Result<Auth> Auth::from_secret(std::string_view secret) {
 }
 
 Nonce Auth::nonce() noexcept {
+  (void)sodium_ready();  // randombytes works without it, but picks its source there
   Nonce nonce;
   ::randombytes_buf(nonce.data(), nonce.size());
   return nonce;
@@ -60,22 +65,20 @@ bool Auth::verify(std::string_view tag, const std::string& message) const {
                               reinterpret_cast<const unsigned char*>(message.data()), message.size(), key_.data()) == 0;
 }
 
-Tag Auth::client_tag(const Nonce& server_nonce, const Nonce& client_nonce, uint32_t host_index, uint32_t host_count,
-                     std::string_view job_id) const {
-  return sign(client_message(server_nonce, client_nonce, host_index, host_count, job_id));
+Tag Auth::client_tag(const Handshake& handshake) const {
+  return sign(message(kClientLabel, handshake));
 }
 
-bool Auth::client_tag_ok(std::string_view tag, const Nonce& server_nonce, const Nonce& client_nonce,
-                         uint32_t host_index, uint32_t host_count, std::string_view job_id) const {
-  return verify(tag, client_message(server_nonce, client_nonce, host_index, host_count, job_id));
+bool Auth::client_tag_ok(std::string_view tag, const Handshake& handshake) const {
+  return verify(tag, message(kClientLabel, handshake));
 }
 
-Tag Auth::server_tag(const Nonce& client_nonce, const Nonce& server_nonce) const {
-  return sign(server_message(client_nonce, server_nonce));
+Tag Auth::server_tag(const Handshake& handshake) const {
+  return sign(message(kServerLabel, handshake));
 }
 
-bool Auth::server_tag_ok(std::string_view tag, const Nonce& client_nonce, const Nonce& server_nonce) const {
-  return verify(tag, server_message(client_nonce, server_nonce));
+bool Auth::server_tag_ok(std::string_view tag, const Handshake& handshake) const {
+  return verify(tag, message(kServerLabel, handshake));
 }
 
 }  // namespace trainit::net

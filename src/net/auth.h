@@ -1,16 +1,21 @@
-// The control channel's shared-secret handshake (libsodium).
+// The control channel's shared-secret handshake (libsodium): a mutual
+// challenge-response, step by step in net/PROTOCOL.md.
 //
-// Both sides derive one key from the secret (crypto_generichash to 32 bytes)
-// and prove they hold it without sending it, each answering the other's
-// random 32-byte challenge with a crypto_auth tag (HMAC-SHA-512-256):
+// Both sides derive one key from the secret (crypto_generichash to 32 bytes).
+// Each connection has two fresh random 32-byte nonces, the server's (in its
+// CHALLENGE) and the client's (in its HELLO), and each side proves it holds
+// the key with a crypto_auth tag (HMAC-SHA-512-256) over
 //
-//   client tag = auth("trainit hello"   || server nonce || client nonce
-//                     || u32 host index || u32 host count || job id)
-//   server tag = auth("trainit welcome" || client nonce || server nonce)
+//   label || server nonce || client nonce || u32 host index || u32 host count
+//         || u32 job id length || job id
 //
-// The labels keep one side's tag from ever serving as the other's; the
-// client's tag also covers what its HELLO claims. This authenticates the
-// peers, not the bytes that follow: the channel is not encrypted.
+// with the label "trainit control v2 client\0" for the client's proof (in
+// its HELLO) and "trainit control v2 server\0" for the server's (in its
+// WELCOME). Both nonces: neither proof is worth anything on another
+// connection, whichever side replays it. The labels: one side's proof never
+// serves as the other's. The job's identity (as the HELLO claims it): a
+// proof is for that host of that job only. This authenticates the peers, not
+// the bytes that follow: the channel is not encrypted.
 #pragma once
 
 #include <array>
@@ -24,23 +29,31 @@ namespace trainit::net {
 using Nonce = std::array<unsigned char, 32>;
 using Tag = std::array<unsigned char, 32>;  // crypto_auth_BYTES
 
+// What both proofs of one connection cover.
+struct Handshake {
+  Nonce server_nonce{};
+  Nonce client_nonce{};
+  uint32_t host_index = 0;
+  uint32_t host_count = 0;
+  std::string_view job_id;
+};
+
 class Auth {
  public:
   // Initialises libsodium (once, thread-safe) and derives the key.
   static Result<Auth> from_secret(std::string_view secret);
 
-  // A fresh random challenge (getrandom(): no /dev needed).
+  // A fresh random nonce (libsodium's randombytes: getrandom(), no /dev
+  // needed), with or without a secret.
   [[nodiscard]] static Nonce nonce() noexcept;
 
   // What a client sends, and what the server checks (crypto_auth_verify:
-  // constant time) against what the HELLO claims.
-  [[nodiscard]] Tag client_tag(const Nonce& server_nonce, const Nonce& client_nonce, uint32_t host_index,
-                               uint32_t host_count, std::string_view job_id) const;
-  [[nodiscard]] bool client_tag_ok(std::string_view tag, const Nonce& server_nonce, const Nonce& client_nonce,
-                                   uint32_t host_index, uint32_t host_count, std::string_view job_id) const;
+  // constant time).
+  [[nodiscard]] Tag client_tag(const Handshake& handshake) const;
+  [[nodiscard]] bool client_tag_ok(std::string_view tag, const Handshake& handshake) const;
   // What the server answers, and what the client checks.
-  [[nodiscard]] Tag server_tag(const Nonce& client_nonce, const Nonce& server_nonce) const;
-  [[nodiscard]] bool server_tag_ok(std::string_view tag, const Nonce& client_nonce, const Nonce& server_nonce) const;
+  [[nodiscard]] Tag server_tag(const Handshake& handshake) const;
+  [[nodiscard]] bool server_tag_ok(std::string_view tag, const Handshake& handshake) const;
 
  private:
   [[nodiscard]] Tag sign(const std::string& message) const;

@@ -33,18 +33,35 @@
 //
 // A state is sticky: a client that (re)connects after GO, STOP, RESTART or
 // RELEASE is sent it again, and a client re-sends its check-in, its own
-// restart request and its own stop on every reconnection. Wire format and handshake: net/wire.h, net/auth.h.
+// restart request and its own stop on every reconnection. Every message, the
+// handshake step by step and what the channel does not protect:
+// net/PROTOCOL.md (wire format: net/wire.h; proofs: net/auth.h).
 //
-// Trust: the server takes connections only from `allowed` addresses (the
+// Trust. The handshake is a mutual challenge-response: each side sends a
+// fresh random nonce on every connection, and with a secret each proves it
+// holds it by a tag over both nonces, its role and the job's identity (job
+// id, host index, host count), so that nothing recorded from one connection
+// passes on another. A side with a secret refuses one without (and the other
+// way round); without a secret, any allowed address may claim any host
+// index. The server takes connections only from `allowed` addresses (the
 // peers' names resolved; empty: any address, where the platform names only
-// host 0 and the secret is the only check), at most kMaxPending at a time before their
-// handshake, each for at most `handshake`. With a secret, both sides prove
-// they hold it (a side with a secret refuses one without, and the other way
-// round); without, any allowed address may claim any host index. A
-// connection that breaks the rules (bad frame, wrong job id, host index or
-// count, secret) is closed with one warning line and affects nothing else.
-// (These warnings are logged here, against src/'s habit of leaving logging
-// to its caller: such a connection is nobody's, no caller hears of it.)
+// host 0 and the secret is the only check). Before its HELLO a connection
+// holds one of kMaxPending slots, at most kMaxPendingPerAddress of them per
+// address, for at most min(handshake, kHelloDeadline); a new connection
+// never waits for a slot: the oldest connection of its own address gives
+// way, or when every slot is taken the oldest of the address holding the
+// most. So silent or half-open connections, however many, do not keep a
+// host out. Every field of every message is checked on both sides (exit
+// codes 0-255, failing host and rank, printable bounded text, nothing
+// trailing; a client stops only for itself). A connection that breaks a rule
+// (bad frame or field, wrong job id, host index or count, secret, proof) is
+// closed and affects nothing else. The server's warnings about such
+// connections are rate-limited per address: the first at once, then one
+// summary line with a count per kWarningInterval (net/peer_warnings.h); a
+// client logs a problem with host 0 once, not once per retry. (These
+// warnings are logged here, against src/'s habit of leaving logging to its
+// caller: such a connection is nobody's, no caller hears of it.) The bytes
+// after the handshake are not authenticated and nothing is encrypted.
 //
 // Everything runs on the loop (io and timer sources, no threads) and no call
 // blocks, except flush(): call it before the process exits so that a last
@@ -63,6 +80,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -75,7 +93,8 @@ namespace trainit {
 
 namespace net {
 class Connection;
-}
+class PeerWarnings;
+}  // namespace net
 
 struct ControlConfig {
   unsigned host_index = 0;  // 0 for the server, 1..host_count-1 for a client
@@ -110,8 +129,19 @@ struct ControlEvents {
 
 class ControlServer {
  public:
-  // Connections before their handshake, at most; more are closed at accept.
+  // Connections before their handshake, at most; a new one past the limit
+  // takes the slot of the oldest (of its address, else of the address with
+  // the most).
   static constexpr size_t kMaxPending = 64;
+  // ... and at most this many from one address.
+  static constexpr size_t kMaxPendingPerAddress = 4;
+  // A connection has min(handshake, this) to send its HELLO (a real client
+  // sends it one round trip after the CHALLENGE).
+  static constexpr Duration kHelloDeadline = std::chrono::seconds(2);
+  // Warnings about one address: one line per interval (then a summary), for
+  // at most kWarnedAddresses addresses (the others share one entry).
+  static constexpr Duration kWarningInterval = std::chrono::seconds(10);
+  static constexpr size_t kWarnedAddresses = 64;
 
   // Listens on `port` (0: any; see port()) on every local address and serves
   // the clients at `allowed` addresses. Fails (with a message) on a config
@@ -170,8 +200,13 @@ class ControlServer {
   int on_tick();
   void maybe_go();
   void refuse(Link* link, const std::string& why);
+  // Closes `link` with a (rate-limited) warning: `verb` is "closed" or
+  // "refused".
+  void close_link(Link* link, std::string_view verb, const std::string& why);
   void drop(Link* link);
-  [[nodiscard]] size_t pending() const noexcept;
+  // Before a new connection from `peer` is taken: frees a slot if it needs one.
+  void make_room(in_addr peer);
+  [[nodiscard]] Duration hello_deadline() const noexcept;
   [[nodiscard]] bool allowed(in_addr addr) const noexcept;
 
   Loop& loop_;
@@ -190,7 +225,7 @@ class ControlServer {
   std::optional<StopNotice> restart_;  // why the current generation began
   std::optional<StopNotice> stop_;
   std::optional<int> release_;
-  bool warned_full_ = false;
+  std::unique_ptr<net::PeerWarnings> warnings_;
   SourceHandle accept_io_;
   SourceHandle tick_;
   std::shared_ptr<char> alive_ = std::make_shared<char>();
@@ -234,6 +269,8 @@ class ControlClient {
   int on_connect_io();
   void on_connected(Fd fd);
   void on_frame(wire::Frame& frame);
+  [[nodiscard]] net::Handshake handshake() const;
+  [[nodiscard]] StopNotice own_notice(const StopNotice& notice) const;
   void on_challenge(const std::string& payload);
   void on_welcome(const std::string& payload);
   void on_ready_frame(wire::Frame& frame);
@@ -241,6 +278,9 @@ class ControlClient {
   // Ends the current connection or attempt and tries again after `delay`.
   void retry(Duration delay);
   void protocol_error(const std::string& why);
+  // Logs a problem with host 0 unless it is the one logged last: once, not
+  // once per retry.
+  void warn(const std::string& line);
   // The delay before the next attempt: 100 ms, doubling to 500 ms.
   Duration backoff();
 
@@ -258,6 +298,8 @@ class ControlClient {
   Fd connecting_;
   SourceHandle connect_io_;
   std::unique_ptr<net::Connection> conn_;
+  // This connection's nonces: both fresh on every connection, cleared when
+  // it ends; net/auth.h.
   net::Nonce server_nonce_{};
   net::Nonce nonce_{};
   bool joined_ = false;  // handshake done once: loss counts from then on
@@ -271,7 +313,7 @@ class ControlClient {
   bool go_ = false;
   bool stopped_ = false;  // host 0 told us of a stop
   bool released_ = false;
-  std::string last_refusal_;
+  std::string last_warning_;  // since the last handshake done
   SourceHandle retry_timer_;
   SourceHandle tick_;
   std::shared_ptr<char> alive_ = std::make_shared<char>();

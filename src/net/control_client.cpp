@@ -39,7 +39,8 @@ ControlClient::~ControlClient() = default;
 
 Result<std::unique_ptr<ControlClient>> ControlClient::connect(Loop& loop, in_addr server, uint16_t port,
                                                               ControlConfig config, ControlEvents events) {
-  if (config.host_index == 0 || config.host_index >= config.host_count || config.job_id.size() > net::kMaxJobId) {
+  if (config.host_index == 0 || config.host_index >= config.host_count ||
+      !net::text_problem("job id", config.job_id, net::kMaxJobId).empty()) {
     return Error{fmt::format("control client: host {} of {} with a job id of {} bytes is not a client of a job",
                              config.host_index, config.host_count, config.job_id.size()),
                  0, exit_code::kConfig};
@@ -100,12 +101,13 @@ int ControlClient::on_connect_io() {
 
 void ControlClient::on_connected(Fd fd) {
   state_ = State::kChallenge;
+  nonce_ = net::Auth::nonce();  // this connection's, never another's
   conn_ = std::make_unique<net::Connection>(
       loop_, std::move(fd), "control connection to " + endpoint_, wire::kMaxHelloFrame,
       [this](wire::Frame& frame) { on_frame(frame); },
       [this](const std::string& why, bool malformed) {
         if (malformed) {
-          log_warning("control: closed the connection to host 0 at {}: {}", endpoint_, why);
+          warn(fmt::format("control: closed the connection to host 0 at {}: {}", endpoint_, why));
         } else {
           log_debug("control: connection to host 0 at {} ended: {}", endpoint_, why);
         }
@@ -121,11 +123,21 @@ void ControlClient::retry(Duration delay) {
   connect_io_.reset();
   connecting_.reset();
   conn_.reset();
+  // Nothing of this connection's handshake may serve the next one.
+  nonce_ = {};
+  server_nonce_ = {};
   retry_timer_.set_deadline(Clock::now() + delay);
 }
 
+void ControlClient::warn(const std::string& line) {
+  if (line != last_warning_) {
+    log_warning("{}", line);
+    last_warning_ = line;
+  }
+}
+
 void ControlClient::protocol_error(const std::string& why) {
-  log_warning("control: closed the connection to host 0 at {}: {}", endpoint_, why);
+  warn(fmt::format("control: closed the connection to host 0 at {}: {}", endpoint_, why));
   retry(kRefusedRetry);
 }
 
@@ -138,11 +150,7 @@ void ControlClient::on_frame(wire::Frame& frame) {
       return on_challenge(frame.payload);
     case State::kWelcome:
       if (frame.type == Type::kRefuse) {
-        const std::string why = net::printable(frame.payload);
-        if (why != last_refusal_) {
-          log_warning("control: host 0 at {} refused this host: {}", endpoint_, why);
-          last_refusal_ = why;
-        }
+        warn(fmt::format("control: host 0 at {} refused this host: {}", endpoint_, net::printable(frame.payload)));
         return retry(kRefusedRetry);
       }
       if (frame.type != Type::kWelcome) {
@@ -156,18 +164,22 @@ void ControlClient::on_frame(wire::Frame& frame) {
   }
 }
 
+// The handshake of this connection, as this host sees it.
+net::Handshake ControlClient::handshake() const {
+  return net::Handshake{server_nonce_, nonce_, config_.host_index, config_.host_count, config_.job_id};
+}
+
 void ControlClient::on_challenge(const std::string& payload) {
-  if (!payload.empty() && payload.size() != server_nonce_.size()) {
-    return protocol_error("malformed CHALLENGE");
+  // Without a nonce of its own in the CHALLENGE, host 0's proof could be one
+  // recorded from any earlier connection: refused, secret or not.
+  if (payload.size() != server_nonce_.size()) {
+    return protocol_error(fmt::format("CHALLENGE without a 32-byte nonce ({} bytes)", payload.size()));
   }
+  std::copy(payload.begin(), payload.end(), server_nonce_.begin());
   wire::PayloadWriter hello;
   hello.u32(config_.host_index).u32(config_.host_count).u8(auth_ ? 1 : 0);
-  if (auth_ && !payload.empty()) {
-    std::copy(payload.begin(), payload.end(), server_nonce_.begin());
-    nonce_ = net::Auth::nonce();
-    const net::Tag tag =
-        auth_->client_tag(server_nonce_, nonce_, config_.host_index, config_.host_count, config_.job_id);
-    hello.bytes(net::view(tag)).bytes(net::view(nonce_));
+  if (auth_) {
+    hello.bytes(net::view(auth_->client_tag(handshake()))).bytes(net::view(nonce_));
   }
   // Without both secrets host 0 refuses, and says why.
   hello.bytes(config_.job_id);
@@ -176,14 +188,14 @@ void ControlClient::on_challenge(const std::string& payload) {
 }
 
 void ControlClient::on_welcome(const std::string& payload) {
-  if (auth_ ? !auth_->server_tag_ok(payload, nonce_, server_nonce_) : !payload.empty()) {
-    return protocol_error("host 0 does not hold this host's secret");
+  if (auth_ ? !auth_->server_tag_ok(payload, handshake()) : !payload.empty()) {
+    return protocol_error("host 0 does not hold this host's secret (its WELCOME is no proof for this connection)");
   }
   state_ = State::kReady;
   joined_ = true;
   last_heard_ = Clock::now();
   delay_ = kFirstRetry;
-  last_refusal_.clear();
+  last_warning_.clear();
   conn_->set_max_payload(wire::kMaxFrame);
   log_debug("control: connected to host 0 at {}", endpoint_);
   if (own_restart_) {  // before the check-in of the generation it asks for
@@ -203,12 +215,18 @@ void ControlClient::on_welcome(const std::string& payload) {
 void ControlClient::on_ready_frame(wire::Frame& frame) {
   last_heard_ = Clock::now();
   switch (frame.type) {
-    case Type::kHeartbeat:
+    case Type::kHeartbeat: {
+      std::string why;
+      if (!net::decode_empty(frame.type, frame.payload, why)) {
+        return protocol_error(why);
+      }
       return;
+    }
     case Type::kGo: {
       uint32_t generation = 0;
-      if (!net::decode_generation(frame.payload, generation)) {
-        return protocol_error("malformed GO");
+      std::string why;
+      if (!net::decode_generation(frame.type, frame.payload, generation, why)) {
+        return protocol_error(why);
       }
       if (!go_ && generation == generation_) {
         go_ = true;
@@ -219,8 +237,9 @@ void ControlClient::on_ready_frame(wire::Frame& frame) {
     case Type::kRestart: {
       uint32_t generation = 0;
       StopNotice notice;
-      if (!net::decode_restart(frame.payload, generation, notice)) {
-        return protocol_error("malformed RESTART");
+      std::string why;
+      if (!net::decode_restart(frame.payload, config_.host_count, -1, generation, notice, why)) {
+        return protocol_error(why);
       }
       if (generation < generation_ || (generation == generation_ && !own_restart_)) {
         return;  // known already
@@ -238,8 +257,9 @@ void ControlClient::on_ready_frame(wire::Frame& frame) {
     }
     case Type::kStop: {
       StopNotice notice;
-      if (!net::decode_stop(frame.payload, notice)) {
-        return protocol_error("malformed STOP");
+      std::string why;
+      if (!net::decode_stop(frame.payload, config_.host_count, -1, notice, why)) {
+        return protocol_error(why);
       }
       if (!stopped_) {
         stopped_ = true;
@@ -248,14 +268,14 @@ void ControlClient::on_ready_frame(wire::Frame& frame) {
       return;
     }
     case Type::kRelease: {
-      wire::PayloadReader reader(frame.payload);
-      int32_t code = 0;
-      if (!reader.i32(code)) {
-        return protocol_error("malformed RELEASE");
+      int code = 0;
+      std::string why;
+      if (!net::decode_release(frame.payload, code, why)) {
+        return protocol_error(why);
       }
       if (!released_) {
         released_ = true;
-        emit(alive_, events_.on_release, static_cast<int>(code));
+        emit(alive_, events_.on_release, code);
       }
       return;
     }
@@ -293,17 +313,25 @@ void ControlClient::check_in() {
   }
 }
 
+// This host's own failure as host 0 will check it: for this host, with its
+// exit code and cause sendable.
+StopNotice ControlClient::own_notice(const StopNotice& notice) const {
+  StopNotice sent = net::sendable(notice);
+  sent.host = static_cast<int>(config_.host_index);
+  return sent;
+}
+
 unsigned ControlClient::restart(const StopNotice& notice) {
   if (stopped_ || own_stop_) {
     return 0;
   }
   ++generation_;
-  own_restart_ = notice;
+  own_restart_ = own_notice(notice);
   checked_in_ = false;
   go_ = false;
   finished_ = false;
   if (state_ == State::kReady) {
-    conn_->send(Type::kRestart, net::encode_restart(generation_, notice));
+    conn_->send(Type::kRestart, net::encode_restart(generation_, *own_restart_));
   }
   return generation_;
 }
@@ -319,9 +347,9 @@ bool ControlClient::stop(const StopNotice& notice) {
   if (stopped_ || own_stop_) {
     return false;
   }
-  own_stop_ = notice;
+  own_stop_ = own_notice(notice);
   if (state_ == State::kReady) {
-    conn_->send(Type::kStop, net::encode_stop(notice));
+    conn_->send(Type::kStop, net::encode_stop(*own_stop_));
   }
   return true;
 }

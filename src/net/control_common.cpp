@@ -5,44 +5,152 @@
 #include <algorithm>
 
 namespace trainit::net {
+namespace {
+
+constexpr size_t kStopFields = 12;  // exit code, failing host, failing rank
+
+bool control_byte(char c) noexcept {
+  return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+}
+
+std::string plural(size_t n, std::string_view what) {
+  return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
+}
+
+bool bad(std::string& why, wire::Type type, std::string_view problem) {
+  why = fmt::format("malformed {}: {}", wire::type_name(type), problem);
+  return false;
+}
+
+std::string code_problem(int32_t code) {
+  return code < 0 || code > 255 ? fmt::format("exit code {} is not 0-255", code) : std::string();
+}
+
+}  // namespace
+
+std::string text_problem(std::string_view what, std::string_view text, size_t max) {
+  if (text.size() > max) {
+    return fmt::format("{} of {} bytes is over {}", what, text.size(), max);
+  }
+  const auto at = std::find_if(text.begin(), text.end(), control_byte);
+  if (at != text.end()) {
+    return fmt::format("{} holds a control byte (0x{:02x} at byte {})", what, static_cast<unsigned char>(*at),
+                       at - text.begin());
+  }
+  return {};
+}
+
+std::string sendable_text(std::string_view text, size_t max) {
+  if (text.size() > max) {
+    size_t cut = max;
+    // Back to the first byte of the character cut in two (UTF-8
+    // continuation bytes are 10xxxxxx).
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) {
+      --cut;
+    }
+    text = text.substr(0, cut);
+  }
+  std::string out(text);
+  std::replace_if(out.begin(), out.end(), control_byte, '?');
+  return out;
+}
+
+StopNotice sendable(StopNotice notice) {
+  if (notice.exit_code < 0 || notice.exit_code > 255) {
+    notice.exit_code = 1;
+  }
+  notice.rank = std::max(notice.rank, -1);
+  notice.cause = sendable_text(notice.cause, kMaxCause);
+  return notice;
+}
 
 std::string encode_stop(const StopNotice& notice) {
+  const StopNotice sent = sendable(notice);
   wire::PayloadWriter payload;
-  payload.i32(notice.exit_code).i32(notice.host).i32(notice.rank);
-  payload.bytes(std::string_view(notice.cause).substr(0, kMaxCause));
+  payload.i32(sent.exit_code).i32(sent.host).i32(sent.rank).bytes(sent.cause);
   return payload.data();
 }
 
-bool decode_stop(const std::string& payload, StopNotice& out) {
+namespace {
+
+bool decode_failure(wire::Type type, std::string_view payload, unsigned host_count, int sender, StopNotice& out,
+                    std::string& why) {
   wire::PayloadReader reader(payload);
-  int32_t code, host, rank;
+  int32_t code = 0, host = 0, rank = 0;
   if (!reader.i32(code) || !reader.i32(host) || !reader.i32(rank)) {
-    return false;
+    return bad(why, type, fmt::format("{}, fewer than its fields need", plural(payload.size(), "byte")));
+  }
+  if (std::string problem = code_problem(code); !problem.empty()) {
+    return bad(why, type, problem);
+  }
+  if (sender >= 0 && host != sender) {
+    return bad(why, type, fmt::format("failing host {} is not host {}, which sent it", host, sender));
+  }
+  if (sender < 0 && (host < 0 || static_cast<unsigned>(host) >= host_count)) {
+    return bad(why, type, fmt::format("failing host {} is not one of 0-{}", host, host_count - 1));
+  }
+  if (rank < -1) {
+    return bad(why, type, fmt::format("rank {} is below -1", rank));
+  }
+  if (std::string problem = text_problem("cause", reader.rest(), kMaxCause); !problem.empty()) {
+    return bad(why, type, problem);
   }
   out = StopNotice{code, host, rank, std::string(reader.rest())};
   return true;
+}
+
+}  // namespace
+
+bool decode_stop(std::string_view payload, unsigned host_count, int sender, StopNotice& out, std::string& why) {
+  return decode_failure(wire::Type::kStop, payload, host_count, sender, out, why);
 }
 
 std::string encode_restart(uint32_t generation, const StopNotice& notice) {
   return wire::PayloadWriter().u32(generation).data() + encode_stop(notice);
 }
 
-bool decode_restart(const std::string& payload, uint32_t& generation, StopNotice& out) {
+bool decode_restart(std::string_view payload, unsigned host_count, int sender, uint32_t& generation, StopNotice& out,
+                    std::string& why) {
   wire::PayloadReader reader(payload);
-  return reader.u32(generation) && decode_stop(payload.substr(4), out);
+  if (!reader.u32(generation)) {
+    return bad(why, wire::Type::kRestart,
+               fmt::format("{}, fewer than its fields need", plural(payload.size(), "byte")));
+  }
+  return decode_failure(wire::Type::kRestart, reader.rest(), host_count, sender, out, why);
 }
 
 std::string encode_generation(uint32_t generation) {
   return generation == 0 ? std::string() : wire::PayloadWriter().u32(generation).data();
 }
 
-bool decode_generation(const std::string& payload, uint32_t& generation) {
+bool decode_generation(wire::Type type, std::string_view payload, uint32_t& generation, std::string& why) {
   generation = 0;
-  if (payload.empty()) {
+  wire::PayloadReader reader(payload);
+  if (payload.empty() || (payload.size() == 4 && reader.u32(generation))) {
     return true;
   }
+  return bad(why, type, fmt::format("{}, not 0 or 4", plural(payload.size(), "byte")));
+}
+
+std::string encode_release(int exit_code) {
+  return wire::PayloadWriter().i32(sendable(StopNotice{exit_code, 0, -1, {}}).exit_code).data();
+}
+
+bool decode_release(std::string_view payload, int& exit_code, std::string& why) {
   wire::PayloadReader reader(payload);
-  return reader.u32(generation);
+  int32_t code = 0;
+  if (payload.size() != 4 || !reader.i32(code)) {
+    return bad(why, wire::Type::kRelease, fmt::format("{}, not 4", plural(payload.size(), "byte")));
+  }
+  if (std::string problem = code_problem(code); !problem.empty()) {
+    return bad(why, wire::Type::kRelease, problem);
+  }
+  exit_code = code;
+  return true;
+}
+
+bool decode_empty(wire::Type type, std::string_view payload, std::string& why) {
+  return payload.empty() || bad(why, type, fmt::format("{}, not 0", plural(payload.size(), "byte")));
 }
 
 std::string describe(const StopNotice& notice) {
@@ -58,11 +166,7 @@ std::string describe(const StopNotice& notice) {
 
 std::string printable(std::string_view text, size_t max) {
   std::string out(text.substr(0, max));
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      c = '?';
-    }
-  }
+  std::replace_if(out.begin(), out.end(), control_byte, '?');
   if (text.size() > max) {
     out += "...";
   }

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "net/control.h"
 
@@ -21,22 +22,53 @@ bool emit(const std::shared_ptr<char>& alive, const Fn& fn, Args&&... args) {
   return !watch.expired();
 }
 
+// The largest cause a STOP or RESTART carries; longer ones are cut when sent
+// and refused when received.
+inline constexpr size_t kMaxCause = 4096;
+// The longest job id a HELLO carries (it must fit wire::kMaxHelloFrame).
+inline constexpr size_t kMaxJobId = 1024;
+
+// Why `text` (a peer's job id or cause) is not fit to be taken as it is:
+// longer than `max` bytes, or holding a control byte (< 0x20, 0x7f), which
+// would reach log lines and the status file as it is. Empty when it is fit.
+// Bytes from 0x80 (UTF-8) pass as they are.
+[[nodiscard]] std::string text_problem(std::string_view what, std::string_view text, size_t max);
+// `text` made fit to send: control bytes as '?', cut to at most `max` bytes
+// at a UTF-8 character boundary.
+[[nodiscard]] std::string sendable_text(std::string_view text, size_t max);
+
+// What this host sends in a STOP or RESTART: an exit code outside 0-255 as 1
+// (exit() would wrap 256 to 0, a success), a rank below -1 as -1, the cause
+// made sendable. The failing host is the caller's to set.
+[[nodiscard]] StopNotice sendable(StopNotice notice);
+
+// The decoders take a whole payload and return false with `why` ("malformed
+// STOP: exit code 256 is not 0-255") when it is not a valid message: a field
+// out of bounds, too few bytes, or bytes left over. A STOP's or RESTART's
+// failing host must be `sender` when it is a client's (sender >= 1: a client
+// stops for itself) and one of 0..host_count-1 when host 0 relays it
+// (sender < 0).
 [[nodiscard]] std::string encode_stop(const StopNotice& notice);
-[[nodiscard]] bool decode_stop(const std::string& payload, StopNotice& out);
+[[nodiscard]] bool decode_stop(std::string_view payload, unsigned host_count, int sender, StopNotice& out,
+                               std::string& why);
 // RESTART: the generation, then the failure as STOP carries it.
 [[nodiscard]] std::string encode_restart(uint32_t generation, const StopNotice& notice);
-[[nodiscard]] bool decode_restart(const std::string& payload, uint32_t& generation, StopNotice& out);
-// CHECKIN's and GO's generation: an empty payload is generation 0.
+[[nodiscard]] bool decode_restart(std::string_view payload, unsigned host_count, int sender, uint32_t& generation,
+                                  StopNotice& out, std::string& why);
+// CHECKIN's, GO's and FINISHED's generation: an empty payload is generation
+// 0, else exactly 4 bytes.
 [[nodiscard]] std::string encode_generation(uint32_t generation);
-[[nodiscard]] bool decode_generation(const std::string& payload, uint32_t& generation);
+[[nodiscard]] bool decode_generation(wire::Type type, std::string_view payload, uint32_t& generation, std::string& why);
+// RELEASE: the exit code, 0-255.
+[[nodiscard]] std::string encode_release(int exit_code);
+[[nodiscard]] bool decode_release(std::string_view payload, int& exit_code, std::string& why);
+// HEARTBEAT: nothing at all.
+[[nodiscard]] bool decode_empty(wire::Type type, std::string_view payload, std::string& why);
+
 // "exit code 3 from host 2, rank 17: segfault" for log lines.
 [[nodiscard]] std::string describe(const StopNotice& notice);
 // How often heartbeats go out: min(heartbeat, peer_loss / 4), at least 1 ms.
 [[nodiscard]] Duration heartbeat_interval(const ControlConfig& config);
-// The largest cause a STOP carries; longer ones are cut.
-inline constexpr size_t kMaxCause = 4096;
-// The longest job id a HELLO carries (it must fit wire::kMaxHelloFrame).
-inline constexpr size_t kMaxJobId = 1024;
 // A peer's text fit for a log line: control bytes as '?', at most `max` bytes.
 [[nodiscard]] std::string printable(std::string_view text, size_t max = 200);
 [[nodiscard]] std::string_view view(const Nonce& bytes) noexcept;

@@ -8,6 +8,7 @@
 #include "net/connection.h"
 #include "net/control.h"
 #include "net/control_common.h"
+#include "net/peer_warnings.h"
 #include "net/socket.h"
 
 namespace trainit {
@@ -18,16 +19,27 @@ using wire::Type;
 // One accepted connection; a host's once its HELLO was taken.
 struct ControlServer::Link {
   std::unique_ptr<net::Connection> conn;
-  std::string peer;  // the address it came from
+  in_addr address{};  // the address it came from
+  std::string peer;   // the same, in words
   Clock::time_point opened;
   int host = -1;       // -1 until the handshake is done
-  net::Nonce nonce{};  // the challenge sent, with a secret
+  net::Nonce nonce{};  // the challenge sent: fresh for this connection
 };
 
 namespace {
 
 std::string as_host(int host) {
   return host > 0 ? fmt::format(" (host {})", host) : std::string();
+}
+
+// Host 0's own notice, as the clients will check it: its exit code and
+// cause sendable, its failing host one of the job's (host 0's, when not).
+StopNotice own_notice(const StopNotice& notice, unsigned host_count) {
+  StopNotice sent = net::sendable(notice);
+  if (sent.host < 0 || static_cast<unsigned>(sent.host) >= host_count) {
+    sent.host = 0;
+  }
+  return sent;
 }
 
 }  // namespace
@@ -37,13 +49,15 @@ ControlServer::ControlServer(Loop& loop, ControlConfig config, ControlEvents eve
       config_(std::move(config)),
       events_(std::move(events)),
       heartbeat_(net::heartbeat_interval(config_)),
-      hosts_(config_.host_count) {}
+      hosts_(config_.host_count),
+      warnings_(std::make_unique<net::PeerWarnings>(kWarningInterval, kWarnedAddresses)) {}
 
 ControlServer::~ControlServer() = default;
 
 Result<std::unique_ptr<ControlServer>> ControlServer::listen(Loop& loop, uint16_t port, std::vector<in_addr> allowed,
                                                              ControlConfig config, ControlEvents events) {
-  if (config.host_index != 0 || config.host_count < 1 || config.job_id.size() > net::kMaxJobId) {
+  if (config.host_index != 0 || config.host_count < 1 ||
+      !net::text_problem("job id", config.job_id, net::kMaxJobId).empty()) {
     return Error{fmt::format("control server: host {} of {} with a job id of {} bytes is not host 0 of a job",
                              config.host_index, config.host_count, config.job_id.size()),
                  0, exit_code::kConfig};
@@ -79,8 +93,56 @@ bool ControlServer::allowed(in_addr addr) const noexcept {
          std::any_of(allowed_.begin(), allowed_.end(), [addr](in_addr a) { return same_ipv4(a, addr); });
 }
 
-size_t ControlServer::pending() const noexcept {
-  return static_cast<size_t>(std::count_if(links_.begin(), links_.end(), [](const auto& l) { return l->host < 0; }));
+Duration ControlServer::hello_deadline() const noexcept {
+  return std::min<Duration>(config_.handshake, kHelloDeadline);
+}
+
+// A new connection never waits for a slot, nor is it refused for want of
+// one: whoever holds the slots (silent strangers, half-open connections)
+// would keep the job's own hosts out for as long as they liked. The oldest
+// gives way instead, and the one chosen is of the address with the most
+// connections waiting, so that a host connecting from an address of its own
+// loses its slot only when every slot is held by a different address.
+void ControlServer::make_room(in_addr peer) {
+  struct Address {
+    in_addr address;
+    size_t pending;
+    Link* oldest;
+  };
+  std::vector<Address> addresses;
+  size_t pending = 0;
+  for (const auto& link : links_) {  // oldest first
+    if (link->host >= 0) {
+      continue;
+    }
+    ++pending;
+    auto it = std::find_if(addresses.begin(), addresses.end(),
+                           [&](const Address& a) { return same_ipv4(a.address, link->address); });
+    if (it == addresses.end()) {
+      addresses.push_back({link->address, 1, link.get()});
+    } else {
+      ++it->pending;
+    }
+  }
+  const auto own =
+      std::find_if(addresses.begin(), addresses.end(), [&](const Address& a) { return same_ipv4(a.address, peer); });
+  if (own != addresses.end() && own->pending >= kMaxPendingPerAddress) {
+    return close_link(own->oldest, "closed",
+                      fmt::format("a newer connection from that address took its slot ({} at most per address "
+                                  "before their HELLO)",
+                                  kMaxPendingPerAddress));
+  }
+  if (pending < kMaxPending) {
+    return;
+  }
+  // The first of the most: the oldest among ties, as `addresses` is in the
+  // order of each address's oldest connection.
+  const auto most = std::max_element(addresses.begin(), addresses.end(),
+                                     [](const Address& a, const Address& b) { return a.pending < b.pending; });
+  close_link(most->oldest, "closed",
+             fmt::format("a newer connection took its slot ({} at most before their HELLO, {} of them from that "
+                         "address)",
+                         kMaxPending, most->pending));
 }
 
 int ControlServer::on_accept() {
@@ -104,37 +166,31 @@ int ControlServer::on_accept() {
     }
     const std::string address = ipv4_string(peer);
     if (!allowed(peer)) {
-      log_warning("control: refused a connection from {}: not one of the job's hosts", address);
+      static constexpr std::string_view kWhy = "not one of the job's hosts";
+      warnings_->warn(peer, fmt::format("control: refused a connection from {}: {}", address, kWhy), "refused", kWhy,
+                      Clock::now());
       continue;
     }
-    if (pending() >= kMaxPending) {
-      if (!warned_full_) {
-        log_warning("control: refused a connection from {}: {} connections are in their handshake already", address,
-                    kMaxPending);
-        warned_full_ = true;
-      }
-      continue;
-    }
+    make_room(peer);
     auto owned = std::make_unique<Link>();
     Link* link = owned.get();
+    link->address = peer;
     link->peer = address;
     link->opened = Clock::now();
-    if (auth_) {
-      link->nonce = net::Auth::nonce();
-    }
+    link->nonce = net::Auth::nonce();
     link->conn = std::make_unique<net::Connection>(
         loop_, std::move(fd), "control connection from " + address, wire::kMaxHelloFrame,
         [this, link](wire::Frame& frame) { on_frame(link, frame); },
         [this, link](const std::string& why, bool malformed) {
           if (malformed) {
-            log_warning("control: closed the connection from {}{}: {}", link->peer, as_host(link->host), why);
+            close_link(link, "closed", why);
           } else {
             log_debug("control: connection from {}{} ended: {}", link->peer, as_host(link->host), why);
           }
           drop(link);
         });
     links_.push_back(std::move(owned));
-    link->conn->send(Type::kChallenge, auth_ ? net::view(link->nonce) : std::string_view());
+    link->conn->send(Type::kChallenge, net::view(link->nonce));
   }
   return 0;
 }
@@ -151,8 +207,14 @@ void ControlServer::drop(Link* link) {
 }
 
 void ControlServer::refuse(Link* link, const std::string& why) {
-  log_warning("control: refused the connection from {}: {}", link->peer, why);
   link->conn->send(Type::kRefuse, why);
+  close_link(link, "refused", why);
+}
+
+void ControlServer::close_link(Link* link, std::string_view verb, const std::string& why) {
+  warnings_->warn(link->address,
+                  fmt::format("control: {} the connection from {}{}: {}", verb, link->peer, as_host(link->host), why),
+                  verb, why, Clock::now());
   drop(link);
 }
 
@@ -161,15 +223,19 @@ void ControlServer::on_frame(Link* link, wire::Frame& frame) {
     if (frame.type == Type::kHello) {
       on_hello(link, frame.payload);
     } else {
-      log_warning("control: closed the connection from {}: {} before HELLO", link->peer, wire::type_name(frame.type));
-      drop(link);
+      close_link(link, "closed", fmt::format("{} before HELLO", wire::type_name(frame.type)));
     }
     return;
   }
   hosts_[static_cast<size_t>(link->host)].last_heard = Clock::now();
   switch (frame.type) {
-    case Type::kHeartbeat:
+    case Type::kHeartbeat: {
+      std::string why;
+      if (!net::decode_empty(frame.type, frame.payload, why)) {
+        close_link(link, "closed", why);
+      }
       return;
+    }
     case Type::kCheckIn:
       on_check_in(link, frame.payload);
       return;
@@ -183,9 +249,7 @@ void ControlServer::on_frame(Link* link, wire::Frame& frame) {
       on_restart(link, frame.payload);
       return;
     default:
-      log_warning("control: closed the connection from {}{}: unexpected {}", link->peer, as_host(link->host),
-                  wire::type_name(frame.type));
-      drop(link);
+      close_link(link, "closed", fmt::format("unexpected {}", wire::type_name(frame.type)));
   }
 }
 
@@ -194,23 +258,27 @@ void ControlServer::on_hello(Link* link, const std::string& payload) {
   uint32_t index = 0, count = 0;
   uint8_t has_secret = 0;
   std::string_view tag, nonce;
+  // The tag and nonce are there whenever the client says it has a secret,
+  // whether this side has one or not: a field's place never depends on the
+  // reader.
   if (!reader.u32(index) || !reader.u32(count) || !reader.u8(has_secret) || has_secret > 1 ||
-      (auth_ && has_secret == 1 && (!reader.bytes(32, tag) || !reader.bytes(32, nonce)))) {
-    log_warning("control: closed the connection from {}: malformed HELLO", link->peer);
-    drop(link);
-    return;
+      (has_secret == 1 && (!reader.bytes(net::Tag().size(), tag) || !reader.bytes(net::Nonce().size(), nonce)))) {
+    return close_link(link, "closed", "malformed HELLO");
   }
   const std::string_view job_id = reader.rest();
-  net::Nonce client_nonce{};
-  std::copy(nonce.begin(), nonce.end(), client_nonce.begin());
+  if (std::string problem = net::text_problem("job id", job_id, net::kMaxJobId); !problem.empty()) {
+    return close_link(link, "closed", "malformed HELLO: " + problem);
+  }
+  net::Handshake handshake{link->nonce, {}, index, count, job_id};
+  std::copy(nonce.begin(), nonce.end(), handshake.client_nonce.begin());
   if (auth_ && has_secret == 0) {
     return refuse(link, fmt::format("host {} has no secret; this job has one", index));
   }
   if (!auth_ && has_secret == 1) {
     return refuse(link, fmt::format("host {} has a secret; host 0 has none", index));
   }
-  if (auth_ && !auth_->client_tag_ok(tag, link->nonce, client_nonce, index, count, job_id)) {
-    return refuse(link, fmt::format("host {} has another secret", index));
+  if (auth_ && !auth_->client_tag_ok(tag, handshake)) {
+    return refuse(link, fmt::format("host {} has another secret, or its proof is not of this connection", index));
   }
   if (job_id != config_.job_id) {
     return refuse(link, fmt::format("host {} is of job '{}', not '{}'", index, net::printable(job_id), config_.job_id));
@@ -230,7 +298,7 @@ void ControlServer::on_hello(Link* link, const std::string& payload) {
   host.joined = true;
   host.last_heard = Clock::now();
   log_debug("control: host {} connected from {}", index, link->peer);
-  link->conn->send(Type::kWelcome, auth_ ? net::view(auth_->server_tag(client_nonce, link->nonce)) : std::string());
+  link->conn->send(Type::kWelcome, auth_ ? net::view(auth_->server_tag(handshake)) : std::string());
   // What happened before it (re)connected.
   if (restart_) {
     link->conn->send(Type::kRestart, net::encode_restart(generation_, *restart_));
@@ -239,17 +307,16 @@ void ControlServer::on_hello(Link* link, const std::string& payload) {
     link->conn->send(Type::kStop, net::encode_stop(*stop_));
   }
   if (release_) {
-    link->conn->send(Type::kRelease, wire::PayloadWriter().i32(*release_).data());
+    link->conn->send(Type::kRelease, net::encode_release(*release_));
   }
 }
 
 void ControlServer::on_check_in(Link* link, const std::string& payload) {
   const auto index = static_cast<unsigned>(link->host);
   uint32_t generation = 0;
-  if (!net::decode_generation(payload, generation)) {
-    log_warning("control: closed the connection from {}{}: malformed CHECKIN", link->peer, as_host(link->host));
-    drop(link);
-    return;
+  std::string why;
+  if (!net::decode_generation(Type::kCheckIn, payload, generation, why)) {
+    return close_link(link, "closed", why);
   }
   if (generation != generation_) {
     log_debug("control: host {} checked in for generation {}; this is {}: ignored", index, generation, generation_);
@@ -272,10 +339,9 @@ void ControlServer::on_check_in(Link* link, const std::string& payload) {
 void ControlServer::on_finished(Link* link, const std::string& payload) {
   const auto index = static_cast<unsigned>(link->host);
   uint32_t generation = 0;
-  if (!net::decode_generation(payload, generation)) {
-    log_warning("control: closed the connection from {}{}: malformed FINISHED", link->peer, as_host(link->host));
-    drop(link);
-    return;
+  std::string why;
+  if (!net::decode_generation(Type::kFinished, payload, generation, why)) {
+    return close_link(link, "closed", why);
   }
   if (generation != generation_) {
     log_debug("control: host {} finished generation {}; this is {}: ignored", index, generation, generation_);
@@ -322,10 +388,9 @@ void ControlServer::maybe_go() {
 
 void ControlServer::on_stop(Link* link, const std::string& payload) {
   StopNotice notice;
-  if (!net::decode_stop(payload, notice)) {
-    log_warning("control: closed the connection from {}{}: malformed STOP", link->peer, as_host(link->host));
-    drop(link);
-    return;
+  std::string why;
+  if (!net::decode_stop(payload, config_.host_count, link->host, notice, why)) {
+    return close_link(link, "closed", why);
   }
   if (stop_) {
     if (notice.host != stop_->host) {
@@ -334,9 +399,10 @@ void ControlServer::on_stop(Link* link, const std::string& payload) {
     return;
   }
   stop_ = notice;
+  const std::string relayed = net::encode_stop(notice);  // what was checked, not the bytes as they came
   for (const auto& other : links_) {
     if (other->host > 0 && other.get() != link) {
-      other->conn->send(Type::kStop, payload);
+      other->conn->send(Type::kStop, relayed);
     }
   }
   emit(alive_, events_.on_stop, notice);
@@ -345,10 +411,9 @@ void ControlServer::on_stop(Link* link, const std::string& payload) {
 void ControlServer::on_restart(Link* link, const std::string& payload) {
   uint32_t generation = 0;
   StopNotice notice;
-  if (!net::decode_restart(payload, generation, notice)) {
-    log_warning("control: closed the connection from {}{}: malformed RESTART", link->peer, as_host(link->host));
-    drop(link);
-    return;
+  std::string why;
+  if (!net::decode_restart(payload, config_.host_count, link->host, generation, notice, why)) {
+    return close_link(link, "closed", why);
   }
   if (stop_ || generation != generation_ + 1) {
     log_debug("control: host {} asked for generation {} ({}); this is {}{}: ignored", link->host, generation,
@@ -364,7 +429,7 @@ unsigned ControlServer::restart(const StopNotice& notice) {
     log_debug("control: a stop came first ({}); not restarting", net::describe(*stop_));
     return 0;
   }
-  begin_generation(notice, nullptr);
+  begin_generation(own_notice(notice, config_.host_count), nullptr);
   return generation_;
 }
 
@@ -392,8 +457,8 @@ bool ControlServer::stop(const StopNotice& notice) {
     log_debug("control: a stop came first ({}); not sending this one", net::describe(*stop_));
     return false;
   }
-  stop_ = notice;
-  const std::string payload = net::encode_stop(notice);
+  stop_ = own_notice(notice, config_.host_count);
+  const std::string payload = net::encode_stop(*stop_);
   for (const auto& link : links_) {
     if (link->host > 0) {
       link->conn->send(Type::kStop, payload);
@@ -407,7 +472,7 @@ void ControlServer::release(int exit_code) {
     return;
   }
   release_ = exit_code;
-  const std::string payload = wire::PayloadWriter().i32(exit_code).data();
+  const std::string payload = net::encode_release(exit_code);
   for (const auto& link : links_) {
     if (link->host > 0) {
       link->conn->send(Type::kRelease, payload);
@@ -442,21 +507,19 @@ int ControlServer::on_tick() {
   if (!accept_io_.enabled()) {
     accept_io_.set_enabled(true);
   }
-  if (pending() < kMaxPending) {
-    warned_full_ = false;
-  }
+  warnings_->tick(now);
   std::vector<Link*> late;
   for (const auto& link : links_) {
     if (link->host > 0) {
       link->conn->send(Type::kHeartbeat);
-    } else if (now - link->opened > config_.handshake) {
+    } else if (now - link->opened > hello_deadline()) {
       late.push_back(link.get());
     }
   }
   for (Link* link : late) {
-    log_warning("control: closed the connection from {}: no handshake within {} ms", link->peer,
-                std::chrono::duration_cast<std::chrono::milliseconds>(config_.handshake).count());
-    drop(link);
+    close_link(link, "closed",
+               fmt::format("no handshake within {} ms",
+                           std::chrono::duration_cast<std::chrono::milliseconds>(hello_deadline()).count()));
   }
   for (unsigned i = 1; i < hosts_.size(); ++i) {
     Host& host = hosts_[i];

@@ -1,38 +1,38 @@
-// The control channel's wire format (net/control.h speaks it).
+// The control channel's wire format (net/control.h speaks it). Every message,
+// its fields and their bounds, the handshake step by step and what the
+// channel does not protect: net/PROTOCOL.md, beside this file.
 //
 // A frame is a 12-byte header, then `length` bytes of payload, all integers
 // big-endian:
 //
-//   u32 magic 'TRIT'   u16 version (1)   u16 type   u32 length (<= kMaxFrame)
+//   u32 magic 'TRIT'   u16 version (kVersion)   u16 type   u32 length
 //
 // A payload is a few fixed-size integers, then at most one byte string that
-// runs to the end of the payload (a UTF-8 job id or cause). A reader that
-// meets a wrong magic, another version, an unknown type or a length over its
-// limit gives up on the connection: there is no resynchronising a byte stream.
-// The limit is kMaxFrame, and kMaxHelloFrame before a peer is known.
+// runs to the end of the payload (a job id or cause: printable text). A reader
+// that meets a wrong magic, another version, an unknown type or a length over
+// its limit gives up on the connection: there is no resynchronising a byte
+// stream. The limit is kMaxFrame, and kMaxHelloFrame before a peer is known.
+// This file cuts frames; the fields of each message are checked where the
+// message is taken (net/control_common.h's decoders, the server's HELLO).
 //
 // The messages, by type (s: host 0's server, c: a client, host 1..H-1):
 //
-//   1 CHALLENGE s->c  empty, or a 32-byte nonce when host 0 has a secret
+//   1 CHALLENGE s->c  the server's 32-byte nonce
 //   2 HELLO     c->s  u32 host index, u32 host count, u8 has secret,
-//                     [32-byte tag, 32-byte client nonce: when both sides
-//                     have a secret], job id
-//   3 WELCOME   s->c  empty, or the server's 32-byte tag
+//                     [32-byte tag, 32-byte client nonce: with a secret],
+//                     job id
+//   3 WELCOME   s->c  empty, or the server's 32-byte tag (with a secret)
 //   4 REFUSE    s->c  why, in words; then the server closes
-//   5 CHECKIN   c->s  [u32 generation]: this host is ready for that
-//                     generation's barrier (empty: generation 0)
-//   6 GO        s->c  [u32 generation]: every host checked in for it (empty: 0)
-//   7 STOP      both  i32 exit code, i32 failing host, i32 failing rank (-1:
-//                     none), cause
-//   8 RELEASE   s->c  i32 exit code: host 0's job ended with it
+//   5 CHECKIN   c->s  [u32 generation] (empty: generation 0)
+//   6 GO        s->c  [u32 generation] (empty: generation 0)
+//   7 STOP      both  i32 exit code, i32 failing host, i32 failing rank, cause
+//   8 RELEASE   s->c  i32 exit code
 //   9 HEARTBEAT both  empty
-//  10 FINISHED  c->s  [u32 generation]: every rank of this host exited 0 in
-//                     that generation (empty: 0); it waits for RELEASE (its
-//                     leaving is not a loss from then on)
-//  11 RESTART   both  u32 generation, then STOP's fields: c->s asks host 0 to
-//                     start generation N (its current one + 1) after that
-//                     failure; s->c says generation N begins (sticky: sent
-//                     again to a host that reconnects)
+//  10 FINISHED  c->s  [u32 generation] (empty: generation 0)
+//  11 RESTART   both  u32 generation, then STOP's fields
+//
+// Version 2 (this one) changed what the handshake's tags cover and made the
+// CHALLENGE's nonce mandatory; a version-1 peer is refused by its header.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +43,7 @@
 namespace trainit::wire {
 
 inline constexpr uint32_t kMagic = 0x54524954;  // "TRIT"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kHeaderSize = 12;
 inline constexpr size_t kMaxFrame = size_t{64} * 1024;  // largest payload
 inline constexpr size_t kMaxHelloFrame = 4096;          // largest payload before the handshake is done

@@ -12,118 +12,22 @@
 
 #include "net/control.h"
 #include "net/socket.h"
+#include "net_control_fixture.h"
 #include "net_support.h"
 
 namespace trainit {
 namespace {
 
+using test::Client;
 using test::LogCapture;
 using test::loopback;
+using test::NetControl;
 using test::RawPeer;
+using test::record;
+using test::Seen;
 using test::step_for;
 using test::step_until;
 using namespace std::chrono_literals;
-
-// What one host's channel reported.
-struct Seen {
-  int go = 0;
-  std::vector<StopNotice> stops;
-  std::vector<int> releases;
-  std::vector<unsigned> lost;
-  std::vector<unsigned> checked_in;
-  std::vector<unsigned> finished;
-  std::vector<std::pair<unsigned, StopNotice>> restarts;
-};
-
-ControlEvents record(Seen& seen) {
-  ControlEvents events;
-  events.on_go = [&seen] { ++seen.go; };
-  events.on_stop = [&seen](const StopNotice& notice) { seen.stops.push_back(notice); };
-  events.on_release = [&seen](int code) { seen.releases.push_back(code); };
-  events.on_lost = [&seen](unsigned host) { seen.lost.push_back(host); };
-  events.on_checked_in = [&seen](unsigned host) { seen.checked_in.push_back(host); };
-  events.on_finished = [&seen](unsigned host) { seen.finished.push_back(host); };
-  events.on_restart = [&seen](unsigned generation, const StopNotice& notice) {
-    seen.restarts.emplace_back(generation, notice);
-  };
-  return events;
-}
-
-struct Client {
-  std::unique_ptr<ControlClient> channel;
-  Seen seen;
-  bool stranger = false;  // host 0 refuses it
-};
-
-class NetControl : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_EQ(loop_.init(), 0); }
-
-  ControlConfig config(unsigned index, unsigned count, std::string secret = {}) const {
-    ControlConfig c;
-    c.host_index = index;
-    c.host_count = count;
-    c.job_id = "job-7";
-    c.secret = std::move(secret);
-    c.peer_loss = peer_loss_;
-    c.handshake = handshake_;
-    return c;
-  }
-
-  void start_server(unsigned count, std::string secret = {}, std::vector<in_addr> allowed = {loopback()}) {
-    auto server =
-        ControlServer::listen(loop_, 0, std::move(allowed), config(0, count, std::move(secret)), record(server_seen_));
-    ASSERT_TRUE(server.ok()) << server.error().message;
-    server_ = std::move(*server);
-    ASSERT_NE(server_->port(), 0);
-  }
-
-  Client& add_client(const ControlConfig& c, uint16_t port = 0) {
-    clients_.push_back(std::make_unique<Client>());
-    Client& client = *clients_.back();
-    auto channel =
-        ControlClient::connect(loop_, loopback(), port != 0 ? port : server_->port(), c, record(client.seen));
-    EXPECT_TRUE(channel.ok()) << channel.error().message;
-    client.channel = std::move(*channel);
-    return client;
-  }
-  Client& add_client(unsigned index, unsigned count, std::string secret = {}) {
-    return add_client(config(index, count, std::move(secret)));
-  }
-
-  bool all_connected() const {
-    return std::all_of(clients_.begin(), clients_.end(), [](const auto& c) { return c->channel->connected(); });
-  }
-
-  // Every client of the job (not the strangers) connected, every host
-  // checked in: GO everywhere.
-  void pass_the_barrier() {
-    std::vector<Client*> members;
-    for (auto& client : clients_) {
-      if (!client->stranger) {
-        members.push_back(client.get());
-      }
-    }
-    ASSERT_TRUE(step_until(loop_, [&] {
-      return std::all_of(members.begin(), members.end(), [](Client* c) { return c->channel->connected(); });
-    }));
-    for (Client* client : members) {
-      client->channel->check_in();
-    }
-    server_->check_in();
-    ASSERT_TRUE(step_until(
-        loop_, [&] { return std::all_of(members.begin(), members.end(), [](Client* c) { return c->seen.go == 1; }); }));
-    EXPECT_EQ(server_seen_.go, 1);
-  }
-
-  Duration peer_loss_ = 10s;
-  Duration handshake_ = 5s;
-  Loop loop_;
-  LogCapture log_;  // outlives the channels, whose destructors may log
-  Seen server_seen_;
-  std::unique_ptr<ControlServer> server_;
-  std::vector<std::unique_ptr<Client>> clients_;
-};
 
 // --- The barrier, stop and release ------------------------------------------
 
@@ -424,7 +328,7 @@ TEST_F(NetControl, AClientLosesHost0WhenItStopsResponding) {
   in_addr from{};
   ASSERT_TRUE(step_until(loop_, [&] { return net::accept_tcp(listener.get(), accepted, from) == 0; }));
   RawPeer host0(std::move(accepted));
-  ASSERT_TRUE(host0.send(wire::Type::kChallenge));
+  ASSERT_TRUE(host0.send(wire::Type::kChallenge, std::string(32, 'n')));
   wire::Frame frame;
   ASSERT_TRUE(step_until(loop_, [&] { return host0.next(frame); }));
   ASSERT_EQ(frame.type, wire::Type::kHello);
@@ -474,11 +378,11 @@ INSTANTIATE_TEST_SUITE_P(
     Frames, NetControlBadBytes,
     ::testing::Values(BadBytes{"Garbage", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "bad magic"},
                       BadBytes{"WrongMagic", header(0x54524955, 1, 2, 0), "bad magic"},
-                      BadBytes{"WrongVersion", header(wire::kMagic, 2, 2, 0), "protocol version 2"},
-                      BadBytes{"UnknownType", header(wire::kMagic, 1, 77, 0), "unknown frame type 77"},
-                      BadBytes{"OversizedLength", header(wire::kMagic, 1, 2, 1 << 20), "over the limit"},
-                      BadBytes{"HelloTooLargeBeforeTheHandshake", header(wire::kMagic, 1, 2, wire::kMaxHelloFrame + 1),
-                               "over the limit"},
+                      BadBytes{"WrongVersion", header(wire::kMagic, 1, 2, 0), "protocol version 1"},
+                      BadBytes{"UnknownType", header(wire::kMagic, wire::kVersion, 77, 0), "unknown frame type 77"},
+                      BadBytes{"OversizedLength", header(wire::kMagic, wire::kVersion, 2, 1 << 20), "over the limit"},
+                      BadBytes{"HelloTooLargeBeforeTheHandshake",
+                               header(wire::kMagic, wire::kVersion, 2, wire::kMaxHelloFrame + 1), "over the limit"},
                       BadBytes{"FrameBeforeHello", wire::encode(wire::Type::kCheckIn), "CHECKIN before HELLO"},
                       BadBytes{"MalformedHello", wire::encode(wire::Type::kHello, "abc"), "malformed HELLO"}),
     [](const auto& info) { return info.param.name; });
@@ -574,7 +478,7 @@ TEST_F(NetControl, AHost0WithoutTheSecretIsNotTrusted) {
   in_addr from{};
   ASSERT_TRUE(step_until(loop_, [&] { return net::accept_tcp(listener.get(), accepted, from) == 0; }));
   RawPeer host0(std::move(accepted));
-  ASSERT_TRUE(host0.send(wire::Type::kChallenge));
+  ASSERT_TRUE(host0.send(wire::Type::kChallenge, std::string(32, 'n')));
   wire::Frame frame;
   ASSERT_TRUE(step_until(loop_, [&] { return host0.next(frame); }));
   ASSERT_TRUE(host0.send(wire::Type::kWelcome));
@@ -587,24 +491,27 @@ TEST_F(NetControl, AHost0WithoutTheSecretIsNotTrusted) {
 
 // --- Floods -----------------------------------------------------------------
 
-TEST_F(NetControl, ConnectionsInTheirHandshakeAreCappedAndTimedOut) {
+TEST_F(NetControl, ConnectionsInTheirHandshakeAreCappedOverallAndTimedOut) {
   handshake_ = 500ms;
-  start_server(2);
+  start_server(2, {}, {});  // any address
   const size_t heap_before = ::mallinfo2().uordblks;
-  // 100 connections, each holding a HELLO cut short: as much as a peer may
-  // make host 0 keep before its handshake.
+  // 100 connections from 25 addresses, 4 each, each holding a HELLO cut
+  // short: as much as peers may make host 0 keep before their handshake.
   const std::string partial =
-      header(wire::kMagic, 1, 2, wire::kMaxHelloFrame) + std::string(wire::kMaxHelloFrame - 1, 'x');
+      header(wire::kMagic, wire::kVersion, 2, wire::kMaxHelloFrame) + std::string(wire::kMaxHelloFrame - 1, 'x');
   std::vector<std::unique_ptr<RawPeer>> flood;
-  for (int i = 0; i < 100; ++i) {
-    flood.push_back(std::make_unique<RawPeer>(server_->port()));
-    ASSERT_TRUE(flood.back()->connected());
-    ASSERT_TRUE(flood.back()->send(partial));
+  for (uint32_t address = 2; address < 27; ++address) {
+    for (int i = 0; i < 4; ++i) {
+      flood.push_back(std::make_unique<RawPeer>(server_->port(), loopback(), test::loopback_n(address)));
+      ASSERT_TRUE(flood.back()->connected());
+      ASSERT_TRUE(flood.back()->send(partial));
+    }
   }
   size_t most = 0;
   const auto closed = [&] {
     return std::count_if(flood.begin(), flood.end(), [](const auto& p) { return p->closed(); });
   };
+  // The oldest give way to the newest.
   ASSERT_TRUE(step_until(loop_, [&] {
     most = std::max(most, server_->connections());
     return closed() == 100 - static_cast<long>(ControlServer::kMaxPending) &&
@@ -612,21 +519,42 @@ TEST_F(NetControl, ConnectionsInTheirHandshakeAreCappedAndTimedOut) {
   }));
   step_for(loop_, 50ms);  // every byte sent is read
   const size_t heap_held = ::mallinfo2().uordblks - heap_before;
-  EXPECT_EQ(log_.count("connections are in their handshake already"), 1U);  // one line for the 36
+  EXPECT_FALSE(flood.back()->closed());
   EXPECT_LT(heap_held, 2U << 20);
   std::printf("heap held by %zu connections in their handshake, each with a %zu-byte HELLO cut short: %zu KiB\n",
               ControlServer::kMaxPending, wire::kMaxHelloFrame, heap_held / 1024);
 
-  // The handshake deadline frees every slot; then the job's host gets in.
+  // The HELLO deadline frees every slot.
   ASSERT_TRUE(step_until(loop_, [&] {
     most = std::max(most, server_->connections());
     return closed() == 100;
   }));
   EXPECT_LE(most, ControlServer::kMaxPending);
-  EXPECT_EQ(log_.count("no handshake within 500 ms"), ControlServer::kMaxPending);
   EXPECT_EQ(server_->connections(), 0U);
+  EXPECT_GE(log_.count("no handshake within 500 ms"), 1U) << log_.all();
+  // One line per address at most (more are counted for a summary).
+  EXPECT_LE(log_.lines().size(), 25U) << log_.all();
   add_client(1, 2);
   pass_the_barrier();
+}
+
+TEST_F(NetControl, AnAddressHoldsAtMostFourConnectionsBeforeTheirHelloTheNewestKept) {
+  start_server(2);
+  std::vector<std::unique_ptr<RawPeer>> silent;
+  for (int i = 0; i < 10; ++i) {
+    silent.push_back(std::make_unique<RawPeer>(server_->port()));
+    ASSERT_TRUE(silent.back()->connected());
+    ASSERT_TRUE(step_until(loop_, [&] { return server_->connections() == std::min<size_t>(i + 1, 4); }));
+  }
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(step_until(
+                  loop_, [&] { return silent[i]->closed(); }, i < 6 ? 5s : 50ms),
+              i < 6)
+        << "connection " << i;
+  }
+  EXPECT_EQ(server_->connections(), ControlServer::kMaxPendingPerAddress);
+  EXPECT_EQ(log_.lines().size(), 1U) << log_.all();  // the other five are counted for a summary
+  EXPECT_EQ(log_.count("a newer connection from that address took its slot (4 at most per address"), 1U) << log_.all();
 }
 
 // --- Configuration and measures ---------------------------------------------

@@ -1,6 +1,9 @@
 // What the net_*_test.cpp files share: a loop stepped until a condition with
-// a deadline, the log lines trainit writes meanwhile, and a raw TCP peer that
-// speaks (or breaks) the control channel's wire format by hand.
+// a deadline, the log lines trainit writes meanwhile, a raw TCP peer that
+// speaks (or breaks) the control channel's wire format, and the test's own
+// encoder and decoder of that format (hand::), written from
+// src/net/PROTOCOL.md rather than from trainit's classes, so that an attack
+// test does not share a bug with the code it attacks.
 #pragma once
 
 #include <arpa/inet.h>
@@ -92,8 +95,18 @@ class LogCapture final : public LogSink {
 // A TCP peer driven by hand: blocking connect, non-blocking reads.
 class RawPeer {
  public:
-  explicit RawPeer(uint16_t port, in_addr addr = loopback()) {
+  // `from`: the local address to connect from (127.0.0.2, say: another
+  // "host" on the loopback), the kernel's choice when 0.
+  explicit RawPeer(uint16_t port, in_addr addr = loopback(), in_addr from = {}) {
     fd_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (from.s_addr != 0) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      local.sin_addr = from;
+      if (::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&local), sizeof(local)) < 0) {
+        return;
+      }
+    }
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_addr = addr;
@@ -109,6 +122,18 @@ class RawPeer {
     return ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
   }
   bool send(wire::Type type, std::string_view payload = {}) { return send(wire::encode(type, payload)); }
+  // Bytes received and not taken as frames yet, read without waiting.
+  std::string take_bytes() {
+    char buffer[4096];
+    std::string bytes;
+    for (;;) {
+      const ssize_t n = ::recv(fd_.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
+      if (n <= 0) {
+        return bytes;
+      }
+      bytes.append(buffer, static_cast<size_t>(n));
+    }
+  }
 
   // Reads what is there without waiting; true once the peer closed.
   bool closed() {
@@ -134,5 +159,73 @@ class RawPeer {
   bool connected_ = false;
   wire::FrameReader reader_;
 };
+
+// 127.0.0.N: one more source address on the loopback.
+inline in_addr loopback_n(uint32_t n) {
+  return in_addr{htonl((127U << 24) | n)};
+}
+
+// The wire format by hand (PROTOCOL.md), independent of net/wire.*.
+namespace hand {
+
+inline constexpr uint32_t kMagic = 0x54524954;  // "TRIT"
+inline constexpr uint16_t kVersion = 2;         // the version under test
+inline constexpr uint16_t kChallenge = 1, kHello = 2, kWelcome = 3, kRefuse = 4, kCheckIn = 5, kGo = 6, kStop = 7,
+                          kRelease = 8, kHeartbeat = 9, kFinished = 10, kRestart = 11;
+
+inline std::string be32(uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+}
+inline std::string be16(uint16_t v) {
+  return {static_cast<char>(v >> 8), static_cast<char>(v)};
+}
+inline uint32_t load32(std::string_view b) {
+  const auto u = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(b[i])); };
+  return (u(0) << 24) | (u(1) << 16) | (u(2) << 8) | u(3);
+}
+
+inline std::string frame(uint16_t type, std::string_view payload = {}, uint16_t version = kVersion) {
+  return be32(kMagic) + be16(version) + be16(type) + be32(static_cast<uint32_t>(payload.size())) + std::string(payload);
+}
+inline std::string stop(int32_t code, int32_t host, int32_t rank, std::string_view cause) {
+  return be32(static_cast<uint32_t>(code)) + be32(static_cast<uint32_t>(host)) + be32(static_cast<uint32_t>(rank)) +
+         std::string(cause);
+}
+inline std::string restart(uint32_t generation, int32_t code, int32_t host, int32_t rank, std::string_view cause) {
+  return be32(generation) + stop(code, host, rank, cause);
+}
+// HELLO without a secret: host index, host count, "no secret", job id.
+inline std::string hello(uint32_t index, uint32_t count, std::string_view job_id) {
+  return be32(index) + be32(count) + std::string(1, '\0') + std::string(job_id);
+}
+
+struct Frame {
+  uint16_t version = 0;
+  uint16_t type = 0;
+  std::string payload;
+  std::string bytes;  // the whole frame as it came
+};
+// The whole frames at the front of a recorded byte stream.
+inline std::vector<Frame> frames(std::string_view stream) {
+  std::vector<Frame> out;
+  while (stream.size() >= 12) {
+    const uint32_t length = load32(stream.substr(8));
+    if (stream.size() < 12 + size_t{length}) {
+      break;
+    }
+    Frame f;
+    f.version =
+        static_cast<uint16_t>((static_cast<unsigned char>(stream[4]) << 8) | static_cast<unsigned char>(stream[5]));
+    f.type =
+        static_cast<uint16_t>((static_cast<unsigned char>(stream[6]) << 8) | static_cast<unsigned char>(stream[7]));
+    f.payload = std::string(stream.substr(12, length));
+    f.bytes = std::string(stream.substr(0, 12 + length));
+    out.push_back(std::move(f));
+    stream.remove_prefix(12 + length);
+  }
+  return out;
+}
+
+}  // namespace hand
 
 }  // namespace trainit::test
