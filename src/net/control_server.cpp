@@ -183,10 +183,9 @@ int ControlServer::on_accept() {
         [this, link](wire::Frame& frame) { on_frame(link, frame); },
         [this, link](const std::string& why, bool malformed) {
           if (malformed) {
-            close_link(link, "closed", why);
-          } else {
-            log_debug("control: connection from {}{} ended: {}", link->peer, as_host(link->host), why);
+            return close_link(link, "closed", why);  // drops it
           }
+          log_debug("control: connection from {}{} ended: {}", link->peer, as_host(link->host), why);
           drop(link);
         });
     links_.push_back(std::move(owned));
