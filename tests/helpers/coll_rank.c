@@ -18,7 +18,7 @@
  *
  * A rank turned against the init (local rank 1 attacks, the others ignore
  * SIGTERM and wait in a barrier as in "die"):
- *   coll_rank DIR shrink    ftruncate(TRAINIT_COLL_FD, 0), then exit 3
+ *   coll_rank DIR shrink    300 ms in, ftruncate(TRAINIT_COLL_FD, 0), then exit 3
  *   coll_rank DIR grow      ftruncate(TRAINIT_COLL_FD, 1 GiB), then exit 3
  *   (each writes "<ftruncate's return> <errno>" to DIR/attack first)
  *   coll_rank DIR scribble  after a barrier of all (everyone joined),
@@ -71,6 +71,7 @@ static int attack(const char* dir, const char* mode) {
   char text[128];
   const int fd = arena_fd();
   if (strcmp(mode, "shrink") == 0 || strcmp(mode, "grow") == 0) {
+    usleep(300000); /* as "die": the peers are in their barrier, SIGTERM ignored */
     const int r = ftruncate(fd, strcmp(mode, "shrink") == 0 ? 0 : (off_t)1 << 30);
     snprintf(text, sizeof text, "%d %d\n", r, r == 0 ? 0 : errno);
     write_file(dir, "attack", text);
@@ -153,6 +154,27 @@ int main(int argc, char** argv) {
   const int attacking = stays || strcmp(mode, "shrink") == 0 || strcmp(mode, "grow") == 0;
   if (stays && trainit_barrier(comm) != 0) {
     return 7; /* everyone joined before the arena is scribbled */
+  }
+  if (stays && me != 1) {
+    snprintf(name, sizeof name, "r%d.idle", me);
+    write_file(dir, name, "\n"); /* out of the library: nothing of it reads the arena again */
+  }
+  if (stays && me == 1) {
+    /* The attack waits for every peer to be out of the barrier: one still
+     * inside would read the scribbled header (its own library's problem, and
+     * a crash that would race the init's check). */
+    for (int waited = 0, idle = 0; idle < n - 1; waited += 10) {
+      if (waited > 20000) {
+        return 8;
+      }
+      usleep(10000);
+      idle = 0;
+      for (int r = 0; r < n; ++r) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/r%d.idle", dir, r);
+        idle += r != 1 && access(path, F_OK) == 0;
+      }
+    }
   }
   if (attacking && me == 1 && attack(dir, mode)) {
     for (;;)
