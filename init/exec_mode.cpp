@@ -34,10 +34,6 @@ constexpr Duration kHealthyRun = 10s;
 // got its own (see stop_everyone).
 constexpr Duration kSweepDelay = 1ms;
 
-double seconds(Duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
 class ExecSupervisor {
  public:
   ExecSupervisor(const Options& options, const Pid1& pid1, Loop& loop)

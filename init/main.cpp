@@ -16,7 +16,7 @@
 #include "base/log.h"
 #include "cli.h"
 #include "exec_mode.h"
-#include "job_mode.h"
+#include "job/runner.h"
 #include "log/console.h"
 #include "pid1.h"
 #include "plan_cmd.h"

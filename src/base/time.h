@@ -16,4 +16,9 @@ using Duration = std::chrono::nanoseconds;
 // nullopt when the text is not such a number.
 [[nodiscard]] std::optional<Duration> parse_seconds(std::string_view text) noexcept;
 
+// `d` in seconds, for messages ("{:.3f} s").
+[[nodiscard]] inline double seconds(Duration d) noexcept {
+  return std::chrono::duration<double>(d).count();
+}
+
 }  // namespace trainit

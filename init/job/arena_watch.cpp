@@ -1,0 +1,100 @@
+#include "job/arena_watch.h"
+
+#include <fmt/format.h>
+#include <sys/random.h>
+
+#include <algorithm>
+
+#include "base/exit_code.h"
+#include "base/log.h"
+
+namespace trainit {
+
+Result<void> ArenaWatch::create(unsigned local_ranks) {
+  arena_.reset();
+  next_local_rank_ = 0;
+  if (!settings_.heap || local_ranks < 2) {
+    return {};
+  }
+  if (auto r = coll_preflight(local_ranks, settings_.preflight_timeout); !r) {
+    return Error{r.error().message, r.error().errnum, exit_code::kOsError};
+  }
+  uint64_t id = 0;
+  if (::getrandom(&id, sizeof id, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof id)) {
+    id = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  }
+  auto arena = CollArena::create(local_ranks, *settings_.heap, id);
+  if (!arena) {
+    return Error{arena.error().message, arena.error().errnum, exit_code::kOsError};
+  }
+  id_ = fmt::format("{:016x}", id);
+  log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", local_ranks,
+           static_cast<double>(arena->bytes()) / (1 << 20));
+  arena_ = std::move(*arena);
+  return {};
+}
+
+std::optional<ArenaSeat> ArenaWatch::next_seat() {
+  if (!arena_) {
+    return std::nullopt;
+  }
+  return ArenaSeat{arena_->fd(), next_local_rank_++, arena_->ranks(), id_};
+}
+
+void ArenaWatch::abort(std::string_view why) {
+  if (arena_ && !arena_->aborted()) {
+    arena_->abort();
+    log_debug("collective arena aborted: {}", why);
+  }
+}
+
+void ArenaWatch::watch() {
+  if (!arena_) {
+    return;
+  }
+  hangs_reported_.clear();
+  timer_ = loop_.add_timer(
+      Clock::now() + period(),
+      [this] {
+        if (check()) {
+          timer_.set_deadline(Clock::now() + period());
+        }
+        return 0;
+      },
+      "collective arena check");
+}
+
+bool ArenaWatch::check() {
+  if (!arena_) {
+    return true;
+  }
+  if (auto broken = arena_->corruption()) {
+    on_failure_(exit_code::kProtocol, fmt::format("collective arena corrupted: {}", *broken));
+    return false;
+  }
+  return settings_.hang_timeout <= Duration::zero() || check_hangs();
+}
+
+bool ArenaWatch::check_hangs() {
+  for (const CollArena::Hang& hang : arena_->hangs(settings_.hang_timeout)) {
+    const std::string what = fmt::format("local rank {} has been in {} for {:.1f} s (--hang-timeout {:.0f} s)",
+                                         hang.rank, hang.call, seconds(hang.stuck), seconds(settings_.hang_timeout));
+    if (std::find(hangs_reported_.begin(), hangs_reported_.end(), hang.rank) == hangs_reported_.end()) {
+      hangs_reported_.push_back(hang.rank);
+      log_warning("collective hang: {}", what);
+    }
+    if (settings_.hang_stop) {
+      on_failure_(exit_code::kTempFail, fmt::format("collective hang: {}", what));
+      return false;
+    }
+  }
+  return true;
+}
+
+Duration ArenaWatch::period() const {
+  return settings_.hang_timeout > Duration::zero()
+             ? std::min<Duration>(std::chrono::seconds(1), settings_.hang_timeout / 4)
+             : std::chrono::seconds(1);
+}
+
+}  // namespace trainit

@@ -1,0 +1,77 @@
+// The collective arena of a start of the job, and the watch over it while
+// the ranks run (init/coll_arena.h).
+//
+// A host with more than one local rank gets a fresh arena at each start,
+// after a preflight; each rank takes a seat in it. When a rank ends or the
+// job stops, the arena is aborted: every collective in flight returns
+// -ECONNABORTED instead of waiting for a peer that is gone. While the ranks
+// run it is checked every second: a rank that broke it stops the job (76:
+// every rank's collectives are in doubt); with a hang timeout, ranks in one
+// collective for longer are reported (each rank once), and with the stop
+// action the job stops (75).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "base/time.h"
+#include "coll_arena.h"
+#include "job/ranks.h"
+#include "loop/loop.h"
+
+namespace trainit {
+
+struct ArenaSettings {
+  std::optional<size_t> heap = kDefaultCollHeap;  // --coll-arena; nullopt: off
+  Duration hang_timeout{0};                       // --hang-timeout; 0: no hang detection
+  bool hang_stop = false;                         // --hang-action stop
+  Duration preflight_timeout = std::chrono::seconds(10);
+};
+
+class ArenaWatch {
+ public:
+  // The job must stop: its exit code and cause.
+  using FailFn = std::function<void(int code, std::string message)>;
+
+  ArenaWatch(Loop& loop, ArenaSettings settings, FailFn on_failure)
+      : loop_(loop), settings_(std::move(settings)), on_failure_(std::move(on_failure)) {}
+
+  // A fresh arena for `local_ranks` ranks, after its preflight; none when
+  // the arena is off or there are fewer than two. The error names what
+  // failed (exit code 71).
+  Result<void> create(unsigned local_ranks);
+  // The next rank's seat; nullopt without an arena.
+  [[nodiscard]] std::optional<ArenaSeat> next_seat();
+
+  // Every collective in flight returns -ECONNABORTED, now and later.
+  void abort(std::string_view why);
+  // The ranks run: check every period.
+  void watch();
+  // The ranks stop: no more checks.
+  void stop_watching() { timer_.reset(); }
+
+  // Takes one look now: false after on_failure was called.
+  bool check();
+
+  [[nodiscard]] bool exists() const { return arena_.has_value(); }
+  [[nodiscard]] Duration period() const;
+
+ private:
+  bool check_hangs();
+
+  Loop& loop_;
+  ArenaSettings settings_;
+  FailFn on_failure_;
+  std::optional<CollArena> arena_;
+  unsigned next_local_rank_ = 0;
+  std::string id_;  // TRAINIT_COLL_ID
+  std::vector<unsigned> hangs_reported_;
+  SourceHandle timer_;
+};
+
+}  // namespace trainit

@@ -1,0 +1,799 @@
+#include "job/runner.h"
+
+#include <fmt/format.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/exit_code.h"
+#include "base/log.h"
+#include "job/arena_watch.h"
+#include "job/host_link.h"
+#include "job/rank_table_wait.h"
+#include "job/ranks.h"
+#include "job/sshd.h"
+#include "loop/loop.h"
+#include "machine.h"
+#include "net/socket.h"
+#include "notify/notify.h"
+#include "platform/fs.h"
+#include "proc/escalation.h"
+#include "proc/signals.h"
+#include "status_file.h"
+
+namespace trainit {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace exit_code;
+
+// How long trainit waits, at its exit, for its last control messages (a
+// stop, a release) to leave.
+constexpr Duration kControlFlush = 1s;
+
+ArenaSettings arena_settings(const Options& options) {
+  ArenaSettings settings;
+  settings.heap = options.coll_arena;
+  settings.hang_timeout = options.hang_timeout;
+  settings.hang_stop = options.hang_stop;
+  return settings;
+}
+
+class JobRunner {
+ public:
+  JobRunner(const Options& options, const Pid1& pid1, Loop& loop, Environment env, ConsoleWriter& console)
+      : options_(options),
+        pid1_(pid1),
+        loop_(loop),
+        env_(std::move(env)),
+        notifier_(Notifier::from_environment()),
+        relay_(loop, &console),
+        escalation_(
+            loop, options.grace, [this](int signo) { ranks_.signal_everything(pid1_, signo); },
+            [this] {
+              fire(Event::kTimedOut,
+                   fmt::format("processes still ran {:.3f} s after SIGTERM: SIGKILL", seconds(options_.grace)));
+            }),
+        launcher_(pid1, relay_),
+        ranks_(loop, launcher_, relay_,
+               [this](Rank& rank, const siginfo_t& info, const std::string& what) { on_rank_exit(rank, info, what); }),
+        arena_(loop, arena_settings(options),
+               [this](int code, std::string message) { fail(code, std::move(message)); }),
+        table_wait_(loop, input_,
+                    RankTableWait::Events{[this](Plan plan) { on_rank_table_ready(std::move(plan)); },
+                                          [this](const Error& error) { fail(kConfig, error.message); }}) {
+    relay_.set_error_handler([this](size_t rank, const Error& e) { on_log_error(rank, e); });
+    input_.options = plan_options(options);
+    // main() resolved the mode already (and refused a bad one): a job mode.
+    auto mode = resolve_mode(options.mode, env_);
+    input_.options.mode = mode ? *mode : Mode::kAscend;
+    input_.argv = options.command;
+    input_.env = env_;
+    input_.fs = &fs_;
+    status_.path = options.status_file.empty() ? default_status_path(env_) : options.status_file;
+    status_.mode = std::string(mode_name(input_.options.mode.value_or(Mode::kAscend)));
+  }
+
+  void start() {
+    entered_ = Clock::now();
+    signals_ = loop_.add_signal(
+        forwardable_signals(), [this](const signalfd_siginfo& i) { return on_signal(i); }, "signals");
+    loop_.set_orphan_handler([this](const siginfo_t&) { check_all_gone(); });
+    notifier_.start_watchdog(loop_);
+    in_transition_ = true;
+    if (auto secret = job_secret(); !secret) {
+      fail(kConfig, secret.error().message);
+    } else if (secret_ = std::move(*secret); input_.options.mode == Mode::kAscend) {
+      go(State::kWaitRankTable, "trainit started");
+    } else if (auto plan = make_plan(input_); plan) {  // nothing to wait for: planned at once
+      plan_ = std::move(*plan);
+      status_.mode = std::string(mode_name(plan_.mode));
+      go(plan_.states.front(), "trainit started");
+    } else {
+      fail(kConfig, plan.error().message);
+    }
+    run_queue();
+  }
+
+  [[nodiscard]] int exit_code() const { return exit_code_.value_or(0); }
+
+ private:
+  // --- the machine ---------------------------------------------------------
+
+  void fire(Event event, std::string reason) {
+    events_.emplace_back(event, std::move(reason));
+    if (in_transition_) {
+      return;  // the transition under way takes it next
+    }
+    in_transition_ = true;
+    run_queue();
+  }
+
+  // Takes the queued events in order; entering a state may queue more.
+  void run_queue() {
+    while (!events_.empty()) {
+      auto [e, why] = std::move(events_.front());
+      events_.pop_front();
+      State to = next(state_, e, plan_);
+      if (to != state_) {
+        go(to, why);
+      } else {
+        log_debug("{} in {}: {}", event_name(e), state_name(state_), why);
+      }
+    }
+    in_transition_ = false;
+  }
+
+  // The one place a transition happens: log, status file, STATUS=, what
+  // leaving the state ends, then the new state's row: its deadline, and
+  // what entering it does.
+  void go(State to, const std::string& reason) {
+    const Clock::time_point now = Clock::now();
+    if (started_) {
+      log_info("{} -> {} after {:.3f} s: {}", state_name(state_), state_name(to), seconds(now - entered_), reason);
+      leave(state_);
+    } else {
+      log_info("{}: {}", state_name(to), reason);
+      started_ = true;
+    }
+    state_ = to;
+    entered_ = now;
+    status_.since = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    reason_ = reason;
+    write_status();
+    notifier_.status(fmt::format("{}: {}", state_name(to), reason));
+    arm_deadline(state_row(to).deadline, now);
+    for (const auto& [state, enter] : kEntries) {
+      if (state == to) {
+        (this->*enter)();
+        return;
+      }
+    }
+    fail(kSoftware, fmt::format("state {} is not implemented", state_name(to)));  // states of modes not run yet
+  }
+
+  // A phase's work ends with its state: nothing it watched acts later.
+  void leave(State from) {
+    switch (from) {
+      case State::kWaitRankTable:
+        table_wait_.stop();
+        break;
+      case State::kStartSshd:
+        if (sshd_) {
+          sshd_->stop_starting();
+        }
+        break;
+      case State::kRunning:
+        arena_.stop_watching();
+        break;
+      default:
+        break;
+    }
+  }
+
+  void arm_deadline(Deadline deadline, Clock::time_point now) {
+    deadline_.reset();
+    auto arm = [&](Duration after, void (JobRunner::*expired)(), const char* name) {
+      deadline_ = loop_.add_timer(
+          now + after,
+          [this, expired] {
+            (this->*expired)();
+            return 0;
+          },
+          name);
+    };
+    switch (deadline) {
+      case Deadline::kNone:
+      case Deadline::kGrace:  // the stop escalation's clock: it fires TimedOut with its SIGKILL
+        break;
+      case Deadline::kRankTable:
+        arm(options_.rank_table_timeout, &JobRunner::on_rank_table_timeout, "rank table deadline");
+        break;
+      case Deadline::kPeers:
+        arm(options_.peer_timeout, &JobRunner::on_peer_timeout, "peer deadline");
+        break;
+      case Deadline::kBarrier:
+        arm(barrier_timeout(), &JobRunner::on_barrier_timeout, "barrier deadline");
+        break;
+    }
+  }
+
+  // What entering each state does (the machine's table says what it is for).
+  using Enter = void (JobRunner::*)();
+  static const std::pair<State, Enter> kEntries[10];
+
+  // --- the job's outcome ---------------------------------------------------
+
+  // Records the first reason to stop with its exit code (the job's cause, in
+  // the status file to the end), tells the other hosts, then fires Failed.
+  // In a multi-host job the cause names this host (and the rank, if any).
+  void fail(int code, std::string message, int rank = -1) {
+    if (!exit_code_) {
+      exit_code_ = code;
+      status_.cause = where(static_cast<int>(host_index()), rank) + message;
+      log_error("{}", status_.cause);
+      tell_other_hosts(StopNotice{code, static_cast<int>(host_index()), rank, message});
+    }
+    fire(Event::kFailed, std::move(message));
+  }
+
+  // Records the first cause of a state's timeout (not told to other hosts:
+  // each has the same deadline), then fires TimedOut.
+  void time_out(int code, const std::string& cause, std::string event_reason) {
+    if (!exit_code_) {
+      exit_code_ = code;
+      status_.cause = cause;
+      log_error("{}", status_.cause);
+    }
+    fire(Event::kTimedOut, std::move(event_reason));
+  }
+
+  // "host 1 rank 3: " in a multi-host job, "" on one host.
+  [[nodiscard]] std::string where(int host, int rank) const {
+    if (!multi_host()) {
+      return {};
+    }
+    return rank >= 0 ? fmt::format("host {} rank {}: ", host, rank) : fmt::format("host {}: ", host);
+  }
+
+  [[nodiscard]] bool multi_host() const { return plan_.hosts && plan_.hosts->hosts > 1; }
+  [[nodiscard]] unsigned host_index() const { return plan_.hosts ? plan_.hosts->index : 0; }
+
+  // --job-secret-file's content (without its last newline), else
+  // TRAINIT_JOB_SECRET; empty: none.
+  [[nodiscard]] Result<std::string> job_secret() const {
+    if (options_.job_secret_file.empty()) {
+      return std::string(env_.get("TRAINIT_JOB_SECRET").value_or(""));
+    }
+    auto text = fs_.read_file(options_.job_secret_file, 4096);
+    if (!text) {
+      return Error{fmt::format("--job-secret-file: {}", text.error().message), text.error().errnum};
+    }
+    std::string secret = std::move(*text);
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) {
+      secret.pop_back();
+    }
+    if (secret.empty()) {
+      return Error{fmt::format("--job-secret-file: {} is empty", options_.job_secret_file), EINVAL};
+    }
+    return secret;
+  }
+
+  // --- wait_rank_table -----------------------------------------------------
+
+  void enter_wait_rank_table() { table_wait_.start(); }
+
+  void on_rank_table_ready(Plan plan) {
+    plan_ = std::move(plan);
+    status_.host = plan_.rank_table->pod_name.empty() ? plan_.rank_table->server_id : plan_.rank_table->pod_name;
+    fire(Event::kDone, fmt::format("the rank table is complete: {} of {} ranks here", plan_.processes.size(),
+                                   plan_.rank_table->rank_size));
+  }
+
+  void on_rank_table_timeout() {
+    table_wait_.stop();
+    time_out(kTempFail,
+             fmt::format("the rank table {} was not complete within {:.0f} s; last seen: {}", table_wait_.path(),
+                         seconds(options_.rank_table_timeout), table_wait_.pending()),
+             "the rank table did not complete in time");
+  }
+
+  // --- resolve_peers, host_barrier -----------------------------------------
+
+  void enter_resolve_peers() {
+    if (!multi_host()) {
+      fire(Event::kDone, "a single host has no peers");
+      return;
+    }
+    peers_ = std::make_unique<PeerNames>(loop_, plan_.hosts->peers,
+                                         [this](std::vector<in_addr> addrs) { on_peers_resolved(std::move(addrs)); });
+  }
+
+  void on_peers_resolved(std::vector<in_addr> addrs) {
+    peer_addrs_ = std::move(addrs);
+    if (plan_.replan_with_addresses && !replan_with_addresses()) {
+      return;
+    }
+    fire(Event::kDone, fmt::format("every peer name resolved ({} hosts)", peer_addrs_.size()));
+  }
+
+  // The plan again, now that the peers have addresses (the hostfile and the
+  // ssh configuration name them by address).
+  bool replan_with_addresses() {
+    input_.peer_addresses.clear();
+    for (const in_addr& addr : peer_addrs_) {
+      input_.peer_addresses.push_back(ipv4_string(addr));
+    }
+    auto plan = make_plan(input_);
+    if (!plan) {
+      fail(kConfig, plan.error().message);
+      return false;
+    }
+    plan_ = std::move(*plan);
+    return true;
+  }
+
+  void on_peer_timeout() {
+    std::vector<std::string> missing = peers_ ? peers_->missing() : std::vector<std::string>{};
+    if (peer_sshds_) {
+      for (std::string& sshd : peer_sshds_->unanswered()) {
+        missing.push_back(std::move(sshd));
+      }
+    }
+    peers_.reset();
+    peer_sshds_.reset();
+    time_out(kUnavailable,
+             fmt::format("{} within {:.0f} s: {}",
+                         state_ == State::kResolvePeers ? "peer names not resolved" : "peers not answering",
+                         seconds(options_.peer_timeout), fmt::join(missing, ", ")),
+             "peers did not resolve in time");
+  }
+
+  void enter_host_barrier() {
+    if (!multi_host()) {
+      fire(Event::kDone, "a single host needs no barrier");
+      return;
+    }
+    if (link_) {  // a restart: the channel is up, this generation's barrier is new
+      link_->check_in();
+      return;
+    }
+    HostLinkSettings settings;
+    settings.host_index = host_index();
+    settings.host_count = plan_.hosts->hosts;
+    settings.port = plan_.hosts->control_port;
+    settings.hosts = peer_addrs_;
+    settings.job_id = std::string(env_.get("MA_VJ_NAME").value_or(""));
+    settings.secret = secret_;
+    settings.peer_loss = options_.peer_loss;
+    HostLinkEvents events;
+    events.on_go = [this] {
+      if (state_ == State::kHostBarrier) {
+        fire(Event::kDone, "every host checked in");
+      }
+    };
+    events.on_stop = [this](const StopNotice& notice) { on_remote_stop(notice); };
+    events.on_lost = [this](unsigned host) {
+      fail(kUnavailable,
+           fmt::format("host {} lost: nothing heard from it for {:.1f} s", host, seconds(options_.peer_loss)));
+    };
+    events.on_restart = [this](unsigned generation, const StopNotice& notice) {
+      on_remote_restart(generation, notice);
+    };
+    events.on_job_done = [this](int code, const std::string& why) { on_job_done(code, why); };
+    auto link = open_host_link(loop_, settings, std::move(events));
+    if (!link) {
+      fail(kOsError, fmt::format("control channel: {}", link.error().message));
+      return;
+    }
+    link_ = std::move(*link);
+    link_->check_in();
+  }
+
+  // --barrier-timeout, unless the mode's own rendezvous timeout says
+  // otherwise (torchrun's --rdzv_conf=timeout=, MSRUN_CLUSTER_TIME_OUT).
+  [[nodiscard]] Duration barrier_timeout() const {
+    if (plan_.launch && plan_.launch->rendezvous_timeout) {
+      return std::chrono::seconds(*plan_.launch->rendezvous_timeout);
+    }
+    return options_.barrier_timeout;
+  }
+
+  void on_barrier_timeout() {
+    if (!exit_code_) {
+      exit_code_ = kTempFail;
+      status_.cause = link_ ? link_->barrier_timeout_cause(barrier_timeout()) : "the control channel is not open";
+      log_error("{}", status_.cause);
+      tell_other_hosts(StopNotice{kTempFail, static_cast<int>(host_index()), -1, status_.cause});
+    }
+    fire(Event::kTimedOut, "the barrier did not open in time");
+  }
+
+  // Another host stopped the job: this one stops with its code and cause.
+  void on_remote_stop(const StopNotice& notice) {
+    if (!exit_code_) {
+      exit_code_ = notice.exit_code;
+      status_.cause = where(notice.host, notice.rank) + notice.cause;
+      log_error("the job stops: {}", status_.cause);
+    }
+    fire(Event::kFailed, fmt::format("host {} stopped the job", notice.host));
+  }
+
+  // The job is over on every host: done, or failed with host 0's code.
+  void on_job_done(int code, const std::string& why) {
+    if (code == 0) {
+      fire(Event::kDone, why);
+      return;
+    }
+    if (!exit_code_) {
+      exit_code_ = code;
+      status_.cause = why;
+    }
+    fire(Event::kFailed, status_.cause);
+  }
+
+  void tell_other_hosts(const StopNotice& notice) {
+    if (link_) {
+      (void)link_->stop(notice);
+    }
+  }
+
+  // --- start_sshd, wait_peers (mpi) ----------------------------------------
+
+  void enter_start_sshd() {
+    if (!plan_.sshd) {
+      fire(Event::kDone, "no sshd in this plan");
+      return;
+    }
+    if (auto r = SshdPhase::prepare(*plan_.sshd, plan_.private_dir, plan_.dirs); !r) {
+      fail(r.error().exit_code, r.error().message);
+      return;
+    }
+    // A host that spawns nothing (mpi: hosts 1..H-1) writes its plan's files
+    // now, before it checks in: host 0's mpirun starts orteds here that open
+    // them once the barrier is passed.
+    const bool spawns = std::find(plan_.states.begin(), plan_.states.end(), State::kSpawn) != plan_.states.end();
+    if (!spawns && !write_plan_files()) {
+      return;
+    }
+    SshdPhase::Events events;
+    events.on_up = [this](const std::string& why) {
+      if (state_ == State::kStartSshd) {
+        fire(Event::kDone, why);
+      }
+    };
+    events.on_failed = [this](int code, std::string message) { fail(code, std::move(message)); };
+    events.on_exit = [this](int code) {
+      if (state_ < State::kStopping) {
+        fail(code == 0 ? 1 : code, fmt::format("sshd (pid {}) ended with {}", sshd_->pid(), code));
+      }
+      check_all_gone();
+    };
+    sshd_ = std::make_unique<SshdPhase>(loop_, launcher_, std::move(events));
+    sshd_->start(*plan_.sshd, env_);
+  }
+
+  // Host 0: every peer's sshd takes a connection.
+  void enter_wait_peers() {
+    peer_sshds_ = std::make_unique<PeerSshds>(loop_, peer_addrs_, plan_.sshd ? plan_.sshd->port : 22, [this] {
+      if (state_ == State::kWaitPeers) {
+        fire(Event::kDone, "every host's sshd takes connections");
+      }
+    });
+    if (peer_sshds_->empty()) {
+      fire(Event::kDone, "no peer to wait for");
+    }
+  }
+
+  // --- spawn, running ------------------------------------------------------
+
+  void enter_spawn() {
+    if (restart_pending_) {
+      prepare_restart();
+    }
+    // A rank cannot start without its working directory; without a log
+    // directory it can, on the console (the log relay reports the files).
+    for (const auto& dir : plan_.dirs) {
+      int r = make_dirs(dir);
+      if (r >= 0) {
+        continue;
+      }
+      if (is_working_dir(dir)) {
+        fail(kCantCreate, fmt::format("cannot create directory {}: {}", dir, errno_string(-r)));
+        return;
+      }
+      on_log_error(0, Error{fmt::format("cannot create log directory {}: {}", dir, errno_string(-r)), -r});
+    }
+    if (!write_plan_files()) {
+      return;
+    }
+    plan_.rank_table.reset();
+    ::malloc_trim(0);
+    const auto local_ranks = static_cast<unsigned>(
+        std::count_if(plan_.processes.begin(), plan_.processes.end(), [](const ProcessSpec& p) { return p.rank; }));
+    if (auto r = arena_.create(local_ranks); !r) {
+      fail(r.error().exit_code, r.error().message);
+      return;
+    }
+    ranks_.reserve(plan_.processes.size());
+    for (const auto& spec : plan_.processes) {
+      std::optional<ArenaSeat> seat = spec.rank ? arena_.next_seat() : std::nullopt;
+      if (auto r = ranks_.spawn(spec, seat ? &*seat : nullptr); !r) {
+        fail(r.error().exit_code, r.error().message);
+        return;
+      }
+    }
+    fire(Event::kDone, fmt::format("{} ranks started", ranks_.size()));
+  }
+
+  // Writes the plan's files. What was written (a copy of the rank table
+  // among it, up to 16 MiB) is not needed again: PID 1 runs the job at its
+  // usual size, whatever the table's. False after fail() said why.
+  bool write_plan_files() {
+    for (const auto& file : plan_.files) {
+      if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
+        fail(kCantCreate, r.error().message);
+        return false;
+      }
+    }
+    plan_.files = {};
+    return true;
+  }
+
+  // Whether `dir` is, or holds, some rank's working directory.
+  [[nodiscard]] bool is_working_dir(const std::string& dir) const {
+    return std::any_of(plan_.processes.begin(), plan_.processes.end(), [&](const ProcessSpec& p) {
+      return p.cwd == dir ||
+             (p.cwd.size() > dir.size() && p.cwd.compare(0, dir.size(), dir) == 0 && p.cwd[dir.size()] == '/');
+    });
+  }
+
+  void enter_running() {
+    arena_.watch();
+    notifier_.send("READY=1");
+    if (ranks_.empty()) {
+      ranks_done();  // a host with no rank of its own (mpi: hosts 1..H-1)
+    }
+  }
+
+  // Every rank of this host exited 0. One host: the job is done. Several:
+  // it is done when every host's is (host 0 then releases them all); until
+  // then a failure elsewhere still stops this host.
+  void ranks_done() {
+    if (!multi_host()) {
+      fire(Event::kDone, "every rank exited 0");
+      return;
+    }
+    log_info("every rank of this host exited 0; waiting for the other hosts");
+    if (link_) {
+      link_->finish();
+    }
+  }
+
+  void on_rank_exit(Rank& rank, const siginfo_t& /*info*/, const std::string& what) {
+    if (rank.spec->rank) {
+      arena_.abort(fmt::format("{} exited", rank.spec->name));
+    }
+    const bool stopped = state_ >= State::kStopping;  // trainit had begun to stop the job
+    rank.state = stopped ? RankState::kStopped : rank.code == 0 ? RankState::kExited : RankState::kFailed;
+    write_status();
+    if (rank.state == RankState::kFailed && state_ == State::kRunning && may_restart() &&
+        restart_everywhere(rank, what)) {
+      restart_pending_ = true;
+      log_warning("{} (pid {}) {}; restarting the job (restart {} of {})", rank.spec->name, rank.pid, what,
+                  restarts_ + 1,
+                  *plan_.restarts == kUnlimitedRestarts ? std::string("unlimited") : std::to_string(*plan_.restarts));
+      fire(Event::kRestart, fmt::format("{} {}", rank.spec->name, what));
+    } else if (rank.state == RankState::kFailed && state_ == State::kRunning) {
+      fail(rank.code, fmt::format("{} (pid {}) {}", rank.spec->name, rank.pid, what), rank.number());
+    } else {
+      log_info("{} (pid {}) {}", rank.spec->name, rank.pid, what);
+      if (!ranks_.any_running() && state_ == State::kRunning) {
+        ranks_done();
+      } else {
+        fire(Event::kRankExited, fmt::format("{} {}", rank.spec->name, what));
+      }
+    }
+    check_all_gone();
+  }
+
+  // --- restarts ------------------------------------------------------------
+
+  // Whether a rank's failure restarts the job (Plan::restarts): restarts
+  // left, and nothing else ending the job.
+  [[nodiscard]] bool may_restart() const { return plan_.restarts && restarts_ < *plan_.restarts && !exit_code_; }
+
+  // Several hosts restart together: host 0 begins the next generation
+  // everywhere (this host's restarts_ then follows it). False when a stop
+  // came first: the failure then ends the job.
+  bool restart_everywhere(const Rank& rank, const std::string& what) {
+    if (!multi_host()) {
+      return true;
+    }
+    const StopNotice notice{rank.code, static_cast<int>(host_index()), rank.number(),
+                            fmt::format("{} {}", rank.spec->name, what)};
+    const unsigned generation = link_ ? link_->restart(notice) : 0;
+    if (generation == 0) {
+      return false;
+    }
+    restarts_ = generation - 1;
+    return true;
+  }
+
+  // Another host's rank failed: this host stops its ranks and meets the
+  // others at the barrier of `generation`.
+  void on_remote_restart(unsigned generation, const StopNotice& notice) {
+    if (exit_code_) {
+      return;  // the job is ending anyway
+    }
+    restarts_ = generation - 1;
+    if (restart_pending_) {
+      return;  // already stopping to start again
+    }
+    log_warning("host {}: {}; restarting the job (restart {})", notice.host, notice.cause, generation);
+    if (state_ == State::kRunning) {
+      restart_pending_ = true;
+      fire(Event::kRestart, fmt::format("host {} restarts the job", notice.host));
+    }
+  }
+
+  // spawn, again: the ranks of the last start are gone; the workers learn
+  // which start this is (TORCHELASTIC_RESTART_COUNT, where the plan sets it).
+  void prepare_restart() {
+    restart_pending_ = false;
+    ++restarts_;
+    ranks_.clear();
+    for (ProcessSpec& spec : plan_.processes) {
+      for (EnvVar& var : spec.env) {
+        if (var.name == "TORCHELASTIC_RESTART_COUNT") {
+          var.value = std::to_string(restarts_);
+        }
+      }
+    }
+  }
+
+  // --- stopping, reaping, exit ---------------------------------------------
+
+  void enter_stopping() {
+    notifier_.send("STOPPING=1");
+    arena_.abort("the job is stopping");
+    if (!loop_.has_children()) {
+      fire(Event::kAllGone, "no process is left");
+      return;
+    }
+    escalation_.start(SIGTERM);  // SIGKILL after the grace: TimedOut, to reaping
+  }
+
+  // The escalation sends SIGKILL, and again while anything is left.
+  void enter_reaping() { check_all_gone(); }
+
+  void check_all_gone() {
+    if ((state_ == State::kStopping || state_ == State::kReaping) && !loop_.has_children()) {
+      escalation_.finish();
+      if (state_ == State::kReaping && restart_pending_) {
+        fire(Event::kRestart, "no process is left: the job starts again");
+      } else {
+        fire(Event::kAllGone, "no process is left");
+      }
+    }
+  }
+
+  void enter_exit() {
+    if (link_) {
+      (void)link_->flush(kControlFlush);
+    }
+    relay_.finish();
+    relay_.flush_console(std::chrono::milliseconds(1000));
+    if (uint64_t dropped = relay_.console_dropped(); dropped > 0) {
+      log_warning("{} bytes of rank output were not shown on the console (it was not read fast enough)", dropped);
+    }
+    status_.exit_code = exit_code();
+    write_status();
+    notifier_.status(fmt::format("exited with {}", exit_code()));
+    log_info("exit {}", exit_code());
+    loop_.exit(exit_code());
+  }
+
+  // A log file or directory that fails: reported once per job for each kind
+  // of failure (16 ranks on a full disk make one line, not 16); the ranks go
+  // on with the console.
+  void on_log_error(size_t rank, const Error& error) {
+    if (rank == LogRelay::kConsole) {
+      log_warning("{}", error.message);
+      return;
+    }
+    if (std::find(log_errors_.begin(), log_errors_.end(), error.errnum) != log_errors_.end()) {
+      log_debug("{}", error.message);
+      return;
+    }
+    log_errors_.push_back(error.errnum);
+    log_warning("{}; the job goes on (reported once for every rank)", error.message);
+  }
+
+  // --- signals and status --------------------------------------------------
+
+  int on_signal(const signalfd_siginfo& info) {
+    const int signo = static_cast<int>(info.ssi_signo);
+    if (signo == SIGPIPE && static_cast<pid_t>(info.ssi_pid) == ::getpid()) {
+      return 0;
+    }
+    if (signo == SIGTERM || signo == SIGINT) {
+      restart_pending_ = false;  // a stop ends the job, restarting or not
+      if (!exit_code_) {
+        exit_code_ = kSignalBase + signo;
+        const std::string why = fmt::format("trainit got {}", signal_name(signo));
+        status_.cause = where(static_cast<int>(host_index()), -1) + why;
+        tell_other_hosts(StopNotice{*exit_code_, static_cast<int>(host_index()), -1, why});
+      }
+      fire(Event::kTerm, fmt::format("got {}", signal_name(signo)));
+      return 0;
+    }
+    ranks_.signal_groups(signo);  // other signals: to every live rank's session
+    return 0;
+  }
+
+  void write_status() {
+    status_.state = std::string(state_name(state_));
+    status_.reason = reason_;
+    status_.ranks = ranks_.status();
+    if (auto r = status_.write(); !r && !status_error_reported_) {
+      status_error_reported_ = true;
+      log_warning("{}", r.error().message);
+    }
+  }
+
+  const Options& options_;
+  const Pid1& pid1_;
+  Loop& loop_;
+  Environment env_;
+  RealFileSystem fs_;
+  PlanInput input_;
+  Plan plan_;
+  Notifier notifier_;
+  LogRelay relay_;
+  Escalation escalation_;
+  StatusFile status_;
+  std::string secret_;  // the hosts' shared secret; empty: none
+  // The machine.
+  State state_ = State::kWaitRankTable;
+  Clock::time_point entered_;
+  std::string reason_;
+  std::deque<std::pair<Event, std::string>> events_;
+  bool in_transition_ = false;
+  bool started_ = false;
+  SourceHandle signals_, deadline_;
+  // The outcome.
+  std::optional<int> exit_code_;
+  bool status_error_reported_ = false;
+  std::vector<int> log_errors_;   // the errnos of log-file failures reported
+  unsigned restarts_ = 0;         // times the job was started again (Plan::restarts)
+  bool restart_pending_ = false;  // the ranks are being stopped to start again
+  // The phases.
+  Launcher launcher_;
+  RankSet ranks_;
+  ArenaWatch arena_;
+  RankTableWait table_wait_;
+  std::unique_ptr<PeerNames> peers_;
+  std::vector<in_addr> peer_addrs_;  // host i's address
+  std::unique_ptr<HostLink> link_;
+  std::unique_ptr<SshdPhase> sshd_;
+  std::unique_ptr<PeerSshds> peer_sshds_;
+};
+
+const std::pair<State, JobRunner::Enter> JobRunner::kEntries[10] = {
+    {State::kWaitRankTable, &JobRunner::enter_wait_rank_table},
+    {State::kResolvePeers, &JobRunner::enter_resolve_peers},
+    {State::kStartSshd, &JobRunner::enter_start_sshd},
+    {State::kWaitPeers, &JobRunner::enter_wait_peers},
+    {State::kHostBarrier, &JobRunner::enter_host_barrier},
+    {State::kSpawn, &JobRunner::enter_spawn},
+    {State::kRunning, &JobRunner::enter_running},
+    {State::kStopping, &JobRunner::enter_stopping},
+    {State::kReaping, &JobRunner::enter_reaping},
+    {State::kExit, &JobRunner::enter_exit},
+};
+
+}  // namespace
+
+int run_job(const Options& options, const Pid1& pid1, Environment env, ConsoleWriter& console) {
+  Loop loop;
+  if (int r = loop.init(); r < 0) {
+    log_error("cannot create the event loop: {}", errno_string(-r));
+    return kOsError;
+  }
+  JobRunner runner(options, pid1, loop, std::move(env), console);
+  runner.start();
+  int r = loop.run();
+  if (r < 0) {
+    log_error("event loop failed: {}; killing everything", errno_string(-r));
+    fatal_exit(pid1, 0);
+  }
+  return runner.exit_code();
+}
+
+}  // namespace trainit

@@ -1,0 +1,107 @@
+// The collective arena from the job's side: an arena only where two or more
+// local ranks share it, one seat each, and a watch that stops the job with
+// 76 once a rank overwrote what it may not.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <optional>
+#include <string>
+
+#include "base/exit_code.h"
+#include "job/arena_watch.h"
+#include "net_support.h"
+
+namespace trainit {
+namespace {
+
+using namespace std::chrono_literals;
+using test::step_until;
+
+class JobArenaWatch : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(loop_.init(), 0); }
+
+  ArenaWatch& watch(ArenaSettings settings = small()) {
+    watch_.emplace(loop_, settings, [this](int code, std::string message) {
+      code_ = code;
+      message_ = std::move(message);
+    });
+    return *watch_;
+  }
+
+  static ArenaSettings small() {
+    ArenaSettings settings;
+    settings.heap = size_t{1} << 20;
+    return settings;
+  }
+
+  Loop loop_;
+  std::optional<ArenaWatch> watch_;
+  std::optional<int> code_;
+  std::string message_;
+};
+
+TEST_F(JobArenaWatch, OneLocalRankOrTheArenaOffMakesNoArena) {
+  ASSERT_TRUE(watch().create(1).ok());
+  EXPECT_FALSE(watch_->exists());
+  EXPECT_FALSE(watch_->next_seat());
+  ArenaSettings off = small();
+  off.heap.reset();
+  ASSERT_TRUE(watch(off).create(4).ok());
+  EXPECT_FALSE(watch_->exists());
+}
+
+TEST_F(JobArenaWatch, EveryLocalRankGetsItsOwnSeatInOneArena) {
+  ASSERT_TRUE(watch().create(2).ok());
+  auto first = watch_->next_seat();
+  auto second = watch_->next_seat();
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->local_rank, 0U);
+  EXPECT_EQ(second->local_rank, 1U);
+  EXPECT_EQ(first->local_size, 2U);
+  EXPECT_EQ(first->fd, second->fd);
+  EXPECT_EQ(first->id, second->id);
+  EXPECT_EQ(first->id.size(), 16U);
+  EXPECT_TRUE(watch_->check()) << message_;
+  EXPECT_FALSE(code_);
+}
+
+TEST_F(JobArenaWatch, AFreshStartMakesAFreshArena) {
+  ASSERT_TRUE(watch().create(2).ok());
+  const std::string id = watch_->next_seat()->id;
+  ASSERT_TRUE(watch_->create(2).ok());
+  auto seat = watch_->next_seat();
+  EXPECT_EQ(seat->local_rank, 0U) << "seats count from 0 again";
+  EXPECT_NE(seat->id, id);
+}
+
+TEST_F(JobArenaWatch, ARankThatOverwritesTheHeaderStopsTheJobWith76WithinAPeriod) {
+  ASSERT_TRUE(watch().create(2).ok());
+  const int fd = watch_->next_seat()->fd;
+  watch_->watch();
+  const std::string garbage(64, '\xa5');
+  ASSERT_EQ(::pwrite(fd, garbage.data(), garbage.size(), 0), static_cast<ssize_t>(garbage.size()));
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return code_.has_value(); }, watch_->period() + 2s));
+  EXPECT_EQ(*code_, exit_code::kProtocol);
+  EXPECT_EQ(message_.rfind("collective arena corrupted: its header was overwritten", 0), 0U) << message_;
+}
+
+TEST_F(JobArenaWatch, AbortingTwiceIsHarmlessAndTheArenaStaysSound) {
+  ASSERT_TRUE(watch().create(2).ok());
+  watch_->abort("rank 0 exited");
+  watch_->abort("the job is stopping");
+  EXPECT_TRUE(watch_->check()) << message_;
+}
+
+TEST_F(JobArenaWatch, AHangTimeoutChecksAtLeastFourTimesWithinIt) {
+  ArenaSettings settings = small();
+  EXPECT_EQ(watch(settings).period(), 1s);
+  settings.hang_timeout = 2s;
+  EXPECT_EQ(watch(settings).period(), 500ms);
+  settings.hang_timeout = 60s;
+  EXPECT_EQ(watch(settings).period(), 1s);
+}
+
+}  // namespace
+}  // namespace trainit
