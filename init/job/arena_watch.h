@@ -39,7 +39,7 @@ class ArenaWatch {
   using FailFn = std::function<void(int code, std::string message)>;
 
   ArenaWatch(Loop& loop, ArenaSettings settings, FailFn on_failure)
-      : loop_(loop), settings_(std::move(settings)), on_failure_(std::move(on_failure)) {}
+      : loop_(loop), settings_(settings), on_failure_(std::move(on_failure)) {}
 
   // A fresh arena for `local_ranks` ranks, after its preflight; none when
   // the arena is off or there are fewer than two. The error names what

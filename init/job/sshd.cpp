@@ -145,7 +145,7 @@ void SshdPhase::up(const std::string& why) {
   events_.on_up(why);
 }
 
-PeerSshds::PeerSshds(Loop& loop, const std::vector<in_addr>& peers, uint16_t port, std::function<void()> done) {
+PeerSshds::PeerSshds(Loop& loop, const std::vector<in_addr>& peers, uint16_t port, const std::function<void()>& done) {
   probes_.reserve(peers.size());
   for (const in_addr& addr : peers) {
     probes_.push_back(std::make_unique<TcpProbe>(loop, addr, port, [this, done] {

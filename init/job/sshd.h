@@ -83,7 +83,7 @@ class PeerSshds {
  public:
   // Probes `port` at every address; `done` once each took a connection
   // (never when there is none: see empty()).
-  PeerSshds(Loop& loop, const std::vector<in_addr>& peers, uint16_t port, std::function<void()> done);
+  PeerSshds(Loop& loop, const std::vector<in_addr>& peers, uint16_t port, const std::function<void()>& done);
 
   [[nodiscard]] bool empty() const { return probes_.empty(); }
   // Every sshd not answering yet, as "sshd at ADDR:PORT (why)".
