@@ -103,6 +103,31 @@ std::optional<std::string> optional_text(const std::string& value) {
 // gives only what it needs and relies on the defaults for the rest.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+// A row for the Duration `Field` (&Options::grace): its value name, values,
+// reader, and plan form (unless the row shows it its own way), one for all.
+template <auto Field>
+constexpr OptionSpec seconds_option(OptionSpec row) {
+  row.value_name = "SECONDS";
+  row.values = "seconds: digits, up to 9 after a '.' (8, 0.5, .25); at most 86400";
+  row.apply = [](Options& o, std::string_view value) { return set_seconds(o.*Field, value); };
+  if (row.show == nullptr) {
+    row.show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.*Field); };
+  }
+  return row;
+}
+
+// A row for the std::string `Field` holding an absolute path; empty, shown as
+// null, is the default the row's default_text describes.
+template <auto Field>
+constexpr OptionSpec path_option(OptionSpec row) {
+  row.value_name = "PATH";
+  row.values = "an absolute path";
+  row.apply = [](Options& o, std::string_view value) { return set_path(o.*Field, value); };
+  row.show = [](const Options& o) { return optional_text(o.*Field); };
+  return row;
+}
+
 constexpr OptionSpec kOptions[] = {
     {.name = "help",
      .short_name = 'h',
@@ -122,6 +147,7 @@ constexpr OptionSpec kOptions[] = {
      .short_name = 'v',
      .kind = Kind::kLevel,
      .value_name = "N",
+     .values = "an integer in 0-10 (-v: one more)",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        auto n = parse_decimal(value, 0, 10);
        if (!n) {
@@ -140,12 +166,14 @@ constexpr OptionSpec kOptions[] = {
      .kind = Kind::kFlag,
      .set = [](Options&, bool) {},  // nothing to set: trainit is a subreaper whenever it is not PID 1
      .show = [](const Options&) -> std::optional<std::string> { return std::nullopt; },
+     .default_text = "not given (a subreaper anyway when not PID 1)",
      .tini_variable = "TINI_SUBREAPER",
      .help = "register as a child subreaper (tini's; done anyway\n"
              "when not PID 1)"},
     {.name = "parent-death-signal",
      .short_name = 'p',
      .value_name = "SIGNAL",
+     .values = "a signal: its name (SIGKILL, KILL), number, or SIGRTMIN+N",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        int signo = signal_from_name(value);
        if (signo == 0) {
@@ -160,6 +188,7 @@ constexpr OptionSpec kOptions[] = {
        }
        return std::string(signal_name(o.parent_death_signal));
      },
+     .default_text = "none",
      .help = "have trainit receive SIGNAL when its parent dies\n"
              "(e.g. SIGKILL)"},
     {.name = "kill-process-group",
@@ -179,6 +208,7 @@ constexpr OptionSpec kOptions[] = {
      .short_name = 'e',
      .kind = Kind::kList,
      .value_name = "CODE",
+     .values = "an exit code in 0-255, repeatable; the variable: a list (2,143 or \"2 143\")",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        auto code = parse_decimal(value, 0, 255);
        if (!code) {
@@ -196,35 +226,16 @@ constexpr OptionSpec kOptions[] = {
        }
        return codes.empty() ? std::nullopt : std::optional(codes);
      },
+     .default_text = "none",
      .help = "exit 0 when the child exits with CODE (0-255;\n"
              "repeatable; the variable takes a list: 2,143)"},
-    {.name = "grace",
-     .value_name = "SECONDS",
-     .apply = [](Options& o, std::string_view value) -> Result<void> {
-       auto seconds = seconds_value(value);
-       if (!seconds) {
-         return seconds.error();
-       }
-       o.grace = *seconds;
-       return {};
-     },
-     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.grace); },
-     .help = "how long processes get between SIGTERM and SIGKILL,\n"
-             "when trainit is stopped or drains (fractions\n"
-             "allowed; default 8)"},
-    {.name = "stop-delay",
-     .value_name = "SECONDS",
-     .apply = [](Options& o, std::string_view value) -> Result<void> {
-       auto seconds = seconds_value(value);
-       if (!seconds) {
-         return seconds.error();
-       }
-       o.stop_delay = *seconds;
-       return {};
-     },
-     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.stop_delay); },
-     .help = "wait this long before passing on SIGTERM/SIGINT\n"
-             "(default 0)"},
+    seconds_option<&Options::grace>({.name = "grace",
+                                     .help = "how long processes get between SIGTERM and SIGKILL,\n"
+                                             "when trainit is stopped or drains (fractions\n"
+                                             "allowed; default 8)"}),
+    seconds_option<&Options::stop_delay>({.name = "stop-delay",
+                                          .help = "wait this long before passing on SIGTERM/SIGINT\n"
+                                                  "(default 0)"}),
     {.name = "no-drain",
      .kind = Kind::kFlag,
      .set = [](Options& o, bool on) { o.drain = !on; },
@@ -240,6 +251,7 @@ constexpr OptionSpec kOptions[] = {
              "escalation"},
     {.name = "restart",
      .value_name = "POLICY",
+     .values = "no, on-failure, always",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        if (value == "no") {
          o.restart = Restart::kNo;
@@ -257,10 +269,12 @@ constexpr OptionSpec kOptions[] = {
                           : o.restart == Restart::kOnFailure ? "on-failure"
                                                              : "always");
      },
+     .shapes_plan = true,
      .help = "restart the child: no (default), on-failure, always;\n"
              "job modes: on-failure restarts the whole job"},
     {.name = "max-restarts",
      .value_name = "N",
+     .values = "an integer in 0-1000000",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        auto n = parse_decimal(value, 0, 1'000'000);
        if (!n) {
@@ -272,10 +286,13 @@ constexpr OptionSpec kOptions[] = {
      .show = [](const Options& o) -> std::optional<std::string> {
        return o.max_restarts < 0 ? std::nullopt : std::optional(std::to_string(o.max_restarts));
      },
+     .default_text = "no limit",
+     .shapes_plan = true,
      .help = "give up after N restarts in a row (job modes: N in\n"
              "all; default: no limit)"},
     {.name = "ready",
      .value_name = "WHEN",
+     .values = "spawn, notify",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        if (value != "spawn" && value != "notify") {
          return reason("expected spawn or notify");
@@ -292,6 +309,7 @@ constexpr OptionSpec kOptions[] = {
              "its READY=1 and STATUS=)"},
     {.name = "mode",
      .value_name = "MODE",
+     .values = "auto, exec, ascend, mpi, torchrun, torchrun-exec, msrun, msrun-exec, pytorch, tensorflow",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        if (value == "auto") {
          o.mode = kAutoMode;
@@ -307,6 +325,7 @@ constexpr OptionSpec kOptions[] = {
      .show = [](const Options& o) -> std::optional<std::string> {
        return std::string(o.mode ? mode_name(*o.mode) : "auto");
      },
+     .shapes_plan = true,
      .help = "auto (default: torchrun or msrun for MA_RUN_METHOD,\n"
              "ascend when RANK_TABLE_FILE or RANK_TABLE_FILE_V_1_0\n"
              "is set, else exec), exec, ascend, mpi (sshd on every\n"
@@ -317,6 +336,7 @@ constexpr OptionSpec kOptions[] = {
      .heading = "Job modes:"},
     {.name = "coll-arena",
      .value_name = "SIZE",
+     .values = "bytes, or with K, M or G (powers of 1024), at most 64G; or off",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        if (value == "off") {
          o.coll_arena.reset();
@@ -335,23 +355,18 @@ constexpr OptionSpec kOptions[] = {
      .help = "the collective arena's heap for trainit_alloc, shared\n"
              "by a host's ranks: bytes, or with K, M or G (default\n"
              "32M); off: no arena"},
-    {.name = "hang-timeout",
-     .value_name = "SECONDS",
-     .apply = [](Options& o, std::string_view value) -> Result<void> {
-       auto seconds = seconds_value(value);
-       if (!seconds) {
-         return seconds.error();
-       }
-       o.hang_timeout = *seconds;
-       return {};
-     },
-     .show = [](const Options& o) -> std::optional<std::string> {
-       return o.hang_timeout > Duration::zero() ? std::optional(seconds_text(o.hang_timeout)) : std::nullopt;
-     },
-     .help = "report a rank in one collective for longer (default:\n"
-             "no hang detection)"},
+    seconds_option<&Options::hang_timeout>({.name = "hang-timeout",
+                                            .show = [](const Options& o) -> std::optional<std::string> {
+                                              return o.hang_timeout > Duration::zero()
+                                                         ? std::optional(seconds_text(o.hang_timeout))
+                                                         : std::nullopt;
+                                            },
+                                            .default_text = "none: no hang detection",
+                                            .help = "report a rank in one collective for longer (default:\n"
+                                                    "no hang detection)"}),
     {.name = "hang-action",
      .value_name = "ACTION",
+     .values = "report, stop",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        if (value != "report" && value != "stop") {
          return reason("expected report or stop");
@@ -366,6 +381,7 @@ constexpr OptionSpec kOptions[] = {
              "job (exit 75)"},
     {.name = "nproc-per-node",
      .value_name = "N",
+     .values = "an integer in 1-1024",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        auto n = parse_decimal(value, 1, 1024);
        if (!n) {
@@ -377,10 +393,13 @@ constexpr OptionSpec kOptions[] = {
      .show = [](const Options& o) -> std::optional<std::string> {
        return o.nproc_per_node ? std::optional(std::to_string(*o.nproc_per_node)) : std::nullopt;
      },
+     .default_text = "MA_NUM_GPUS, else PET_NPROC_PER_NODE, else 1",
+     .shapes_plan = true,
      .help = "processes per host in the framework modes\n"
              "(default: MA_NUM_GPUS, PET_NPROC_PER_NODE, else 1)"},
     {.name = "master-port",
      .value_name = "PORT",
+     .values = "a port in 1-65535",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        auto port = parse_decimal(value, 1, 65535);
        if (!port) {
@@ -392,24 +411,17 @@ constexpr OptionSpec kOptions[] = {
      .show = [](const Options& o) -> std::optional<std::string> {
        return o.master_port ? std::optional(std::to_string(*o.master_port)) : std::nullopt;
      },
+     .default_text = "torchrun: MA_TORCHRUN_MASTER_PORT or 18888; msrun: 8118; pytorch: 29500",
+     .shapes_plan = true,
      .help = "host 0's rendezvous port in the framework modes\n"
              "(default: torchrun MA_TORCHRUN_MASTER_PORT or 18888,\n"
              "msrun 8118, pytorch 29500)"},
-    {.name = "rank-table-timeout",
-     .value_name = "SECONDS",
-     .apply = [](Options& o, std::string_view value) -> Result<void> {
-       auto seconds = seconds_value(value);
-       if (!seconds) {
-         return seconds.error();
-       }
-       o.rank_table_timeout = *seconds;
-       return {};
-     },
-     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.rank_table_timeout); },
-     .help = "how long to wait for a complete rank table\n"
-             "(default 1800; then exit 75)"},
+    seconds_option<&Options::rank_table_timeout>({.name = "rank-table-timeout",
+                                                  .help = "how long to wait for a complete rank table\n"
+                                                          "(default 1800; then exit 75)"}),
     {.name = "max-local-devices",
      .value_name = "N",
+     .values = "an integer in 1-4096",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        auto n = parse_decimal(value, kMinLocalDevices, kMaxLocalDevices);
        if (!n) {
@@ -419,43 +431,26 @@ constexpr OptionSpec kOptions[] = {
        return {};
      },
      .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.max_local_devices); },
+     .shapes_plan = true,
      .help = "devices allowed per host in the rank table, 1-4096\n"
              "(default 16)"},
-    {.name = "status-file",
-     .value_name = "PATH",
-     .apply = [](Options& o, std::string_view value) -> Result<void> {
-       if (value.empty() || value[0] != '/') {
-         return reason("expected an absolute path");
-       }
-       o.status_file = std::string(value);
-       return {};
-     },
-     .show = [](const Options& o) -> std::optional<std::string> {
-       return o.status_file.empty() ? std::nullopt : std::optional(o.status_file);
-     },
-     .help = "where the job's status JSON is kept\n"
-             "(default /tmp/trainit-status-<host>.json)"},
-    {.name = "peer-timeout",
-     .value_name = "SECONDS",
-     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_seconds(o.peer_timeout, value); },
-     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.peer_timeout); },
-     .help = "for every peer name to resolve and every peer's sshd\n"
-             "to answer (default 600; then exit 69)",
-     .heading = "Several hosts (MA_NUM_HOSTS > 1) and --mode mpi:"},
-    {.name = "barrier-timeout",
-     .value_name = "SECONDS",
-     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_seconds(o.barrier_timeout, value); },
-     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.barrier_timeout); },
-     .help = "for every host to check in (default 1800; then\n"
-             "exit 75)"},
-    {.name = "peer-loss",
-     .value_name = "SECONDS",
-     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_seconds(o.peer_loss, value); },
-     .show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.peer_loss); },
-     .help = "a host not heard from this long is lost: the job\n"
-             "stops everywhere (default 10)"},
+    path_option<&Options::status_file>({.name = "status-file",
+                                        .default_text = "/tmp/trainit-status-<host>.json",
+                                        .help = "where the job's status JSON is kept\n"
+                                                "(default /tmp/trainit-status-<host>.json)"}),
+    seconds_option<&Options::peer_timeout>({.name = "peer-timeout",
+                                            .help = "for every peer name to resolve and every peer's sshd\n"
+                                                    "to answer (default 600; then exit 69)",
+                                            .heading = "Several hosts (MA_NUM_HOSTS > 1) and --mode mpi:"}),
+    seconds_option<&Options::barrier_timeout>({.name = "barrier-timeout",
+                                               .help = "for every host to check in (default 1800; then\n"
+                                                       "exit 75)"}),
+    seconds_option<&Options::peer_loss>({.name = "peer-loss",
+                                         .help = "a host not heard from this long is lost: the job\n"
+                                                 "stops everywhere (default 10)"}),
     {.name = "control-port",
      .value_name = "PORT",
+     .values = "a port in 1-65535",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        auto port = parse_decimal(value, 1, 65535);
        if (!port) {
@@ -465,31 +460,28 @@ constexpr OptionSpec kOptions[] = {
        return {};
      },
      .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.control_port); },
+     .shapes_plan = true,
      .help = "host 0's control channel (default 36660)"},
-    {.name = "job-secret-file",
-     .value_name = "PATH",
-     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.job_secret_file, value); },
-     .show = [](const Options& o) { return optional_text(o.job_secret_file); },
-     .help = "the hosts' shared secret (else TRAINIT_JOB_SECRET)"},
-    {.name = "ssh-authorized-keys",
-     .value_name = "PATH",
-     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.ssh_authorized_keys, value); },
-     .show = [](const Options& o) { return optional_text(o.ssh_authorized_keys); },
-     .help = "the keys the job's sshd accepts (mpi; default\n"
-             "$HOME/.ssh/authorized_keys)"},
-    {.name = "ssh-identity",
-     .value_name = "PATH",
-     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.ssh_identity, value); },
-     .show = [](const Options& o) { return optional_text(o.ssh_identity); },
-     .help = "the key mpirun's ssh offers (mpi; default ssh's)"},
-    {.name = "private-dir",
-     .value_name = "PATH",
-     .apply = [](Options& o, std::string_view value) -> Result<void> { return set_path(o.private_dir, value); },
-     .show = [](const Options& o) { return optional_text(o.private_dir); },
-     .help = "trainit's own files for the job (mpi; default\n"
-             "/tmp/trainit-<MA_VJ_NAME>)"},
+    path_option<&Options::job_secret_file>({.name = "job-secret-file",
+                                            .default_text = "none: the secret is TRAINIT_JOB_SECRET's value",
+                                            .help = "the hosts' shared secret (else TRAINIT_JOB_SECRET)"}),
+    path_option<&Options::ssh_authorized_keys>({.name = "ssh-authorized-keys",
+                                                .default_text = "$HOME/.ssh/authorized_keys",
+                                                .shapes_plan = true,
+                                                .help = "the keys the job's sshd accepts (mpi; default\n"
+                                                        "$HOME/.ssh/authorized_keys)"}),
+    path_option<&Options::ssh_identity>({.name = "ssh-identity",
+                                         .default_text = "ssh's own (~/.ssh/id_*)",
+                                         .shapes_plan = true,
+                                         .help = "the key mpirun's ssh offers (mpi; default ssh's)"}),
+    path_option<&Options::private_dir>({.name = "private-dir",
+                                        .default_text = "/tmp/trainit-<MA_VJ_NAME>",
+                                        .shapes_plan = true,
+                                        .help = "trainit's own files for the job (mpi; default\n"
+                                                "/tmp/trainit-<MA_VJ_NAME>)"}),
     {.name = "as-user",
      .value_name = "NAME",
+     .values = "a user name",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        if (value.empty()) {
          return reason("expected a user name");
@@ -498,6 +490,8 @@ constexpr OptionSpec kOptions[] = {
        return {};
      },
      .show = [](const Options& o) { return optional_text(o.as_user); },
+     .default_text = "the user running trainit",
+     .shapes_plan = true,
      .help = "trainit plan only: plan as trainit running as NAME\n"
              "would (default: the user running it)"},
 };
@@ -506,6 +500,9 @@ constexpr OptionSpec kOptions[] = {
 constexpr std::size_t kOptionCount = std::size(kOptions);
 
 // --- Texts --------------------------------------------------------------------
+
+constexpr std::size_t kHelpColumn = 26;  // where the help of each option starts
+constexpr std::size_t kHelpWidth = 80;   // no line of --help is longer
 
 constexpr std::string_view kUsageHead =
     "Usage: trainit [OPTIONS] [--] PROGRAM [ARGS...]\n"
@@ -850,6 +847,18 @@ Result<void> apply_given(const Given& g, Options& o) {
   return {};
 }
 
+// Who the plan is for: --as-user's user (`trainit plan` only: main() refuses
+// it for a run), else the user trainit runs as.
+void settle_identity(Options& o) {
+  if (o.as_user.empty()) {
+    o.is_root = ::geteuid() == 0;
+    o.user = o.is_root ? "root" : "";
+  } else {
+    o.is_root = o.as_user == "root";
+    o.user = o.as_user;
+  }
+}
+
 }  // namespace
 
 std::span<const OptionSpec> option_table() noexcept {
@@ -867,41 +876,44 @@ std::string variable_name(const OptionSpec& option) {
   return name;
 }
 
+std::string option_usage(const OptionSpec& option) {
+  const std::string indent(kHelpColumn, ' ');
+  std::string head = option.short_name != 0 ? fmt::format("  -{}, --{}", option.short_name, option.name)
+                                            : fmt::format("  --{}", option.name);
+  if (!option.value_name.empty()) {
+    head += fmt::format(" {}", option.value_name);
+  }
+  std::string text = head;
+  text += head.size() + 2 <= kHelpColumn ? std::string(kHelpColumn - head.size(), ' ') : "\n" + indent;
+  std::string_view help = option.help;
+  for (auto nl = help.find('\n'); nl != std::string_view::npos; nl = help.find('\n')) {
+    text += fmt::format("{}\n{}", help.substr(0, nl), indent);
+    help.remove_prefix(nl + 1);
+  }
+  text += fmt::format("{}\n", help);
+  if (option.kind != Kind::kAction) {
+    std::string env = fmt::format("{}env: {}", indent, variable_example(option));
+    if (!option.tini_variable.empty()) {
+      const bool fits = env.size() + 2 + option.tini_variable.size() <= kHelpWidth;
+      env += fmt::format("{}{}", fits ? ", " : "\n" + indent + "     ", option.tini_variable);
+    }
+    text += env + "\n";
+  }
+  return text;
+}
+
 std::string usage_text() {
-  constexpr std::size_t kColumn = 26;  // where the help of each option starts
-  constexpr std::size_t kWidth = 80;
-  const std::string indent(kColumn, ' ');
   std::string text(kUsageHead);
   for (const OptionSpec& option : kOptions) {
     if (!option.heading.empty()) {
       text += fmt::format("\n{}\n", option.heading);
     }
-    std::string head = option.short_name != 0 ? fmt::format("  -{}, --{}", option.short_name, option.name)
-                                              : fmt::format("  --{}", option.name);
-    if (!option.value_name.empty()) {
-      head += fmt::format(" {}", option.value_name);
-    }
-    text += head;
-    text += head.size() + 2 <= kColumn ? std::string(kColumn - head.size(), ' ') : "\n" + indent;
-    std::string_view help = option.help;
-    for (auto nl = help.find('\n'); nl != std::string_view::npos; nl = help.find('\n')) {
-      text += fmt::format("{}\n{}", help.substr(0, nl), indent);
-      help.remove_prefix(nl + 1);
-    }
-    text += fmt::format("{}\n", help);
-    if (option.kind != Kind::kAction) {
-      std::string env = fmt::format("{}env: {}", indent, variable_example(option));
-      if (!option.tini_variable.empty()) {
-        const bool fits = env.size() + 2 + option.tini_variable.size() <= kWidth;
-        env += fmt::format("{}{}", fits ? ", " : "\n" + indent + "     ", option.tini_variable);
-      }
-      text += env + "\n";
-    }
+    text += option_usage(option);
   }
   std::string documented;
   std::size_t line = 0;
   for (const DocumentedVariable& v : kDocumentedVariables) {
-    if (line > 0 && line + 1 + v.name.size() > kWidth) {
+    if (line > 0 && line + 1 + v.name.size() > kHelpWidth) {
       documented += "\n";
       line = 0;
     }
@@ -952,6 +964,7 @@ Result<Options> parse_cli(int argc, const char* const* argv, const char* const* 
   if (o.action == Action::kRun && o.command.empty()) {
     return Error{"no program given to run", 0};
   }
+  settle_identity(o);
   return o;
 }
 
@@ -971,28 +984,14 @@ std::vector<Setting> settings_of(const Options& options) {
   return settings;
 }
 
-PlanOptions plan_options(const Options& options) {
-  PlanOptions p;
-  p.mode = options.mode;
-  p.max_local_devices = options.max_local_devices;
-  p.control_port = options.control_port;
-  p.ssh_authorized_keys = options.ssh_authorized_keys;
-  p.ssh_identity = options.ssh_identity;
-  p.private_dir = options.private_dir;
-  p.nproc_per_node = options.nproc_per_node;
-  p.master_port = options.master_port;
-  p.restart_on_failure = options.restart == Restart::kOnFailure;
-  if (options.max_restarts >= 0) {
-    p.max_restarts = static_cast<unsigned>(options.max_restarts);
+std::string default_of(const OptionSpec& option) {
+  if (option.kind == Kind::kAction) {
+    return {};
   }
-  if (options.as_user.empty()) {
-    p.is_root = ::geteuid() == 0;
-    p.user = p.is_root ? "root" : "";
-  } else {
-    p.is_root = options.as_user == "root";
-    p.user = options.as_user;
+  if (!option.default_text.empty()) {
+    return std::string(option.default_text);
   }
-  return p;
+  return option.show(Options{}).value_or("");
 }
 
 }  // namespace trainit

@@ -1,14 +1,18 @@
 // The command line and trainit's variables: tini's flags and variables, plus
 // trainit's own options.
 //
-// One table (option_table()) says what each option is: its long name, its
-// short flag if any, whether it takes a value, how a value is read into
-// Options, and its help. The parser, the variables (TRAINIT_<LONG_NAME>, and
-// tini's three), the --help text and the settings `trainit plan` shows are all
-// made from it: a new option is a new row, and gets its variable for free.
+// One table (option_table()) is the one place an option is described: its
+// long name, its short flag if any, what it takes and how a value is read
+// into Options, its default, its help, and what `trainit plan` makes of it.
+// The parser, the variables (TRAINIT_<LONG_NAME>, and tini's three), --help,
+// `trainit plan --help`, the settings a plan shows and the options reference
+// (docs/reference/options.md, init/options_doc.h) are all made from it: a new
+// option is a new row (and, when it changes the plan, a field of PlanOptions),
+// and gets its variable and its documentation for free.
 //
-// parse_cli() is pure: argv and an environment in, Options or a one-line
-// error out. main() turns an error into usage on stderr and exit 64, and logs
+// parse_cli() is pure but for one question to the kernel (who runs trainit,
+// for the plan): argv and an environment in, Options or a one-line error out.
+// main() turns an error into usage on stderr and exit 64, and logs
 // Options::warnings.
 #pragma once
 
@@ -27,7 +31,6 @@
 namespace trainit {
 
 enum class Action { kRun, kHelp, kVersion, kLicense };
-enum class Restart { kNo, kOnFailure, kAlways };
 enum class Ready { kSpawn, kNotify };
 
 // Where an option's value came from.
@@ -37,7 +40,11 @@ struct Origin {
   std::string variable;  // kVariable: its name (TRAINIT_GRACE, TINI_VERBOSITY)
 };
 
-struct Options {
+// Every option's value. Those the planner reads (--mode, --restart, ...) are
+// the fields Options has of its base, PlanOptions (src/plan/plan.h), under
+// the same names; parse_cli() also settles PlanOptions' is_root and user. The
+// run and `trainit plan` hand the planner the parsed options as they are.
+struct Options : PlanOptions {
   Action action = Action::kRun;
   int verbosity = 1;                         // -v, --verbosity N
   int parent_death_signal = 0;               // -p, --parent-death-signal SIGNAL
@@ -48,12 +55,8 @@ struct Options {
   Duration stop_delay{0};                    // --stop-delay SECONDS
   bool drain = true;                         // --no-drain: exit at once when the child does (tini)
   bool forward_only = false;                 // --forward-only: SIGTERM/SIGINT only forwarded (tini)
-  Restart restart = Restart::kNo;            // --restart on-failure|always|no
-  int max_restarts = -1;                     // --max-restarts N; -1: no limit
   Ready ready = Ready::kSpawn;               // --ready spawn|notify: when to tell our supervisor READY=1
   // Job modes.
-  RequestedMode mode = kAutoMode;                            // --mode auto|exec|ascend|mpi|torchrun|...
-  unsigned max_local_devices = kDefaultLocalDevices;         // --max-local-devices N
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
   std::string status_file;                                   // --status-file PATH; empty: the default
   // Several hosts (MA_NUM_HOSTS > 1) and --mode mpi.
@@ -63,13 +66,7 @@ struct Options {
   std::optional<size_t> coll_arena = kDefaultCollHeap;    // --coll-arena SIZE|off: trainit_alloc's heap
   Duration hang_timeout{0};                               // --hang-timeout SECONDS; 0: no hang detection
   bool hang_stop = false;                                 // --hang-action stop (else report)
-  std::optional<unsigned> nproc_per_node;                 // --nproc-per-node N (framework modes)
-  std::optional<uint16_t> master_port;                    // --master-port PORT (framework modes)
-  uint16_t control_port = kDefaultControlPort;            // --control-port PORT
   std::string job_secret_file;                            // --job-secret-file PATH (else TRAINIT_JOB_SECRET)
-  std::string ssh_authorized_keys;                        // --ssh-authorized-keys PATH (mpi)
-  std::string ssh_identity;                               // --ssh-identity PATH (mpi)
-  std::string private_dir;                                // --private-dir PATH (mpi); empty: /tmp/trainit-<job>
   std::string as_user;                                    // --as-user NAME: trainit plan only
   std::vector<std::string> command;                       // PROGRAM ARGS...
 
@@ -94,6 +91,9 @@ struct OptionSpec {
   char short_name = 0;          // tini's one-letter flag, or 0
   Kind kind = Kind::kValue;     //
   std::string_view value_name;  // kValue, kList, kLevel: in --help ("SECONDS")
+  // kValue, kList, kLevel: the values it takes, for the reference ("an
+  // integer in 0-10"). Flags and actions take none.
+  std::string_view values;
   // kValue, kList (one item), kLevel (a level): reads `value` into `o`. The
   // error is only the reason ("expected seconds such as 8 or 0.5"): the
   // parser names the option or variable and quotes the value.
@@ -102,6 +102,14 @@ struct OptionSpec {
   // The value as `trainit plan` shows it; nullopt where it has none (no
   // --max-restarts: no limit). Null for actions.
   std::optional<std::string> (*show)(const Options& o) = nullptr;
+  // The default, in words, for the reference: only where show() of the
+  // defaults is nullopt ("no limit"); the others' default is that show(),
+  // read off Options itself.
+  std::string_view default_text;
+  // The planner reads it: it sets a field of PlanOptions (--as-user: who the
+  // plan is for), so it changes what `trainit plan` prints beyond "settings"
+  // (which show every option but the actions, shaping the plan or not).
+  bool shapes_plan = false;
   std::string_view tini_variable;  // tini's variable for the same, or empty
   std::string_view help;           // lines of --help, '\n' between them
   std::string_view heading;        // starts a section of --help ("Job modes:")
@@ -118,12 +126,16 @@ struct OptionSpec {
 // An option given on the command line wins over its variables (every one of
 // its variables is then left unread); TRAINIT_<NAME> wins over tini's. A
 // variable set but empty counts as unset, except tini's flags (TINI_SUBREAPER,
-// TINI_KILL_PROCESS_GROUP), which are on when set at all, as in tini.
+// TINI_KILL_PROCESS_GROUP), which are on when set at all, as in tini. Who
+// trainit runs as (is_root, user) is --as-user's user, else the effective
+// user's (geteuid): the run refuses --as-user (main()).
 Result<Options> parse_cli(int argc, const char* const* argv, const char* const* envp);
 
-// What a plan needs of the options, the run's and `trainit plan`'s alike.
-// Who trainit runs as: the kernel's answer, or --as-user for a plan.
-[[nodiscard]] PlanOptions plan_options(const Options& options);
+// What the planner reads of the options: their PlanOptions part, as parsed
+// (who trainit runs as included).
+[[nodiscard]] inline const PlanOptions& plan_options(const Options& options) noexcept {
+  return options;
+}
 
 // Each option but the actions, as `trainit plan` shows it: its value and
 // where it came from ("default", "command line", "variable TRAINIT_GRACE").
@@ -131,6 +143,13 @@ Result<Options> parse_cli(int argc, const char* const* argv, const char* const* 
 
 // The usage text (ends with a newline).
 [[nodiscard]] std::string usage_text();
+// `option` as --help lists it: its flags and value, its help beside them
+// from column 26, then its variables ("env: TRAINIT_GRACE=SECONDS").
+[[nodiscard]] std::string option_usage(const OptionSpec& option);
+// The default of `option` as the reference states it: its default_text, or
+// else the value `trainit plan` shows when nothing sets it. Empty for
+// actions.
+[[nodiscard]] std::string default_of(const OptionSpec& option);
 [[nodiscard]] std::string_view license_text();
 [[nodiscard]] std::string_view version_text();
 

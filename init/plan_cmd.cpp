@@ -17,7 +17,7 @@
 namespace trainit {
 namespace {
 
-constexpr std::string_view kUsage =
+constexpr std::string_view kUsageHead =
     "usage: trainit plan [OPTIONS] [--] COMMAND [ARG...]\n"
     "\n"
     "Prints, as JSON (schema trainit.plan/v1), what trainit would start for COMMAND\n"
@@ -26,14 +26,20 @@ constexpr std::string_view kUsage =
     "configuration (the one-line error names the variable, file, key and value).\n"
     "\n"
     "OPTIONS are a run's (trainit --help), from the command line or TRAINIT_*\n"
-    "variables alike. Those that shape the plan:\n"
-    "  --mode MODE              ascend: one process per device of this host from the\n"
-    "                           rank table; exec: COMMAND once, as given; auto (the\n"
-    "                           default): ascend when RANK_TABLE_FILE or\n"
-    "                           RANK_TABLE_FILE_V_1_0 is set, exec otherwise\n"
-    "  --max-local-devices N    devices one host may have (device_id < N), 1-4096;\n"
-    "                           default 16\n"
-    "  -h, --help               this text\n";
+    "variables alike. Those that shape the plan:\n";
+
+// The options the planner reads, as trainit --help lists them: the table's
+// rows that shape the plan.
+std::string usage() {
+  std::string text(kUsageHead);
+  for (const OptionSpec& option : option_table()) {
+    if (option.shapes_plan) {
+      text += option_usage(option);
+    }
+  }
+  text += "  -h, --help              this text\n";
+  return text;
+}
 
 }  // namespace
 
@@ -46,7 +52,7 @@ CommandOutput plan_command(int argc, const char* const* argv, const char* const*
     }
     switch (options->action) {
       case Action::kHelp:
-        return {0, std::string(kUsage), ""};
+        return {0, usage(), ""};
       case Action::kVersion:
         return {0, std::string(version_text()), ""};
       case Action::kLicense:

@@ -235,10 +235,8 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
   // torchrun's --max_restarts N is --restart on-failure --max-restarts N,
   // unless trainit's own options say otherwise (make_plan then sets
   // Plan::restarts from them).
-  std::optional<unsigned> restarts;
-  if (input.options.restart_on_failure) {
-    restarts = input.options.max_restarts.value_or(kUnlimitedRestarts);
-  } else if (params.max_restarts.value_or(0) > 0) {
+  std::optional<unsigned> restarts = input.options.job_restarts();
+  if (!restarts && params.max_restarts.value_or(0) > 0) {
     restarts = params.max_restarts;
   }
 

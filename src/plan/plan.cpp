@@ -109,8 +109,8 @@ Result<Plan> make_plan(const PlanInput& input) {
                                                : plan_framework(*mode, input);
     if (!plan)
       return plan;
-    if (input.options.restart_on_failure && plan->mode != Mode::kExec) {  // exec mode restarts its own way
-      plan->restarts = input.options.max_restarts.value_or(kUnlimitedRestarts);
+    if (auto restarts = input.options.job_restarts(); restarts && plan->mode != Mode::kExec) {
+      plan->restarts = restarts;  // exec mode restarts its own way
     }
     plan->settings = input.settings;
     return plan;

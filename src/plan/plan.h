@@ -24,8 +24,8 @@
 
 namespace trainit {
 
-// The states of DESIGN.md's machine. A plan lists, in order, the ones its
-// mode goes through; init/machine owns what entering each one does.
+// The states of docs/architecture.md's machine. A plan lists, in order, the
+// ones its mode goes through; init/machine owns what entering each one does.
 enum class State {
   kWaitRankTable,
   kResolvePeers,
@@ -40,7 +40,7 @@ enum class State {
 };
 [[nodiscard]] std::string_view state_name(State state) noexcept;  // "wait_rank_table", ...
 
-// One planner each (DESIGN.md "Modes and options"):
+// One planner each (docs/architecture.md, "Modes and options"):
 //   exec          the command, once (tini's job)
 //   ascend        one process per device of the rank table
 //   mpi           sshd on every host, mpirun on host 0
@@ -218,8 +218,20 @@ inline constexpr unsigned kDefaultLocalDevices = 16;
 inline constexpr unsigned kMinLocalDevices = 1;
 inline constexpr unsigned kMaxLocalDevices = 4096;
 
+// --restart: what a failure of the command (exec mode) or of the job (job
+// modes) leads to. Job modes restart on-failure only: `always` stays exec
+// mode's (main() refuses it for the others).
+enum class Restart { kNo, kOnFailure, kAlways };
+
+// Plan::restarts for "no limit".
+inline constexpr unsigned kUnlimitedRestarts = 2147483647;
+
+// The options a plan is made from. They are the run's own: init/cli.h's
+// Options derives from PlanOptions, so its parser fills these fields in
+// place, under the names the options have there, and the run and `trainit
+// plan` hand the planner the very values they parsed.
 struct PlanOptions {
-  RequestedMode mode = kAutoMode;
+  RequestedMode mode = kAutoMode;                     // --mode
   unsigned max_local_devices = kDefaultLocalDevices;  // rank-table device_id limit per host
   std::uint16_t control_port = kDefaultControlPort;   // host 0's control channel (see HostsPlan)
   // The keys sshd accepts (mpi). Empty: $HOME/.ssh/authorized_keys, HOME
@@ -231,26 +243,35 @@ struct PlanOptions {
   // trainit's private per-job directory (Plan::private_dir). Empty:
   // /tmp/trainit-<MA_VJ_NAME>.
   std::string private_dir;
-  // Who trainit runs as; the caller knows (geteuid, getpwuid), the planner
-  // stays pure. is_root: mpirun gets --allow-run-as-root and sshd permits
-  // root's key login. user: the one user sshd lets in (AllowUsers); empty:
-  // "root" when is_root, else no AllowUsers line (a non-root sshd cannot
-  // switch users: only its own can log in anyway).
+  // Who trainit runs as; the caller knows (geteuid, or --as-user for a
+  // plan), the planner stays pure. is_root: mpirun gets --allow-run-as-root
+  // and sshd permits root's key login. user: the one user sshd lets in
+  // (AllowUsers); empty: "root" when is_root, else no AllowUsers line (a
+  // non-root sshd cannot switch users: only its own can log in anyway).
   bool is_root = false;
   std::string user;
   // The framework modes: --nproc-per-node (else the platform's count) and
   // --master-port (else the mode's default).
   std::optional<unsigned> nproc_per_node;
   std::optional<std::uint16_t> master_port;
-  // --restart on-failure (job modes): restart the job after a failure, at
-  // most max_restarts times (nullopt: no limit). Plan::restarts says what
-  // the run will do.
-  bool restart_on_failure = false;
-  std::optional<unsigned> max_restarts;
-};
+  // --restart and --max-restarts (-1: no limit). job_restarts() says what a
+  // job mode makes of them.
+  Restart restart = Restart::kNo;
+  int max_restarts = -1;
 
-// Plan::restarts for "no limit".
-inline constexpr unsigned kUnlimitedRestarts = 2147483647;
+  // Plan::restarts as the options ask: with --restart on-failure, the job is
+  // restarted after a failure at most max_restarts times (kUnlimitedRestarts
+  // without --max-restarts); nullopt otherwise.
+  [[nodiscard]] std::optional<unsigned> job_restarts() const noexcept {
+    if (restart != Restart::kOnFailure) {
+      return std::nullopt;
+    }
+    return max_restarts < 0 ? kUnlimitedRestarts : static_cast<unsigned>(max_restarts);
+  }
+
+  // Field by field: which options change what the planner reads.
+  bool operator==(const PlanOptions&) const = default;
+};
 
 struct PlanInput {
   PlanOptions options;
@@ -288,8 +309,8 @@ struct PlanInput {
 // nor be configured as if it were trainit.
 [[nodiscard]] std::vector<EnvVar> child_base_env(const Environment& env);
 
-// Where a job mode's logs go (CONTRACT.md §3): <MA_MOUNT_PATH>/log when that
-// is a directory, else /tmp/log.
+// Where a job mode's logs go (docs/contract.md §3): <MA_MOUNT_PATH>/log when
+// that is a directory, else /tmp/log.
 [[nodiscard]] std::string job_log_dir(const std::optional<std::string>& mount_path, const FileSystem& fs);
 
 // Sets `name` in `env`: replaced in place when present, appended otherwise.

@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -9,6 +10,9 @@
 #include <vector>
 
 #include "base/env.h"
+#include "options_doc.h"
+#include "plan_cmd.h"
+#include "platform/fs.h"
 
 namespace trainit {
 namespace {
@@ -479,6 +483,154 @@ TEST(Cli, HelpListsEveryOptionWithItsVariables) {
          return lines;
        }()) {
     EXPECT_LE(line.size(), 80u) << line;
+  }
+}
+
+// --- What the plan reads of the options ------------------------------------
+
+// The planner is handed the parsed options themselves, not a copy made
+// field by field: what the parser read is what the plan is made from.
+TEST(Cli, ThePlannerReadsTheParsedOptionsThemselves) {
+  auto o = parse({"--mode", "mpi", "--max-local-devices", "32", "--control-port", "40000", "--ssh-identity", "/etc/id",
+                  "--nproc-per-node", "4", "--master-port", "29501", "--restart", "on-failure", "--max-restarts", "3",
+                  "true"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  const PlanOptions& plan = plan_options(*o);
+  EXPECT_EQ(&plan, static_cast<const PlanOptions*>(&*o));
+  EXPECT_EQ(plan.mode, Mode::kMpi);
+  EXPECT_EQ(plan.max_local_devices, 32u);
+  EXPECT_EQ(plan.control_port, 40000);
+  EXPECT_EQ(plan.ssh_identity, "/etc/id");
+  EXPECT_EQ(plan.nproc_per_node, 4u);
+  EXPECT_EQ(plan.master_port, 29501);
+  EXPECT_EQ(plan.job_restarts(), 3u);
+}
+
+TEST(Cli, JobRestartsAreOnFailureOnlyAndUnlimitedWithoutMaxRestarts) {
+  EXPECT_EQ(parse({"--restart", "on-failure", "true"})->job_restarts(), kUnlimitedRestarts);
+  EXPECT_EQ(parse({"--restart", "on-failure", "--max-restarts", "0", "true"})->job_restarts(), 0u);
+  EXPECT_FALSE(parse({"--restart", "always", "--max-restarts", "2", "true"})->job_restarts().has_value());
+  EXPECT_FALSE(parse({"--max-restarts", "2", "true"})->job_restarts().has_value());
+}
+
+TEST(Cli, ThePlanIsForTheEffectiveUserUnlessAsUserNamesAnother) {
+  auto own = parse({"true"});
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->is_root, ::geteuid() == 0);
+  EXPECT_EQ(own->user, ::geteuid() == 0 ? "root" : "");
+  auto other = parse({"--as-user", "ma-user", "true"});
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->is_root);
+  EXPECT_EQ(other->user, "ma-user");
+  auto root = parse({"true"}, {{"TRAINIT_AS_USER", "root"}});
+  ASSERT_TRUE(root.ok());
+  EXPECT_TRUE(root->is_root);
+  EXPECT_EQ(root->user, "root");
+}
+
+// A row's shapes_plan is true exactly where its option changes what the
+// planner reads: its sample value changes the PlanOptions part of Options.
+TEST(Cli, OptionsThatShapeThePlanAreExactlyThoseThatChangePlanOptions) {
+  auto by_default = parse({"true"});
+  ASSERT_TRUE(by_default.ok());
+  for (const OptionSpec& spec : option_table()) {
+    if (spec.kind == Kind::kAction) {
+      EXPECT_FALSE(spec.shapes_plan) << spec.name;
+      continue;
+    }
+    SCOPED_TRACE(std::string(spec.name));
+    std::string storage;
+    auto args = words(spec, kSamples.at(std::string(spec.name)).value, storage);
+    args.push_back("true");
+    auto given = parse(args);
+    ASSERT_TRUE(given.ok()) << given.error().message;
+    const bool changes_plan = !(plan_options(*given) == plan_options(*by_default));
+    EXPECT_EQ(spec.shapes_plan, changes_plan) << "set shapes_plan to " << changes_plan;
+  }
+}
+
+// --- What the table says for --help and the reference ----------------------
+
+TEST(Cli, SecondsOptionsReadAndShowSecondsAlike) {
+  std::size_t seen = 0;
+  for (const OptionSpec& spec : option_table()) {
+    if (spec.value_name != "SECONDS") {
+      continue;
+    }
+    ++seen;
+    SCOPED_TRACE(std::string(spec.name));
+    const std::string flag = "--" + std::string(spec.name);
+    auto o = parse({flag.c_str(), "2.5", "true"});
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    EXPECT_EQ(setting(*o, spec.name).value, "2.5");
+    auto bad = parse({flag.c_str(), "soon", "true"});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.error().message, flag + " \"soon\": expected seconds such as 8 or 0.5 (at most 86400)");
+    EXPECT_EQ(spec.values, option("grace")->values);
+  }
+  EXPECT_EQ(seen, 7u);  // grace, stop-delay, hang-timeout, rank-table-timeout, peer-timeout, barrier-timeout, peer-loss
+}
+
+TEST(Cli, EveryOptionSaysItsValuesAndItsDefault) {
+  const Options defaults;
+  for (const OptionSpec& spec : option_table()) {
+    SCOPED_TRACE(std::string(spec.name));
+    EXPECT_FALSE(spec.help.empty());
+    if (spec.kind == Kind::kAction) {
+      EXPECT_EQ(default_of(spec), "");
+      continue;
+    }
+    const bool takes_values = spec.kind != Kind::kFlag;
+    EXPECT_EQ(!spec.values.empty(), takes_values);
+    EXPECT_EQ(!spec.value_name.empty(), takes_values);
+    // Words only where trainit plan shows no value by default: every other
+    // default is read off Options, so it cannot drift from the code.
+    EXPECT_EQ(!spec.default_text.empty(), !spec.show(defaults).has_value());
+    EXPECT_FALSE(default_of(spec).empty());
+  }
+  EXPECT_EQ(default_of(*option("grace")), "8");
+  EXPECT_EQ(default_of(*option("control-port")), std::to_string(kDefaultControlPort));
+  EXPECT_EQ(default_of(*option("max-restarts")), "no limit");
+}
+
+// The values the reference states are those the readers take.
+TEST(Cli, ValuesOfModeAndMaxLocalDevicesFollowTheCode) {
+  const std::string modes(option("mode")->values);
+  EXPECT_EQ(modes, "auto, " + mode_names());
+  EXPECT_EQ(option("max-local-devices")->values,
+            "an integer in " + std::to_string(kMinLocalDevices) + "-" + std::to_string(kMaxLocalDevices));
+}
+
+TEST(Cli, PlanHelpListsTheOptionsThatShapeThePlan) {
+  const char* argv[] = {"plan", "--help"};
+  const char* envp[] = {nullptr};
+  RealFileSystem fs;
+  const CommandOutput help = plan_command(2, argv, envp, fs);
+  ASSERT_EQ(help.exit_code, 0);
+  for (const OptionSpec& spec : option_table()) {
+    EXPECT_EQ(help.out.find(option_usage(spec)) != std::string::npos, spec.shapes_plan) << spec.name;
+  }
+}
+
+TEST(OptionsReference, ListsEveryOptionWithItsVariablesDefaultAndPlanRole) {
+  const std::string reference = options_reference();
+  for (const OptionSpec& spec : option_table()) {
+    SCOPED_TRACE(std::string(spec.name));
+    const std::string value = spec.value_name.empty() ? "" : " " + std::string(spec.value_name);
+    const std::size_t row = reference.find("`--" + std::string(spec.name) + value + "` |");
+    ASSERT_NE(row, std::string::npos);
+    const std::string line = reference.substr(row, reference.find('\n', row) - row);
+    if (spec.kind == Kind::kAction) {
+      continue;
+    }
+    EXPECT_NE(line.find("`" + variable_name(spec) + "`"), std::string::npos) << line;
+    if (spec.default_text.empty()) {
+      EXPECT_NE(line.find("`" + default_of(spec) + "`"), std::string::npos) << line;
+    }
+    EXPECT_EQ(line.find("shapes the plan") != std::string::npos, spec.shapes_plan) << line;
+  }
+  for (const DocumentedVariable& v : kDocumentedVariables) {
+    EXPECT_NE(reference.find("`" + std::string(v.name) + "`"), std::string::npos) << v.name;
   }
 }
 
