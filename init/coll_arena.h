@@ -1,4 +1,4 @@
-// The collective core's arena, from the init's side (DESIGN.md "The
+// The collective core's arena, from the init's side (docs/architecture.md "The
 // collective core"): one per start of a job whose host runs more than one
 // rank. trainit creates it before the ranks (memfd, every page committed up
 // front: a memory limit too small is a clear error at start, never a SIGBUS

@@ -1,7 +1,7 @@
 #!/bin/sh
-# DESIGN.md's arrows, checked on the includes: each folder of src/ includes
-# only its own headers and those of the folders it may depend on, and nothing
-# in src/ includes init/.
+# The include arrows of docs/architecture.md, checked on the includes: each
+# folder of src/ includes only its own headers and those of the folders it may
+# depend on, and nothing in src/ includes init/.
 #
 #   include_arrows.sh SOURCE_DIR
 set -u
@@ -22,7 +22,7 @@ for dir in "$src"/*/; do
   folder=$(basename "$dir")
   ok=$(allowed "$folder")
   if [ -z "$ok" ]; then
-    echo "include_arrows: src/$folder has no arrows in DESIGN.md (add it to this script)"
+    echo "include_arrows: src/$folder has no arrows in docs/architecture.md (add them there and to this script)"
     status=1
     continue
   fi

@@ -1,16 +1,15 @@
 """A model of the platform's reference Ascend launcher, for bench_job only.
 
-It behaves as CONTRACT.md section 4 and the seed documentation describe the
-reference (written here from that description, not from its code): wait for
-the rank table by reading it once a second until its "status" is
+It does what the platform's own launcher does, as docs/contract.md §4 lists
+it (a model of its behaviour, not of its code), so that bench_job can time
+trainit against it: read the rank table once a second until its "status" is
 "completed"; start one process per device of this host with the rank
-environment, in a session of its own, its output piped through a `tee`
-into the rank's log file; watch the processes by polling them once a
-second; at the first non-zero exit (or on SIGTERM) stop: SIGTERM to every
-process group, newest first, then look again after 1, 2, 4 and 8 s, and
-SIGKILL the groups still alive. Exit code: the failing rank's (256-N for a
-rank killed by signal N, as the reference's sys.exit(-N) gives), 0 after a
-SIGTERM.
+environment, each in a session of its own, its output piped through a `tee`
+into the rank's log file; poll the processes once a second; at the first
+non-zero exit, or on SIGTERM, stop them: SIGTERM to every process group,
+newest first, look again after 1, 2, 4 and 8 s, and SIGKILL the groups
+still alive. Exit code: the failing rank's, 256-N for a rank killed by
+signal N (the platform launcher's sys.exit(-N)), and 0 after a SIGTERM.
 
 Usage: RANK_TABLE_FILE=DIR MA_MOUNT_PATH=... MA_VJ_NAME=... \
        python3 ref_launcher.py COMMAND [ARG...]

@@ -1,6 +1,6 @@
-// trainit's exit codes: one table for the whole program. README.md's "Exit
-// codes" section is this table in words; tests/integration/exit_code_test.cpp
-// proves each code.
+// trainit's exit codes: one table for the whole program.
+// docs/reference/exit-codes.md (and README.md's "Exit codes") is this table in
+// words; tests/integration/exit_code_test.cpp proves each code.
 //
 // The job's own code comes first: PROGRAM's (exec mode) or the first failing
 // rank's (job modes), 128+N for death by signal N. trainit's own failures use

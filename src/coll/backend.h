@@ -1,6 +1,7 @@
-/* Accelerator backends for the collective core (DESIGN.md, "The collective
- * core"): one small C vtable that the host backend (built in) and each plugin
- * (a shared object loaded by a rank, never by PID 1) fill in.
+/* Accelerator backends for the collective core (docs/architecture.md, "The
+ * collective core"; docs/coll.md): one small C vtable that the host backend
+ * (built in) and each plugin (a shared object loaded by a rank, never by
+ * PID 1) fill in.
  *
  * A plugin exports one symbol, TRAINIT_COLL_BACKEND_ENTRY, a function
  * returning its vtable; coll_backend_load() checks abi_version and calls

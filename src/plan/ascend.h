@@ -1,4 +1,4 @@
-// The Ascend rank-table launch (CONTRACT.md §3, "Ascend rank table"): one
+// The Ascend rank-table launch (docs/contract.md §3, "Ascend rank table"): one
 // process per device of this host, each with the per-rank variables of the
 // contract, its own session, a working directory and a log file.
 //

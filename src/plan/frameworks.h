@@ -1,4 +1,4 @@
-// The framework modes (CONTRACT.md §3): torchrun and msrun done natively,
+// The framework modes (docs/contract.md §3): torchrun and msrun done natively,
 // their command lines supervised (-exec), and the PyTorch and TensorFlow
 // presets. The hosts come from platform/cluster.h (ModelArts, Kubeflow or
 // Volcano); several hosts meet through trainit's control channel before any

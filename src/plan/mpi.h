@@ -1,4 +1,4 @@
-// The MPI / Horovod / MindSpore-GPU launch (CONTRACT.md §3): sshd on every
+// The MPI / Horovod / MindSpore-GPU launch (docs/contract.md §3): sshd on every
 // host, mpirun on host 0 only.
 //
 // Inputs read: the job geometry (platform/geometry.h: MA_NUM_HOSTS, the task

@@ -6,7 +6,7 @@
 // own variables; the first present wins, in this order:
 //
 //   ModelArts  MA_VJ_NAME, MA_NUM_HOSTS or MA_TASK_INDEX set: job_geometry()
-//              (CONTRACT.md §1), every host named, nproc from MA_NUM_GPUS
+//              (docs/contract.md §1), every host named, nproc from MA_NUM_GPUS
 //   Kubeflow   PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE or
 //              PET_MASTER_ADDR set (PyTorchJob, Trainer v2): hosts
 //              PET_NNODES (else WORLD_SIZE, else 1), index PET_NODE_RANK

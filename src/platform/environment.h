@@ -1,4 +1,4 @@
-// The platform's environment contract (CONTRACT.md §1) as a typed view.
+// The platform's environment contract (docs/contract.md §1) as a typed view.
 //
 // An Environment holds trainit's own environment in its given order (what the
 // planners pass on to the processes they plan) and answers the platform's
@@ -65,7 +65,7 @@ class Environment {
   // The value when set and not empty.
   [[nodiscard]] std::optional<std::string_view> get(std::string_view name) const;
 
-  // --- CONTRACT.md §1, each validated when asked -------------------------
+  // --- docs/contract.md §1, each validated when asked --------------------
   [[nodiscard]] Result<std::optional<unsigned>> num_hosts() const;  // MA_NUM_HOSTS, 1..kMaxHosts
   [[nodiscard]] Result<std::optional<unsigned>> num_gpus() const;   // MA_NUM_GPUS, 0..1024
   // This host's index: MA_TASK_INDEX, else VC_TASK_INDEX, else VK_TASK_INDEX.

@@ -1,5 +1,5 @@
 // The job's geometry: how many hosts (containers), which one this is, what
-// the others are called, and how many devices each has (CONTRACT.md §1).
+// the others are called, and how many devices each has (docs/contract.md §1).
 //
 // job_geometry() reads, and validates, only these variables:
 //

@@ -24,8 +24,8 @@
 # any uid whatever the checkout's permissions. An EXIT trap removes it all,
 # whether the scenario passed, failed or was interrupted.
 #
-# Platform names: host I is $E2E_VJ-$E2E_TASK-I.$E2E_VJ (CONTRACT.md §1), in
-# every host's /etc/hosts unless cluster_up was told to leave it out
+# Platform names: host I is $E2E_VJ-$E2E_TASK-I.$E2E_VJ (docs/contract.md
+# §1), in every host's /etc/hosts unless cluster_up was told to leave it out
 # (E2E_UNLISTED="I ...").
 set -euo pipefail
 
@@ -109,7 +109,7 @@ cluster_up() {
   done
 }
 
-# The environment the platform gives host I (CONTRACT.md §1).
+# The environment the platform gives host I (docs/contract.md §1).
 host_env() {
   local i=$1
   echo "PATH=$E2E_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

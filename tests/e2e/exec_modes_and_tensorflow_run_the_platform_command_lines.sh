@@ -3,7 +3,7 @@
 # torchrun-exec runs the platform's multi-host torchrun command line,
 # --mode msrun-exec its msrun command line, --mode tensorflow the script with
 # --task_index --ps_hosts --worker_hosts --job_name and a TF_CONFIG; each
-# exactly as CONTRACT.md §3 writes them.
+# exactly as docs/contract.md §3 writes them.
 source "$(dirname "$0")/cluster.sh"
 cluster_up 2
 rec="$E2E_DIR/rec"

@@ -485,7 +485,7 @@ Result<RankTable> read_template2(const Reader& r, const Object& top) {
         return r.fail(cp, *count_value,
                       fmt::format("declares {} but the group's instances list {} devices", *count, listed));
       }
-      group_skipped[g] = *count == 0;  // CONTRACT.md §2: skip groups with device_count 0
+      group_skipped[g] = *count == 0;  // docs/contract.md §2: skip groups with device_count 0
     }
     if (!group_skipped[g]) {
       for (std::size_t n = group_begin; n < order.size(); ++n) {

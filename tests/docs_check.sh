@@ -1,0 +1,141 @@
+#!/bin/sh
+# The documentation stands alone:
+#   1. every relative link of README.md and docs/**/*.md resolves: the file
+#      or directory exists, and a #fragment names a heading of the page it
+#      points into (GitHub's heading anchors);
+#   2. README.md stays within 300 lines (the rest belongs under docs/);
+#   3. no file of the repository outside docs/ (tracked, or new and not
+#      ignored) cites one of the reference documents that live outside the
+#      repository, or a path into the shared folder beside the checkout.
+# Each finding is one line naming the file and line; exit 1 when there is one.
+#
+#   docs_check.sh SOURCE_DIR
+set -u
+root=${1:?usage: docs_check.sh SOURCE_DIR}
+cd "$root" || exit 2
+
+readme_max_lines=300
+status=0
+fail() {
+  echo "docs_check: $*"
+  status=1
+}
+
+# --- 2. The README's length --------------------------------------------------
+lines=$(wc -l <README.md)
+[ "$lines" -le "$readme_max_lines" ] ||
+  fail "README.md: $lines lines, more than $readme_max_lines: move the detail into docs/"
+
+# --- 1. Links ----------------------------------------------------------------
+# Prints "LINE<TAB>TARGET" for each link of a Markdown file: inline links and
+# images [text](target "title"), and reference definitions [id]: target.
+# Fenced code blocks and `code spans` are not Markdown, so they are skipped.
+links_of() {
+  awk '
+    /^[ \t]*(```|~~~)/ { fenced = !fenced; next }
+    fenced { next }
+    {
+      line = $0
+      gsub(/`[^`]*`/, "", line)
+      if (match(line, /^[ \t]*\[[^]]+\]:[ \t]+[^ \t]+/)) {
+        def = substr(line, RSTART, RLENGTH)
+        sub(/^[ \t]*\[[^]]+\]:[ \t]+/, "", def)
+        print NR "\t" def
+      }
+      while (match(line, /\]\([^)]*\)/)) {
+        target = substr(line, RSTART + 2, RLENGTH - 3)
+        line = substr(line, RSTART + RLENGTH)
+        sub(/^[ \t]*</, "", target); sub(/>$/, "", target)
+        sub(/[ \t].*$/, "", target)   # a title after the target
+        if (target != "") print NR "\t" target
+      }
+    }' "$1"
+}
+
+# Prints the anchor of every heading of a Markdown file, as GitHub makes them:
+# the heading text without its markup, lower-cased, punctuation dropped,
+# spaces as "-"; a repeated anchor gets "-1", "-2", ...
+anchors_of() {
+  awk '
+    /^[ \t]*(```|~~~)/ { fenced = !fenced; next }
+    fenced || !/^#+[ \t]/ { next }
+    {
+      text = $0
+      sub(/^#+[ \t]+/, "", text); sub(/[ \t]+#+[ \t]*$/, "", text)
+      gsub(/`/, "", text)
+      while (match(text, /\[[^]]*\]\([^)]*\)/)) {   # [text](url): its text
+        link = substr(text, RSTART, RLENGTH)
+        sub(/^\[/, "", link); sub(/\]\(.*$/, "", link)
+        text = substr(text, 1, RSTART - 1) link substr(text, RSTART + RLENGTH)
+      }
+      text = tolower(text)
+      # Punctuation and symbols GitHub drops, ASCII and the few others these
+      # pages use; letters of any script are kept.
+      gsub(/§|—|–|×|→|←|…|’|‘|“|”|«|»|·|≤|≥|÷|−/, "", text)
+      gsub("[!\"#$%&\047()*+,./:;<=>?@^`{|}~]", "", text)
+      gsub(/[][\\]/, "", text)
+      gsub(/ /, "-", text)
+      n = seen[text]++
+      print (n ? text "-" n : text)
+    }' "$1"
+}
+
+# Whether ANCHOR is a heading anchor of the Markdown file FILE.
+has_anchor() {
+  anchors_of "$1" | grep -qxF -- "$2"
+}
+
+check_links() {
+  page=$1
+  dir=$(dirname "$page")
+  links_of "$page" | while IFS="$(printf '\t')" read -r line target; do
+    case $target in
+      [a-zA-Z]*:*) continue ;;  # a URL (https:, mailto:): not ours to resolve
+    esac
+    path=${target%%#*}
+    fragment=
+    case $target in *'#'*) fragment=${target#*#} ;; esac
+    case $path in
+      '') file=$page ;;
+      /*) file=.$path ;;  # from the repository root, as GitHub reads it
+      *) file=$dir/$path ;;
+    esac
+    if [ ! -e "$file" ]; then
+      echo "$page:$line: $target: no such file ($file)"
+      continue
+    fi
+    if [ -n "$fragment" ] && [ -f "$file" ]; then
+      case $file in
+        *.md)
+          has_anchor "$file" "$fragment" ||
+            echo "$page:$line: $target: $file has no heading with the anchor #$fragment"
+          ;;
+      esac
+    fi
+  done
+}
+
+pages=$(find docs -name '*.md' 2>/dev/null | sort)
+broken=$(for page in README.md $pages; do check_links "$page"; done)
+[ -z "$broken" ] || fail "links that do not resolve:
+$broken"
+
+# --- 3. Citations of what the repository does not hold -----------------------
+# The names are put together here, so that this script does not cite them.
+design=DESIGN
+contract=CONTRACT
+outside="($design|$contract)[.]md|[.][.]/shared"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  files=$(git ls-files --cached --others --exclude-standard)
+else
+  files=$(find . -type f ! -path './.git/*' ! -path './build/*' | sed 's|^\./||')
+fi
+citations=$(printf '%s\n' "$files" | grep -v -e '^docs/' -e '^$' | sort -u |
+  while IFS= read -r file; do
+    [ -f "$file" ] && grep -I -n -H -E "$outside" -- "$file"
+  done)
+[ -z "$citations" ] || fail "cites what is not in the repository (point at docs/ instead: docs/contract.md §N, docs/architecture.md):
+$citations"
+
+[ "$status" -ne 0 ] || echo "docs_check: README.md $lines lines, $(echo $pages | wc -w) pages under docs/: every link resolves, nothing cited from outside"
+exit "$status"
