@@ -1,7 +1,7 @@
 // Rank tables: parse, validate, pick this host, convert template 2 to 1.
 //
-// The platform describes a job's devices in a JSON "rank table" (CONTRACT.md
-// §2). Two formats are read, told apart by content only:
+// The platform describes a job's devices in a JSON "rank table"
+// (docs/contract.md §2). Two formats are read, told apart by content only:
 //
 //   template 1  {"status", "version": "1.x", "server_count"?, "server_list":
 //               [{"server_id", "device": [{"device_id", "device_ip"?,
@@ -128,7 +128,7 @@ struct ParsedRankTable {
 [[nodiscard]] Result<ParsedRankTable> parse_rank_table(std::string_view text, std::string_view file,
                                                        const RankTableLimits& limits = {});
 
-// What identifies this host (CONTRACT.md §1). Empty means not given.
+// What identifies this host (docs/contract.md §1). Empty means not given.
 struct HostIdentity {
   std::string host_ip;        // MA_CURRENT_HOST_IP (template 1)
   std::string instance_name;  // MA_CURRENT_INSTANCE_NAME (template 2)
