@@ -21,7 +21,7 @@ BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd
 DEMO="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsodium-dev ninja-build util-linux"
 TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
       python3 python3-torch python3-numpy tini dumb-init catatonit openssh-server openssh-client openmpi-bin
-      libopenmpi-dev"
+      libopenmpi-dev systemd"
 CROSS="make cmake pkg-config nlohmann-json3-dev g++-aarch64-linux-gnu libfmt-dev:arm64 libsodium-dev:arm64"
 CROSS_TEST="build-essential qemu-user-static libgtest-dev:arm64 libsystemd-dev:arm64"
 
