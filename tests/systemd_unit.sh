@@ -10,7 +10,10 @@
 # /usr/local/bin/trainit.
 set -eu
 unit=$1
-trainit=$2
+case $2 in
+  /*) trainit=$2 ;;
+  *) trainit=$(pwd)/$2 ;;  # ExecStart= takes an absolute path
+esac
 
 if ! command -v systemd-analyze >/dev/null 2>&1; then
   echo "systemd-analyze not found: it is in Debian's systemd package (container/deps.sh)" >&2
