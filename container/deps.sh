@@ -1,7 +1,10 @@
 #!/bin/sh
 # Installs every Debian package trainit's build, tests and benchmarks need.
 # One list, used by the README, CI (.ci/run) and container/Dockerfile.
-#   container/deps.sh           build + tests + benchmarks, x86-64 and aarch64
+#   container/deps.sh           build + tests + benchmarks + demo, x86-64 and aarch64
+#   container/deps.sh demo      only what `cmake --workflow --preset demo` needs:
+#                               building the trainit binary (Ninja) and running
+#                               the demo job (unshare)
 #   container/deps.sh --build   only what building trainit needs
 #   container/deps.sh --cross   only what building the aarch64 trainit needs
 #
@@ -12,21 +15,27 @@
 set -eu
 
 BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev libsodium-dev"
+# The demo preset builds the trainit binary alone (libsystemd-dev is for a
+# test helper only), with Ninja, which picks its job count from the machine's
+# cores (a CMake build preset can only fix one); unshare runs the demo.
+DEMO="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsodium-dev ninja-build util-linux"
 TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
       python3 python3-torch python3-numpy tini dumb-init catatonit openssh-server openssh-client openmpi-bin
-      libopenmpi-dev"
+      libopenmpi-dev systemd"
 CROSS="make cmake pkg-config nlohmann-json3-dev g++-aarch64-linux-gnu libfmt-dev:arm64 libsodium-dev:arm64"
 CROSS_TEST="build-essential qemu-user-static libgtest-dev:arm64 libsystemd-dev:arm64"
 
 case "${1:-}" in
+  demo) packages="$DEMO" ;;
   --build) packages="$BUILD" ;;
   --cross) packages="$CROSS" ;;
-  "") packages="$BUILD $TEST $CROSS $CROSS_TEST" ;;
-  *) echo "usage: $0 [--build | --cross]" >&2; exit 64 ;;
+  "") packages="$BUILD $TEST $CROSS $CROSS_TEST $DEMO" ;;
+  *) echo "usage: $0 [demo | --build | --cross]" >&2; exit 64 ;;
 esac
 
 missing=""
 for p in $packages; do
+  case " $missing " in *" $p "*) continue ;; esac  # listed twice (full set)
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 if [ -n "$missing" ]; then

@@ -4,7 +4,11 @@
 # Usage: container/demo/exec.sh [path/to/trainit]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-trainit=${1:-$here/../../build/release/init/trainit}
+trainit=${1:-}
+if [ -z "$trainit" ]; then  # the demo workflow's build, else the release build's
+  trainit=$here/../../build/demo/init/trainit
+  [ -x "$trainit" ] || trainit=$here/../../build/release/init/trainit
+fi
 
 echo "== trainit $("$trainit" --version | cut -d' ' -f3) as PID 1: $trainit -v -w -- job.sh"
 unshare --pid --fork --mount-proc --kill-child "$trainit" -v -w -- "$here/job.sh"

@@ -7,7 +7,11 @@
 # Usage: container/demo/run.sh [path/to/trainit]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-trainit=${1:-$here/../../build/release/init/trainit}
+trainit=${1:-}
+if [ -z "$trainit" ]; then  # the demo workflow's build, else the release build's
+  trainit=$here/../../build/demo/init/trainit
+  [ -x "$trainit" ] || trainit=$here/../../build/release/init/trainit
+fi
 work=$(mktemp -d /tmp/trainit-demo.XXXXXX)
 mkdir -p "$work/config" "$work/modelarts/log"
 sed 's/"completed"/"initializing"/' "$here/ascend/jobstart_hccl.json" > "$work/config/jobstart_hccl.json"

@@ -3,7 +3,7 @@
 // SIGKILL, --no-drain and --forward-only, --stop-delay, restarts with their
 // backoff, and a subreaper that touches its descendants only.
 //
-// The processes are tests/helpers/it3_proc: a main process and setsid'ed
+// The processes are tests/helpers/lifecycle: a main process and setsid'ed
 // daemons that record when they took SIGTERM and when their cleanup was over.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -13,24 +13,22 @@
 #include <vector>
 
 #include "harness.h"
-#include "it3_support.h"
+#include "lifecycle_support.h"
 
 namespace trainit::test {
 namespace {
 
-using it3::ms;
-using it3::Pidfd;
-using it3::proc_helper;
-using it3::stamp;
-using it3::wait_stamp;
+using lifecycle::proc_helper;
+using lifecycle::stamp;
+using lifecycle::wait_stamp;
 
 bool exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
 }
 
-// `trainit ARGS -- it3_proc DIR REST...`
-Spec it3(const TempDir& dir, std::vector<std::string> trainit_args, std::vector<std::string> rest) {
+// `trainit ARGS -- lifecycle DIR REST...`
+Spec lifecycle_spec(const TempDir& dir, std::vector<std::string> trainit_args, std::vector<std::string> rest) {
   Spec spec;
   spec.args = std::move(trainit_args);
   spec.args.push_back("--");
@@ -47,7 +45,7 @@ TEST(Drain, SetsidDaemonFinishesItsCleanupBeforeTrainitExitsWithTheChildsCode) {
   TempDir dir;
   // PROGRAM exits 0 at once; its daemon takes 200 ms to clean up on SIGTERM.
   const std::vector<std::string> job = {"daemon", "d", "exit", "200", "exit", "0"};
-  Outcome r = run(it3(dir, {"--grace", "5"}, job));
+  Outcome r = run(lifecycle_spec(dir, {"--grace", "5"}, job));
   ASSERT_EQ(r.exit, Exit::code(0)) << r.transcript;
   auto term = stamp(dir, "d.term");
   auto done = stamp(dir, "d.done");
@@ -64,7 +62,7 @@ TEST(Drain, SetsidDaemonFinishesItsCleanupBeforeTrainitExitsWithTheChildsCode) {
       continue;
     }
     TempDir other_dir;
-    Spec spec = it3(other_dir, {}, job);
+    Spec spec = lifecycle_spec(other_dir, {}, job);
     spec.program = other;
     Outcome o = run(spec);
     EXPECT_EQ(o.exit, Exit::code(0)) << other << o.transcript;
@@ -77,10 +75,11 @@ TEST(Drain, ProcessIgnoringSigtermIsKilledAfterTheGraceNotBefore) {
   constexpr auto kGrace = 400ms;
   constexpr auto kMargin = 50ms;
   TempDir dir;
-  Trainit t(it3(dir, {"--grace", "0.4"}, {"daemon", "stubborn", "ignore", "0", "serve", "main", "exit", "0"}));
+  Trainit t(
+      lifecycle_spec(dir, {"--grace", "0.4"}, {"daemon", "stubborn", "ignore", "0", "serve", "main", "exit", "0"}));
   TRAINIT_ASSERT_STARTED(t);
-  Pidfd stubborn(it3::ready_host_pid(t, "stubborn"));
-  Pidfd main(it3::ready_host_pid(t, "main"));
+  Pidfd stubborn(lifecycle::ready_host_pid(t, "stubborn"));
+  Pidfd main(lifecycle::ready_host_pid(t, "main"));
   ASSERT_TRUE(stubborn.valid() && main.valid()) << t.transcript();
 
   t.close_stdin();  // PROGRAM exits 0: the drain begins
@@ -99,7 +98,8 @@ TEST(Drain, ProcessIgnoringSigtermIsKilledAfterTheGraceNotBefore) {
 TEST(Drain, NoDrainExitsAtOnceAndLeavesTheDaemonToTheKernel) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
-  Trainit t(it3(dir, {"--no-drain", "--grace", "5"}, {"daemon", "d", "exit", "200", "serve", "main", "exit", "0"}));
+  Trainit t(lifecycle_spec(dir, {"--no-drain", "--grace", "5"},
+                           {"daemon", "d", "exit", "200", "serve", "main", "exit", "0"}));
   TRAINIT_ASSERT_STARTED(t);
   ASSERT_TRUE(t.wait_line_starting("main ready")) << t.transcript();
   t.close_stdin();
@@ -116,7 +116,7 @@ TEST(Stop, SigtermReachesASetsidDaemonAtTheSameTimeAsTheRunningChild) {
   TempDir dir;
   // PROGRAM takes 300 ms to clean up: a daemon signalled only by the drain
   // would get its SIGTERM 300 ms after PROGRAM's.
-  Trainit t(it3(dir, {"--grace", "5"}, {"daemon", "d", "exit", "0", "serve", "main", "exit", "300"}));
+  Trainit t(lifecycle_spec(dir, {"--grace", "5"}, {"daemon", "d", "exit", "0", "serve", "main", "exit", "300"}));
   TRAINIT_ASSERT_STARTED(t);
   ASSERT_TRUE(t.wait_line_starting("d ready")) << t.transcript();
   ASSERT_TRUE(t.wait_line_starting("main ready")) << t.transcript();
@@ -138,10 +138,11 @@ TEST(Stop, ForwardOnlySigtermReachesOnlyTheChildAndNothingIsKilled) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
   // Both survive SIGTERM: only a SIGKILL escalation could end them.
-  Trainit t(it3(dir, {"--forward-only", "--grace", "0.5"}, {"daemon", "d", "stay", "0", "serve", "main", "stay", "0"}));
+  Trainit t(lifecycle_spec(dir, {"--forward-only", "--grace", "0.5"},
+                           {"daemon", "d", "stay", "0", "serve", "main", "stay", "0"}));
   TRAINIT_ASSERT_STARTED(t);
-  Pidfd d(it3::ready_host_pid(t, "d"));
-  Pidfd main(it3::ready_host_pid(t, "main"));
+  Pidfd d(lifecycle::ready_host_pid(t, "d"));
+  Pidfd main(lifecycle::ready_host_pid(t, "main"));
   ASSERT_TRUE(d.valid() && main.valid()) << t.transcript();
   ASSERT_EQ(t.signal(SIGTERM), 0);
   ASSERT_TRUE(wait_stamp(dir, "main.term", 2s)) << "PROGRAM did not get the SIGTERM" << t.transcript();
@@ -159,7 +160,8 @@ TEST(Stop, ForwardOnlySigtermReachesOnlyTheChildAndNothingIsKilled) {
 TEST(Stop, ForwardOnlyWithNoDrainIsTinisBehaviour) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
-  Trainit t(it3(dir, {"--forward-only", "--no-drain"}, {"daemon", "d", "exit", "0", "serve", "main", "exit", "0"}));
+  Trainit t(lifecycle_spec(dir, {"--forward-only", "--no-drain"},
+                           {"daemon", "d", "exit", "0", "serve", "main", "exit", "0"}));
   TRAINIT_ASSERT_STARTED(t);
   ASSERT_TRUE(t.wait_line_starting("main ready")) << t.transcript();
   ASSERT_EQ(t.signal(SIGTERM), 0);
@@ -174,8 +176,8 @@ TEST(StopDelay, ChildAndDaemonGetSigtermOnlyAfterTheDelay) {
   TRAINIT_REQUIRE_ROOT();
   constexpr auto kDelay = 300ms;
   TempDir dir;
-  Trainit t(
-      it3(dir, {"--stop-delay", "0.3", "--grace", "5"}, {"daemon", "d", "exit", "0", "serve", "main", "exit", "0"}));
+  Trainit t(lifecycle_spec(dir, {"--stop-delay", "0.3", "--grace", "5"},
+                           {"daemon", "d", "exit", "0", "serve", "main", "exit", "0"}));
   TRAINIT_ASSERT_STARTED(t);
   ASSERT_TRUE(t.wait_line_starting("main ready")) << t.transcript();
   const auto sent = Clock::now();
@@ -192,14 +194,14 @@ TEST(StopDelay, ChildAndDaemonGetSigtermOnlyAfterTheDelay) {
 TEST(StopDelay, ASecondSigtermSkipsTheRestOfTheDelay) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
-  Trainit t(it3(dir, {"-v", "--stop-delay", "10", "--grace", "5"}, {"serve", "main", "exit", "0"}));
+  Trainit t(lifecycle_spec(dir, {"-v", "--stop-delay", "10", "--grace", "5"}, {"serve", "main", "exit", "0"}));
   TRAINIT_ASSERT_STARTED(t);
-  Pidfd main(it3::ready_host_pid(t, "main"));
+  Pidfd main(lifecycle::ready_host_pid(t, "main"));
   ASSERT_TRUE(main.valid()) << t.transcript();
   ASSERT_EQ(t.signal(SIGTERM), 0);
   // Two SIGTERMs pending at once are one: the second goes only once trainit
   // has taken the first.
-  ASSERT_TRUE(it3::wait_err(t, "got SIGTERM; passing it on in 10.000 s")) << t.transcript();
+  ASSERT_TRUE(wait_err(t, "got SIGTERM; passing it on in 10.000 s")) << t.transcript();
   // The behaviour under test: PROGRAM keeps running through the delay.
   EXPECT_FALSE(main.wait_dead(100ms)) << "no delay at all";
   EXPECT_FALSE(stamp(dir, "main.term")) << "no delay at all";
@@ -214,7 +216,7 @@ TEST(StopDelay, ASecondSigtermSkipsTheRestOfTheDelay) {
 // --- Restarts -------------------------------------------------------------------
 
 // The time between run i's exit and run i+1's start.
-Clock::duration gap(const std::vector<it3::Run>& runs, size_t i) {
+Clock::duration gap(const std::vector<lifecycle::Run>& runs, size_t i) {
   return runs[i + 1].start - runs[i].exit.value_or(runs[i].start);
 }
 
@@ -222,9 +224,9 @@ TEST(Restart, OnFailureWithMaxRestartsTwoRunsThreeTimesWithDoublingBackoff) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
   const std::string file = dir / "runs";
-  Outcome r = run(it3(dir, {"--restart", "on-failure", "--max-restarts", "2"}, {"runs", file, "3"}));
+  Outcome r = run(lifecycle_spec(dir, {"--restart", "on-failure", "--max-restarts", "2"}, {"runs", file, "3"}));
   EXPECT_EQ(r.exit, Exit::code(3)) << r.transcript;
-  auto runs = it3::read_runs(file);
+  auto runs = lifecycle::read_runs(file);
   ASSERT_EQ(runs.size(), 3u) << r.transcript;
   // Backoff 0.1 s, then 0.2 s; the timer never fires early.
   EXPECT_GE(gap(runs, 0), 100ms);
@@ -238,30 +240,30 @@ TEST(Restart, AlwaysRestartsACleanExitOnFailureDoesNot) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
   const std::string always = dir / "always";
-  Outcome r = run(it3(dir, {"--restart", "always", "--max-restarts", "1"}, {"runs", always, "0"}));
+  Outcome r = run(lifecycle_spec(dir, {"--restart", "always", "--max-restarts", "1"}, {"runs", always, "0"}));
   EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
-  EXPECT_EQ(it3::read_runs(always).size(), 2u) << r.transcript;
+  EXPECT_EQ(lifecycle::read_runs(always).size(), 2u) << r.transcript;
 
   const std::string on_failure = dir / "on-failure";
-  r = run(it3(dir, {"--restart", "on-failure"}, {"runs", on_failure, "0"}));
+  r = run(lifecycle_spec(dir, {"--restart", "on-failure"}, {"runs", on_failure, "0"}));
   EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
-  EXPECT_EQ(it3::read_runs(on_failure).size(), 1u) << r.transcript;
+  EXPECT_EQ(lifecycle::read_runs(on_failure).size(), 1u) << r.transcript;
 }
 
-// Starts `trainit ARGS -- it3_proc runs FILE 1` (fails at once, forever) and
+// Starts `trainit ARGS -- lifecycle runs FILE 1` (fails at once, forever) and
 // sends SIGTERM in the 0.4 s backoff before the fourth run.
 void expect_sigterm_in_backoff_ends_restarting(std::vector<std::string> args) {
   TempDir dir;
   const std::string file = dir / "runs";
   args.insert(args.end(), {"--restart", "on-failure"});
-  Trainit t(it3(dir, args, {"runs", file, "1"}));
+  Trainit t(lifecycle_spec(dir, args, {"runs", file, "1"}));
   TRAINIT_ASSERT_STARTED(t);
-  ASSERT_TRUE(it3::wait_err(t, "restart 3 in 0.4 s")) << t.transcript();
+  ASSERT_TRUE(wait_err(t, "restart 3 in 0.4 s")) << t.transcript();
   const auto sent = Clock::now();
   ASSERT_EQ(t.signal(SIGTERM), 0);
   EXPECT_EQ(t.wait(2s), Exit::code(1)) << "the last run's code" << t.transcript();
   EXPECT_LT(Clock::now() - sent, 200ms) << "the stop waited for the backoff";
-  EXPECT_EQ(it3::read_runs(file).size(), 3u) << "a run started after the stop" << t.transcript();
+  EXPECT_EQ(lifecycle::read_runs(file).size(), 3u) << "a run started after the stop" << t.transcript();
 }
 
 TEST(Restart, SigtermDuringTheBackoffEndsRestartingAtOnce) {
@@ -282,13 +284,13 @@ TEST(Restart, SigtermWhileDrainingBeforeARestartEndsRestartingEvenWithForwardOnl
   TempDir dir;
   const std::string file = dir / "runs";
   // Each run leaves a daemon that outlives SIGTERM: each drain takes the grace.
-  Trainit t(it3(dir, {"--forward-only", "--restart", "on-failure", "--grace", "0.5"},
-                {"daemon", "d", "stay", "0", "runs", file, "1"}));
+  Trainit t(lifecycle_spec(dir, {"--forward-only", "--restart", "on-failure", "--grace", "0.5"},
+                           {"daemon", "d", "stay", "0", "runs", file, "1"}));
   TRAINIT_ASSERT_STARTED(t);
   ASSERT_TRUE(wait_stamp(dir, "d.term")) << "no drain after the first run" << t.transcript();
   ASSERT_EQ(t.signal(SIGTERM), 0);
   EXPECT_EQ(t.wait(2s), Exit::code(1)) << t.transcript();
-  EXPECT_EQ(it3::read_runs(file).size(), 1u) << "restarted after the stop" << t.transcript();
+  EXPECT_EQ(lifecycle::read_runs(file).size(), 1u) << "restarted after the stop" << t.transcript();
 }
 
 // About 10.5 s: the only way to make a run healthy is to let it last 10 s.
@@ -299,9 +301,10 @@ TEST(Restart, CountAndBackoffStartAfreshAfterARunOfTenSeconds) {
   // Run 1 fails at once; run 2 fails after 10.1 s (healthy); run 3 at once.
   // With --max-restarts 1, run 3 happens only if run 2 reset the count.
   Outcome r =
-      run(it3(dir, {"--restart", "on-failure", "--max-restarts", "1"}, {"runs", file, "1", "1@10100", "1"}), 20s);
+      run(lifecycle_spec(dir, {"--restart", "on-failure", "--max-restarts", "1"}, {"runs", file, "1", "1@10100", "1"}),
+          20s);
   EXPECT_EQ(r.exit, Exit::code(1)) << r.transcript;
-  auto runs = it3::read_runs(file);
+  auto runs = lifecycle::read_runs(file);
   ASSERT_EQ(runs.size(), 3u) << "the healthy run did not reset the count" << r.transcript;
   EXPECT_GE(runs[1].exit.value_or(runs[1].start) - runs[1].start, 10s);
   EXPECT_LT(gap(runs, 1), 200ms) << "the backoff did not start afresh at 0.1 s: " << ms(gap(runs, 1)) << " ms";
@@ -315,7 +318,7 @@ TEST(Restart, CountAndBackoffStartAfreshAfterARunOfTenSeconds) {
 Spec under_init(const TempDir& dir, std::vector<std::string> main) {
   std::vector<std::string> job = {"daemon", "d", "exit", "100", "daemon", "stubborn", "ignore", "0"};
   job.insert(job.end(), main.begin(), main.end());
-  Spec spec = it3(dir, {"--grace", "0.3"}, job);
+  Spec spec = lifecycle_spec(dir, {"--grace", "0.3"}, job);
   spec.layout = Layout::kUnderInit;
   spec.bystander = {proc_helper(), dir.path(), "forever", "bystander", "stay", "0"};
   return spec;
@@ -353,7 +356,7 @@ TEST(Subreaper, DrainTouchesOnlyDescendantsAndABystanderSurvives) {
   ASSERT_TRUE(t.wait_line_starting("bystander ready")) << t.transcript();
   ASSERT_TRUE(t.wait_line_starting("stubborn ready")) << t.transcript();
   expect_only_descendants_touched(t, dir);
-  auto runs = it3::read_runs(dir / "runs");
+  auto runs = lifecycle::read_runs(dir / "runs");
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_TRUE(runs[0].exit) << "PROGRAM had not exited by itself";
 }
@@ -362,7 +365,7 @@ TEST(Subreaper, DrainsItsSetsidDescendantsWithoutANamespace) {
   TRAINIT_REQUIRE_ROOT();
   TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
   TempDir dir;
-  Spec spec = it3(dir, {"--grace", "5"}, {"daemon", "d", "exit", "100", "exit", "4"});
+  Spec spec = lifecycle_spec(dir, {"--grace", "5"}, {"daemon", "d", "exit", "100", "exit", "4"});
   spec.layout = Layout::kNoNamespace;
   Outcome r = run(spec);
   EXPECT_EQ(r.exit, Exit::code(4)) << r.transcript;
@@ -375,11 +378,12 @@ TEST(Subreaper, StopWithNoDrainStillSignalsTheRestWhenTheChildExitsAtOnce) {
   TempDir dir;
   // PROGRAM exits the moment it takes SIGTERM, before the sweep of the rest
   // is due; with --no-drain trainit leaves then, and must sweep on its way.
-  Spec spec = it3(dir, {"--no-drain", "--grace", "5"}, {"daemon", "d", "exit", "0", "serve", "main", "exit", "0"});
+  Spec spec =
+      lifecycle_spec(dir, {"--no-drain", "--grace", "5"}, {"daemon", "d", "exit", "0", "serve", "main", "exit", "0"});
   spec.layout = Layout::kNoNamespace;
   Trainit t(spec);
   TRAINIT_ASSERT_STARTED(t);
-  const pid_t d = it3::ready_host_pid(t, "d");
+  const pid_t d = lifecycle::ready_host_pid(t, "d");
   Pidfd daemon(d);
   ASSERT_TRUE(daemon.valid()) << t.transcript();
   ASSERT_TRUE(t.wait_line_starting("main ready")) << t.transcript();

@@ -13,31 +13,24 @@
 #pragma once
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "harness.h"
+#include "notify_listener.h"
+#include "process_support.h"
 
 namespace trainit::test::job {
 
@@ -46,22 +39,18 @@ inline constexpr std::string_view kJobId = "modelarts-job-it5";  // JOB_ID for k
 inline constexpr std::string_view kHostIp = "10.0.0.1";
 inline constexpr std::string_view kInstance = "ma-job-it5-worker-0";
 
-inline double ms(Clock::duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
-
-inline Clock::time_point from_ns(long long ns) {
-  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns)));
-}
+// The pieces every process-watching test shares, under the names the job
+// tests use (job::Pidfd, job::wait_err, ...).
+using test::from_ns;
+using test::host_pid;
+using test::ms;
+using test::NotifyListener;
+using test::Pidfd;
+using test::slurp;
+using test::wait_err;
+using test::wait_until;
 
 // --- files ---------------------------------------------------------------------
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 inline bool exists(const std::string& path) {
   struct stat st;
@@ -93,19 +82,6 @@ inline bool write_file(const std::string& path, std::string_view text, int flags
 inline bool replace_file(const std::string& path, std::string_view text) {
   std::string tmp = path.substr(0, path.rfind('/') + 1) + ".tmp-" + std::to_string(::getpid());
   return write_file(tmp, text) && ::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
-// Polls `done` every millisecond; false when `timeout` passed first.
-template <typename F>
-bool wait_until(F done, Clock::duration timeout = kTimeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() >= deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
 }
 
 inline size_t count(std::string_view text, std::string_view what) {
@@ -325,25 +301,6 @@ inline std::string compare_bytes(const std::string& got, const std::string& want
 
 // --- processes -------------------------------------------------------------------
 
-// The host pid of the process below `root` (a host pid) whose pid in its own
-// namespace is `ns_pid` (NSpid's last field); -1 when there is none.
-inline pid_t host_pid(pid_t root, pid_t ns_pid) {
-  std::vector<pid_t> queue = children_of(root);
-  for (size_t i = 0; i < queue.size(); ++i) {
-    for (const auto& line : lines_of(slurp("/proc/" + std::to_string(queue[i]) + "/status"))) {
-      if (line.starts_with("NSpid:")) {
-        auto at = line.find_last_of(" \t");
-        if (at != std::string::npos && std::atoi(line.c_str() + at + 1) == ns_pid) {
-          return queue[i];
-        }
-      }
-    }
-    auto more = children_of(queue[i]);
-    queue.insert(queue.end(), more.begin(), more.end());
-  }
-  return -1;
-}
-
 // Waits for "[rank R] ready R pid P" on trainit's stdout for each rank in
 // 0..ranks-1; returns each rank's host pid (-1 where the line did not come).
 inline std::vector<pid_t> wait_ready(Trainit& t, unsigned ranks) {
@@ -355,119 +312,5 @@ inline std::vector<pid_t> wait_ready(Trainit& t, unsigned ranks) {
   }
   return pids;
 }
-
-// A pidfd: readable once its process has exited (before anyone reaps it).
-class Pidfd {
- public:
-  explicit Pidfd(pid_t pid) : fd_(pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)) : -1) {}
-  ~Pidfd() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  Pidfd(const Pidfd&) = delete;
-  Pidfd& operator=(const Pidfd&) = delete;
-  [[nodiscard]] bool valid() const { return fd_ >= 0; }
-
-  // When the process died, waiting at most `timeout`; nothing while it lives.
-  [[nodiscard]] std::optional<Clock::time_point> wait_dead(Clock::duration timeout) const {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
-    struct pollfd pfd = {fd_, POLLIN, 0};
-    int r;
-    while ((r = ::poll(&pfd, 1, static_cast<int>(std::max<long long>(left, 0)))) < 0 && errno == EINTR) {
-    }
-    if (r == 1) {
-      return Clock::now();
-    }
-    return std::nullopt;
-  }
-
- private:
-  int fd_;
-};
-
-// Waits until trainit's stderr holds `text`.
-inline bool wait_err(const Trainit& t, std::string_view text, Clock::duration timeout = kTimeout) {
-  return wait_until([&] { return t.err().find(text) != std::string::npos; }, timeout);
-}
-
-// --- NOTIFY_SOCKET ---------------------------------------------------------------
-
-// A supervisor's end of NOTIFY_SOCKET: a datagram socket bound at `path`; a
-// thread keeps every message received.
-class NotifyListener {
- public:
-  explicit NotifyListener(std::string path) : path_(std::move(path)) {
-    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un addr {};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<const struct sockaddr*>(&addr), sizeof(addr)) < 0 ||
-        ::pipe2(stop_, O_CLOEXEC) < 0) {
-      error_ = std::strerror(errno);
-      return;
-    }
-    thread_ = std::thread([this] { receive(); });
-  }
-  ~NotifyListener() {
-    if (thread_.joinable()) {
-      char byte = 0;
-      ssize_t unused = ::write(stop_[1], &byte, 1);
-      (void)unused;
-      thread_.join();
-    }
-    for (int fd : {fd_, stop_[0], stop_[1]}) {
-      if (fd >= 0) {
-        ::close(fd);
-      }
-    }
-  }
-  NotifyListener(const NotifyListener&) = delete;
-  NotifyListener& operator=(const NotifyListener&) = delete;
-
-  [[nodiscard]] const std::string& error() const { return error_; }
-  [[nodiscard]] std::string variable() const { return "NOTIFY_SOCKET=" + path_; }
-  // Every line of every message so far, in order of arrival.
-  [[nodiscard]] std::vector<std::string> lines() const {
-    std::lock_guard lock(mu_);
-    std::vector<std::string> out;
-    for (const auto& m : messages_) {
-      for (auto& l : lines_of(m)) {
-        out.push_back(std::move(l));
-      }
-    }
-    return out;
-  }
-
- private:
-  void receive() {
-    struct pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_[0], POLLIN, 0}};
-    char buf[4096];
-    for (;;) {
-      if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
-        return;
-      }
-      if (fds[0].revents != 0) {
-        ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
-        if (n >= 0) {
-          std::lock_guard lock(mu_);
-          messages_.emplace_back(buf, static_cast<size_t>(n));
-        }
-        continue;  // drain before looking at the stop pipe
-      }
-      if (fds[1].revents != 0) {
-        return;
-      }
-    }
-  }
-
-  std::string path_;
-  std::string error_;
-  int fd_ = -1;
-  int stop_[2] = {-1, -1};
-  std::thread thread_;
-  mutable std::mutex mu_;
-  std::vector<std::string> messages_;
-};
 
 }  // namespace trainit::test::job

@@ -3,167 +3,29 @@
 // abstract "@name"), and, with --ready notify, a child that speaks to trainit
 // through libsystemd's own sd_notify().
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <condition_variable>
 #include <csignal>
-#include <cstdio>
-#include <cstring>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "harness.h"
-#include "it3_support.h"
+#include "lifecycle_support.h"
+#include "notify_listener.h"
 
 namespace trainit::test {
 namespace {
 
-using it3::ms;
-using it3::proc_helper;
-
-// A supervisor's end of NOTIFY_SOCKET: a thread receives every datagram and
-// keeps it with its arrival time.
-class Listener {
- public:
-  struct Message {
-    Clock::time_point at;
-    std::string text;
-  };
-
-  // `address`: "/path" or "@abstract".
-  explicit Listener(std::string address) : address_(std::move(address)) {
-    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un addr {};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, address_.data(), std::min(address_.size(), sizeof(addr.sun_path) - 1));
-    auto len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + address_.size());
-    if (address_[0] == '@') {
-      addr.sun_path[0] = '\0';
-    } else {
-      ++len;
-    }
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<const struct sockaddr*>(&addr), len) < 0 || ::pipe(stop_) < 0) {
-      error_ = std::strerror(errno);
-      return;
-    }
-    thread_ = std::thread([this] { receive(); });
-  }
-  ~Listener() {
-    if (thread_.joinable()) {
-      char byte = 0;
-      ssize_t unused = ::write(stop_[1], &byte, 1);
-      (void)unused;
-      thread_.join();
-    }
-    for (int fd : {fd_, stop_[0], stop_[1]}) {
-      if (fd >= 0) {
-        ::close(fd);
-      }
-    }
-  }
-  Listener(const Listener&) = delete;
-  Listener& operator=(const Listener&) = delete;
-
-  [[nodiscard]] const std::string& error() const { return error_; }
-  [[nodiscard]] std::string variable() const { return "NOTIFY_SOCKET=" + address_; }
-
-  // The first message from index `from` on with the line `line`; its index.
-  std::optional<size_t> wait_for(std::string_view line, size_t from = 0, Clock::duration timeout = kTimeout) {
-    std::unique_lock lock(mu_);
-    std::optional<size_t> found;
-    cv_.wait_for(lock, timeout, [&] { return (found = find(line, from)).has_value(); });
-    return found;
-  }
-  // Waits until `count` messages hold the line `line`.
-  bool wait_count(std::string_view line, size_t count, Clock::duration timeout = kTimeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return holding(line) >= count; });
-  }
-  [[nodiscard]] std::vector<Message> messages() const {
-    std::lock_guard lock(mu_);
-    return messages_;
-  }
-  [[nodiscard]] Message at(size_t i) const {
-    std::lock_guard lock(mu_);
-    return messages_.at(i);
-  }
-  // Every message, for failure output.
-  [[nodiscard]] std::string dump() const {
-    std::string text = "\n--- notify messages ---\n";
-    for (const auto& m : messages()) {
-      std::string one = m.text;
-      std::replace(one.begin(), one.end(), '\n', '|');
-      text += one + "\n";
-    }
-    return text;
-  }
-
- private:
-  // How many messages hold the line `line`.
-  [[nodiscard]] size_t holding(std::string_view line) const {
-    size_t n = 0;
-    for (const auto& m : messages_) {
-      const auto lines = lines_of(m.text);
-      n += std::find(lines.begin(), lines.end(), line) != lines.end() ? 1 : 0;
-    }
-    return n;
-  }
-  std::optional<size_t> find(std::string_view line, size_t from) const {
-    for (size_t i = from; i < messages_.size(); ++i) {
-      for (const auto& l : lines_of(messages_[i].text)) {
-        if (l == line) {
-          return i;
-        }
-      }
-    }
-    return std::nullopt;
-  }
-
-  void receive() {
-    struct pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_[0], POLLIN, 0}};
-    char buf[4096];
-    for (;;) {
-      if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
-        return;
-      }
-      if (fds[1].revents != 0) {
-        return;
-      }
-      if (fds[0].revents != 0) {
-        ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
-        auto now = Clock::now();
-        if (n >= 0) {
-          std::lock_guard lock(mu_);
-          messages_.push_back({now, std::string(buf, static_cast<size_t>(n))});
-          cv_.notify_all();
-        }
-      }
-    }
-  }
-
-  std::string address_;
-  std::string error_;
-  int fd_ = -1;
-  int stop_[2] = {-1, -1};
-  std::thread thread_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Message> messages_;
-};
+using lifecycle::proc_helper;
 
 std::string unique_abstract(const char* what) {
   static int counter = 0;
   return "@trainit-it-" + std::string(what) + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
 }
 
-// `trainit ARGS -- it3_proc DIR env` with NOTIFY_SOCKET (and `extra`) set.
-Spec env_job(const Listener& l, const TempDir& dir, std::vector<std::string> extra = {},
+// `trainit ARGS -- lifecycle DIR env` with NOTIFY_SOCKET (and `extra`) set.
+Spec env_job(const NotifyListener& l, const TempDir& dir, std::vector<std::string> extra = {},
              std::vector<std::string> args = {}) {
   Spec spec;
   spec.args = std::move(args);
@@ -178,7 +40,7 @@ Spec env_job(const Listener& l, const TempDir& dir, std::vector<std::string> ext
 // STATUS; PROGRAM's environment without the supervisor's variables.
 void expect_ready_status_stopping(const std::string& address) {
   TempDir dir;
-  Listener l(address);
+  NotifyListener l(address);
   ASSERT_EQ(l.error(), "") << address;
   Trainit t(env_job(l, dir, {"WATCHDOG_USEC=60000000", "WATCHDOG_PID=1"}));
   TRAINIT_ASSERT_STARTED(t);
@@ -229,7 +91,7 @@ TEST(Notify, SupervisorOnAnAbstractSocketGetsReadyStatusAndStopping) {
 TEST(Notify, WatchdogPingsEveryHalfOfWatchdogUsec) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
-  Listener l(unique_abstract("watchdog"));
+  NotifyListener l(unique_abstract("watchdog"));
   ASSERT_EQ(l.error(), "");
   Trainit t(env_job(l, dir, {"WATCHDOG_USEC=200000"}));  // 0.2 s: a ping every 0.1 s
   TRAINIT_ASSERT_STARTED(t);
@@ -255,7 +117,7 @@ TEST(Notify, WatchdogPingsEveryHalfOfWatchdogUsec) {
 TEST(Notify, NoWatchdogWhenWatchdogPidIsAnotherProcess) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
-  Listener l(unique_abstract("watchdog-pid"));
+  NotifyListener l(unique_abstract("watchdog-pid"));
   ASSERT_EQ(l.error(), "");
   // trainit is PID 1 here: a WATCHDOG_PID of 2 names someone else.
   Trainit t(env_job(l, dir, {"WATCHDOG_USEC=100000", "WATCHDOG_PID=2"}));
@@ -276,7 +138,7 @@ TEST(Notify, NoWatchdogWhenWatchdogPidIsAnotherProcess) {
 TEST(Notify, StatusFollowsRestartsAndTheDrain) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
-  Listener l(unique_abstract("restart"));
+  NotifyListener l(unique_abstract("restart"));
   ASSERT_EQ(l.error(), "");
   Spec spec;
   spec.args = {"--restart", "on-failure", "--max-restarts", "1", "--",   proc_helper(), dir.path(),
@@ -295,9 +157,9 @@ TEST(Notify, StatusFollowsRestartsAndTheDrain) {
 TEST(Notify, ReadyNotifySendsReadyOnlyWhenTheChildSaysSoThroughSdNotify) {
   TRAINIT_REQUIRE_ROOT();
   const std::string address = unique_abstract("ready-notify");
-  Listener l(address);
+  NotifyListener l(address);
   ASSERT_EQ(l.error(), "");
-  Spec spec{.args = {"--ready", "notify", "--", helper_path("it3_sdnotify")}};
+  Spec spec{.args = {"--ready", "notify", "--", helper_path("sd_notifier")}};
   spec.env.push_back(l.variable());
   spec.env.push_back("WATCHDOG_USEC=60000000");
   Trainit t(spec);
@@ -330,9 +192,9 @@ TEST(Notify, ReadyNotifySendsReadyOnlyWhenTheChildSaysSoThroughSdNotify) {
 // READY=1 (libsystemd's sd_notify, from the child's own pid) is dropped.
 TEST(Notify, ReadyNotifyHearsOnlyTheMainChildNotItsForkedChild) {
   TRAINIT_REQUIRE_ROOT();
-  Listener l(unique_abstract("from-child"));
+  NotifyListener l(unique_abstract("from-child"));
   ASSERT_EQ(l.error(), "");
-  Spec spec{.args = {"--ready", "notify", "--", helper_path("it3_sdnotify"), "from-child"}};
+  Spec spec{.args = {"--ready", "notify", "--", helper_path("sd_notifier"), "from-child"}};
   spec.env.push_back(l.variable());
   Trainit t(spec);
   TRAINIT_ASSERT_STARTED(t);
@@ -357,10 +219,10 @@ TEST(Notify, ReadyNotifyHearsOnlyTheMainChildNotItsForkedChild) {
 // Each restart of PROGRAM has a new pid, and it is the new one that is heard.
 TEST(Notify, ReadyNotifyHearsEachRestartedRunOfTheChild) {
   TRAINIT_REQUIRE_ROOT();
-  Listener l(unique_abstract("restarts"));
+  NotifyListener l(unique_abstract("restarts"));
   ASSERT_EQ(l.error(), "");
   Spec spec{.args = {"--ready", "notify", "--restart", "on-failure", "--max-restarts", "1", "--",
-                     helper_path("it3_sdnotify"), "exit", "3"}};
+                     helper_path("sd_notifier"), "exit", "3"}};
   spec.env.push_back(l.variable());
   Outcome r = run(spec);
   ASSERT_EQ(r.exit, Exit::code(3)) << r.transcript;
@@ -383,7 +245,7 @@ TEST(Notify, ReadyNotifyHearsEachRestartedRunOfTheChild) {
 // the socket served to one child must not stop another trainit from starting.
 TEST(Notify, TwoTrainitsAsPid1InOneNetworkNamespaceBothServeReadyNotify) {
   TRAINIT_REQUIRE_ROOT();
-  Spec spec{.args = {"--ready", "notify", "--", helper_path("it3_sdnotify")}};
+  Spec spec{.args = {"--ready", "notify", "--", helper_path("sd_notifier")}};
   Trainit first(spec);
   TRAINIT_ASSERT_STARTED(first);
   ASSERT_TRUE(first.wait_line_starting("warming ")) << first.transcript();

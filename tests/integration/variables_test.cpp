@@ -10,16 +10,15 @@
 #include <vector>
 
 #include "harness.h"
-#include "it3_support.h"
+#include "lifecycle_support.h"
 
 namespace trainit::test {
 namespace {
 
-using it3::ms;
-using it3::proc_helper;
-using it3::stamp;
+using lifecycle::proc_helper;
+using lifecycle::stamp;
 
-// `trainit -- it3_proc DIR REST...`, with `variables` added to the
+// `trainit -- lifecycle DIR REST...`, with `variables` added to the
 // environment: no option on the command line.
 Spec entrypoint(const TempDir& dir, std::vector<std::string> variables, std::vector<std::string> rest) {
   Spec spec;
@@ -138,7 +137,9 @@ TEST(Variables, BadValueExits64NamingTheVariableAndStartsNothing) {
     ASSERT_FALSE(lines.empty()) << variable;
     const std::string name = variable.substr(0, variable.find('='));
     const std::string value = variable.substr(variable.find('=') + 1);
-    EXPECT_EQ(lines[0].rfind("trainit: error: " + name + "=\"" + value + "\": ", 0), 0u) << r.transcript;
+    std::string expected = "trainit: error: ";
+    expected.append(name).append("=\"").append(value).append("\": ");
+    EXPECT_EQ(lines[0].rfind(expected, 0), 0u) << r.transcript;
     EXPECT_FALSE(std::filesystem::exists(marker)) << variable << " spawned the command";
   }
 }

@@ -2,7 +2,7 @@
  * process and the daemons it leaves behind, each recording when it took
  * SIGTERM and when its cleanup was over.
  *
- *   it3_proc DIR [daemon NAME ON_TERM MS]... MAIN
+ *   lifecycle DIR [daemon NAME ON_TERM MS]... MAIN
  *
  * Records are files in DIR holding one CLOCK_MONOTONIC time in nanoseconds
  * (the clock of std::chrono::steady_clock), each written whole (rename):
@@ -112,7 +112,7 @@ static enum on_term parse_on_term(const char* text) {
     return kStay;
   if (strcmp(text, "ignore") == 0)
     return kIgnore;
-  fprintf(stderr, "it3_proc: unknown ON_TERM '%s'\n", text);
+  fprintf(stderr, "lifecycle: unknown ON_TERM '%s'\n", text);
   exit(2);
 }
 
@@ -216,7 +216,7 @@ static int runs(const char* file, int nspecs, char** specs) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: it3_proc DIR [daemon NAME ON_TERM MS]... MAIN\n");
+    fprintf(stderr, "usage: lifecycle DIR [daemon NAME ON_TERM MS]... MAIN\n");
     return 2;
   }
   g_dir = argv[1];
@@ -251,6 +251,6 @@ int main(int argc, char** argv) {
   }
   if (strcmp(main_action, "runs") == 0 && i + 1 < argc)
     return runs(argv[i + 1], argc - i - 2, argv + i + 2);
-  fprintf(stderr, "it3_proc: bad arguments at '%s'\n", main_action);
+  fprintf(stderr, "lifecycle: bad arguments at '%s'\n", main_action);
   return 2;
 }

@@ -1,7 +1,8 @@
 // trainit's own exit codes (src/base/exit_code.h, README "Exit codes"), one
 // test per code not proven elsewhere: 64, 75, 78, 126, 127 and 128+N are in
-// exit_code_test.cpp and job_test.cpp; 70 (the loop itself broke) has no way
-// in from outside and is proven at the unit level of the fatal path's parts.
+// exec_mode_exit_code_test.cpp and job_test.cpp; 70 (the loop itself broke)
+// has no way in from outside and is proven at the unit level of the fatal
+// path's parts.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,16 +1,16 @@
 /* Test helper: a child that speaks the sd_notify protocol through the real
  * libsystemd (dynamically linked: Debian ships no static libsystemd).
  *
- *   it3_sdnotify    prints "notify_socket VALUE" (its NOTIFY_SOCKET, or
+ *   sd_notifier     prints "notify_socket VALUE" (its NOTIFY_SOCKET, or
  *                   "(unset)"), sends "STATUS=warming up", prints "warming
  *                   RC"; at the first line on stdin sends "READY=1" and
  *                   "STATUS=serving" in one message and prints "notified RC";
  *                   exits 0 at the end of stdin
- *   it3_sdnotify from-child
+ *   sd_notifier from-child
  *                   first a forked child sends "READY=1" and "STATUS=from a
  *                   forked child" in one message, prints "child sent RC" and
  *                   exits; once it has, the above
- *   it3_sdnotify exit CODE
+ *   sd_notifier exit CODE
  *                   sends "STATUS=pid P" (P: its pid), prints "pid P sent
  *                   RC" and exits CODE (a run of a restarted program)
  *
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
       return 2;
   } else if (argc != 1) {
-    fprintf(stderr, "usage: it3_sdnotify [from-child | exit CODE]\n");
+    fprintf(stderr, "usage: sd_notifier [from-child | exit CODE]\n");
     return 2;
   }
   const char* socket = getenv("NOTIFY_SOCKET");

@@ -1,12 +1,11 @@
 // The exit-code table's pieces below init/: a reaped status as a code, and
 // the code each kind of spawn failure calls for.
-#include "base/exit_code.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
+#include "base/exit_code.h"
 #include "emulation.h"
 #include "proc/spawn.h"
 

@@ -71,7 +71,7 @@ TEST(ExecMode, ChildDeathBySignalNGives128PlusN) {
 
 TEST(ExecMode, MissingProgramGives127WithOneLineNamingIt) {
   TRAINIT_REQUIRE_ROOT();
-  for (std::string program : {std::string("trainit-no-such-program"), std::string("/nonexistent/dir/program")}) {
+  for (const std::string& program : {std::string("trainit-no-such-program"), std::string("/nonexistent/dir/program")}) {
     Outcome r = run(exec({"--", program, "arg"}));
     EXPECT_EQ(r.exit, Exit::code(127)) << r.transcript;
     if (kEmulated) {
