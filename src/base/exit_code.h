@@ -1,6 +1,7 @@
 // trainit's exit codes: one table for the whole program.
 // docs/reference/exit-codes.md (and README.md's "Exit codes") is this table in
-// words; tests/integration/exit_code_test.cpp proves each code.
+// words; tests/integration/exec_mode_exit_code_test.cpp and
+// failure_exit_codes_test.cpp prove each code.
 //
 // The job's own code comes first: PROGRAM's (exec mode) or the first failing
 // rank's (job modes), 128+N for death by signal N. trainit's own failures use
