@@ -34,14 +34,8 @@ struct Heard {
 
 // A port nothing listens on now (the kernel's pick, then let go).
 uint16_t free_port() {
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr = loopback();
-  socklen_t len = sizeof addr;
-  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  EXPECT_EQ(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  return ntohs(addr.sin_port);
+  Fd fd;
+  return test::bind_loopback(fd, false);
 }
 
 class JobHostLink : public ::testing::Test {

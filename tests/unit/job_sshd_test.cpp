@@ -32,19 +32,6 @@ class JobSshd : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
 
-  // A listening socket on 127.0.0.1; its port.
-  uint16_t listen_here(Fd& fd) {
-    fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr = loopback();
-    socklen_t len = sizeof addr;
-    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd.get(), 8), 0);
-    EXPECT_EQ(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    return ntohs(addr.sin_port);
-  }
-
   Loop loop_;
   std::string root_;
 };
@@ -84,7 +71,7 @@ TEST_F(JobSshd, ASymlinkAsThePrivateDirectoryIsRefused) {
 
 TEST_F(JobSshd, ThePeersAreUpOnlyOnceEverySshdPortTakesAConnection) {
   Fd listener;
-  const uint16_t port = listen_here(listener);
+  const uint16_t port = test::bind_loopback(listener);
   bool up = false;
   // Both peers at 127.0.0.1: the second's port is the same, so both answer.
   PeerSshds peers(loop_, {loopback(), loopback()}, port, [&] { up = true; });
@@ -94,7 +81,7 @@ TEST_F(JobSshd, ThePeersAreUpOnlyOnceEverySshdPortTakesAConnection) {
 
 TEST_F(JobSshd, APeerWhoseSshdDoesNotAnswerIsNamedAndKeepsTheWaitOpen) {
   Fd closed;
-  const uint16_t port = listen_here(closed);
+  const uint16_t port = test::bind_loopback(closed);
   closed.reset();  // nothing listens there now
   bool up = false;
   PeerSshds peers(loop_, {loopback()}, port, [&] { up = true; });

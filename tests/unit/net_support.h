@@ -33,6 +33,22 @@ inline in_addr loopback() {
   return in_addr{htonl(INADDR_LOOPBACK)};
 }
 
+// A TCP socket on 127.0.0.1 at a port the kernel picks, listening unless
+// `listen` is false (a port nothing listens on once `fd` is closed); its port.
+inline uint16_t bind_loopback(Fd& fd, bool listen = true) {
+  fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr = loopback();
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  if (listen) {
+    EXPECT_EQ(::listen(fd.get(), 8), 0);
+  }
+  EXPECT_EQ(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  return ntohs(addr.sin_port);
+}
+
 // Steps `loop` until `done()` or `limit`; returns whether `done()` came true.
 // `done` is asked once per step (it may take something, a frame say).
 template <typename Pred>
