@@ -78,7 +78,7 @@ int RankSet::on_child_exit(size_t index, const siginfo_t& info) {
   }
   const std::string what = info.si_code == CLD_EXITED ? fmt::format("exited with {}", info.si_status)
                                                       : fmt::format("was killed by {}", signal_name(info.si_status));
-  on_exit_(rank, info, what);
+  on_exit_(rank, what);
   return 0;
 }
 

@@ -69,7 +69,7 @@ class RankSet {
  public:
   // A rank ended: `what` says how ("exited with 3", "was killed by
   // SIGSEGV"). Its state is for the caller to set.
-  using ExitFn = std::function<void(Rank& rank, const siginfo_t& info, const std::string& what)>;
+  using ExitFn = std::function<void(Rank& rank, const std::string& what)>;
 
   RankSet(Loop& loop, Launcher& launcher, LogRelay& relay, ExitFn on_exit)
       : loop_(loop), launcher_(launcher), relay_(relay), on_exit_(std::move(on_exit)) {}

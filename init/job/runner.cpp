@@ -60,8 +60,7 @@ class JobRunner {
                    fmt::format("processes still ran {:.3f} s after SIGTERM: SIGKILL", seconds(options_.grace)));
             }),
         launcher_(pid1, relay_),
-        ranks_(loop, launcher_, relay_,
-               [this](Rank& rank, const siginfo_t& info, const std::string& what) { on_rank_exit(rank, info, what); }),
+        ranks_(loop, launcher_, relay_, [this](Rank& rank, const std::string& what) { on_rank_exit(rank, what); }),
         arena_(loop, arena_settings(options),
                [this](int code, std::string message) { fail(code, std::move(message)); }),
         table_wait_(loop, input_,
@@ -555,7 +554,7 @@ class JobRunner {
     }
   }
 
-  void on_rank_exit(Rank& rank, const siginfo_t& /*info*/, const std::string& what) {
+  void on_rank_exit(Rank& rank, const std::string& what) {
     if (rank.spec->rank) {
       arena_.abort(fmt::format("{} exited", rank.spec->name));
     }

@@ -47,7 +47,7 @@ class JobRanks : public ::testing::Test {
   LogRelay relay_{loop_, nullptr};
   Launcher launcher_{pid1_, relay_};
   std::vector<Ended> ended_;
-  RankSet ranks_{loop_, launcher_, relay_, [this](Rank& rank, const siginfo_t&, const std::string& what) {
+  RankSet ranks_{loop_, launcher_, relay_, [this](Rank& rank, const std::string& what) {
                    rank.state = RankState::kExited;
                    ended_.push_back({rank.spec->name, rank.code, what});
                  }};
