@@ -7,9 +7,10 @@
 //    coll_arena_format() before any rank maps it, and may at any time mark it
 //    aborted with coll_arena_abort() (a rank died, the job is stopping);
 //  - each rank writes only its own slot, its own two sequence lines, its own
-//    staging block and its own share of the heap; it reads its peers' lines,
-//    staging and heap only inside the step windows the algorithms define
-//    (collectives.cpp);
+//    staging block and its own share of the heap (a zero-copy allreduce also
+//    writes its share of the result into its peers' buffers there); it reads
+//    its peers' lines, staging and heap only inside the step windows the
+//    protocol defines (protocol.h);
 //  - the init reads the per-rank progress with coll_arena_progress() (hang
 //    detection) and never writes there.
 //
@@ -80,7 +81,7 @@ struct alignas(kLineBytes) ArenaSlot {
 struct alignas(kLineBytes) SeqLine {
   std::atomic<uint32_t> seq;  // the step published here (futex word)
   uint32_t pad;
-  uint64_t desc;  // the call's descriptor (collectives.cpp), written before seq
+  uint64_t desc;  // the call's descriptor (protocol.h), written before seq
   unsigned char data[kInlineBytes];
 };
 static_assert(sizeof(SeqLine) == kLineBytes);

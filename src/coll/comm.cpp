@@ -453,9 +453,11 @@ int comm_attach(trainit_comm** out, void* base, size_t size, int rank) {
   }
   auto* c = static_cast<trainit_comm*>(std::calloc(1, sizeof(trainit_comm)));
   int* pidfds = static_cast<int*>(std::malloc(sizeof(int) * static_cast<size_t>(n)));
-  if (c == nullptr || pidfds == nullptr) {
+  const auto** ins = static_cast<const void**>(std::malloc(sizeof(void*) * static_cast<size_t>(n)));
+  if (c == nullptr || pidfds == nullptr || ins == nullptr) {
     std::free(c);
     std::free(pidfds);
+    std::free(static_cast<void*>(ins));
     return -ENOMEM;
   }
   for (int i = 0; i < n; ++i) {
@@ -466,6 +468,7 @@ int comm_attach(trainit_comm** out, void* base, size_t size, int rank) {
   c->rank = rank;
   c->n = n;
   c->pidfds = pidfds;
+  c->ins = ins;
   c->timeout_ns = env_timeout_ns();
   // Spinning only pays while every rank has a core; past that, a spinner
   // steals the time slice of the peer it waits for: poll a little, then
@@ -688,13 +691,14 @@ int trainit_comm_destroy(trainit_comm* comm) {
   }
   const int r = munmap(comm->base, comm->size) == 0 ? 0 : -errno;
   std::free(comm->pidfds);
+  std::free(static_cast<void*>(comm->ins));
   std::free(comm);
   return r;
 }
 
 // trainit_alloc: each rank carves its own share of the arena heap (only its
 // thread touches the block headers), first fit with 64-byte headers and
-// coalescing on free. Peers read such buffers in place (collectives.cpp).
+// coalescing on free. Peers read such buffers in place (protocol.h).
 namespace {
 
 struct Block {

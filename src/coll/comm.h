@@ -1,5 +1,5 @@
-// The communicator's private state and the step primitives the collectives
-// are built from (collectives.cpp); one thread per rank calls them.
+// The communicator's private state and the step primitives the collectives'
+// protocol (protocol.h) is built from; one thread per rank calls them.
 #pragma once
 
 #include <atomic>
@@ -20,6 +20,7 @@ struct trainit_comm {
   int spin_iters;      // polls before yielding now: adapts between kMinSpin and spin_max
   int yield_iters;     // sched_yield()s before sleeping on the futex
   int* pidfds;         // per rank: a pidfd of that peer, -1 none yet, -2 use kill(pid, 0)
+  const void** ins;    // per rank: a fold's inputs, past kFoldOnStack ranks (protocol.h)
   const trainit::coll::Kernels* kernels;
   unsigned char* heap;  // this rank's share of the arena heap
   size_t heap_bytes;
