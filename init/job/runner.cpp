@@ -22,6 +22,7 @@
 #include "net/socket.h"
 #include "notify/notify.h"
 #include "platform/fs.h"
+#include "privileges.h"
 #include "proc/escalation.h"
 #include "proc/signals.h"
 #include "status_file.h"
@@ -441,7 +442,10 @@ class JobRunner {
       return;
     }
     SshdPhase::Events events;
-    events.on_up = [this](const std::string& why) {
+    events.on_up = [this, spawns](const std::string& why) {
+      if (!spawns) {
+        narrow_own_privileges();  // sshd was all this host had to start
+      }
       if (state_ == State::kStartSshd) {
         fire(Event::kDone, why);
       }
@@ -478,7 +482,13 @@ class JobRunner {
     // A rank cannot start without its working directory; without a log
     // directory it can, on the console (the log relay reports the files).
     for (const auto& dir : plan_.dirs) {
+      const bool existed = ::access(dir.c_str(), F_OK) == 0;
       int r = make_dirs(dir);
+      if (r >= 0 && !existed) {
+        // The job's processes write into the directories made for them
+        // (--user); one that was there already stays whose it was.
+        r = pid1_.privileges != nullptr ? pid1_.privileges->give_to_job(dir) : 0;
+      }
       if (r >= 0) {
         continue;
       }
@@ -507,7 +517,18 @@ class JobRunner {
         return;
       }
     }
+    narrow_own_privileges();
     fire(Event::kDone, fmt::format("{} ranks started", ranks_.size()));
+  }
+
+  // Once the job's processes run, trainit keeps only what the rest of the
+  // job needs of its capabilities: sshd has started, directories and files
+  // are made; a restart spawns again.
+  void narrow_own_privileges() {
+    if (!privileges_narrowed_ && pid1_.privileges != nullptr) {
+      privileges_narrowed_ = true;
+      pid1_.privileges->narrow_own(plan_.restarts.has_value());
+    }
   }
 
   // Writes the plan's files. What was written (a copy of the rank table
@@ -749,9 +770,10 @@ class JobRunner {
   // The outcome.
   std::optional<int> exit_code_;
   bool status_error_reported_ = false;
-  std::vector<int> log_errors_;   // the errnos of log-file failures reported
-  unsigned restarts_ = 0;         // times the job was started again (Plan::restarts)
-  bool restart_pending_ = false;  // the ranks are being stopped to start again
+  std::vector<int> log_errors_;       // the errnos of log-file failures reported
+  unsigned restarts_ = 0;             // times the job was started again (Plan::restarts)
+  bool restart_pending_ = false;      // the ranks are being stopped to start again
+  bool privileges_narrowed_ = false;  // narrow_own_privileges() ran
   // The phases.
   Launcher launcher_;
   RankSet ranks_;
