@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
@@ -12,6 +14,7 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "base/redact.h"
 #include "job/arena_watch.h"
 #include "job/host_link.h"
 #include "job/rank_table_wait.h"
@@ -261,6 +264,7 @@ class JobRunner {
     if (secret.empty()) {
       return Error{fmt::format("--job-secret-file: {} is empty", options_.job_secret_file), EINVAL};
     }
+    add_secret(secret);  // never written, as TRAINIT_JOB_SECRET's value is not
     return secret;
   }
 
@@ -434,6 +438,13 @@ class JobRunner {
       fail(r.error().exit_code, r.error().message);
       return;
     }
+    // mpirun and the orteds run as the job's user (--user): they reach their
+    // files by name in trainit's directory, never list it.
+    if (pid1_.privileges != nullptr && pid1_.privileges->switches_user() &&
+        ::chmod(plan_.private_dir.c_str(), 0711) != 0) {
+      fail(kCantCreate, fmt::format("cannot open {} to the job's user: {}", plan_.private_dir, errno_string(errno)));
+      return;
+    }
     // A host that spawns nothing (mpi: hosts 1..H-1) writes its plan's files
     // now, before it checks in: host 0's mpirun starts orteds here that open
     // them once the barrier is passed.
@@ -539,6 +550,15 @@ class JobRunner {
       if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
         fail(kCantCreate, r.error().message);
         return false;
+      }
+      // The job's files in trainit's directory (hostfile, tune file, ssh
+      // config) are for the job's user to read; sshd's stay trainit's.
+      if (pid1_.privileges != nullptr && !plan_.private_dir.empty() &&
+          file.path.rfind(plan_.private_dir + "/", 0) == 0) {
+        if (int r = pid1_.privileges->give_to_job(file.path); r < 0) {
+          fail(kCantCreate, fmt::format("cannot give {} to the job's user: {}", file.path, errno_string(-r)));
+          return false;
+        }
       }
     }
     plan_.files = {};

@@ -1,12 +1,16 @@
 /* Reports what the kernel gave this process, for the least-privilege tests:
  *
- *   privileges
+ *   privileges [PARENT_CAPEFF]
  *
  * prints, one per line, its own /proc/self/status lines Uid, Gid, Groups,
  * CapBnd, CapPrm, CapEff, CapInh, CapAmb and NoNewPrivs; its USER, LOGNAME
  * and HOME ("env USER=..."); what its parent (trainit) holds ("parent
  * CapEff: ..." and "parent CapBnd: ..."); and whether it may signal or
  * ptrace its parent ("kill parent: EPERM", "ptrace parent: ok"). Exits 0.
+ *
+ * trainit narrows its own capabilities just after PROGRAM has started: with
+ * PARENT_CAPEFF (16 hex digits, as /proc shows a set), the helper first waits
+ * up to 5 s for its parent's CapEff to read so, then reports what it read.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -44,11 +48,30 @@ static void print_status(const char* path, const char* prefix, const char* const
   fclose(f);
 }
 
+/* Waits up to 5 s for `path`'s CapEff line to hold `want`. */
+static void wait_for_caps(const char* path, const char* want) {
+  for (int tries = 0; tries < 500; ++tries) {
+    FILE* f = fopen(path, "r");
+    char line[512];
+    int found = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+      if (strncmp(line, "CapEff:\t", 8) == 0 && strncmp(line + 8, want, 16) == 0) {
+        found = 1;
+      }
+    }
+    if (f != NULL)
+      fclose(f);
+    if (found)
+      return;
+    usleep(10000);
+  }
+}
+
 static const char* outcome(int r) {
   return r == 0 ? "ok" : errno == EPERM ? "EPERM" : strerror(errno);
 }
 
-int main(void) {
+int main(int argc, char** argv) {
   static const char* const own[] = {"Uid",    "Gid",    "Groups", "CapInh",     "CapPrm",
                                     "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", NULL};
   static const char* const parent[] = {"CapEff", "CapBnd", NULL};
@@ -56,6 +79,9 @@ int main(void) {
   char path[64];
   const pid_t ppid = getppid();
   snprintf(path, sizeof path, "/proc/%d/status", (int)ppid);
+  if (argc > 1) {
+    wait_for_caps(path, argv[1]);
+  }
   print_status(path, "parent ", parent);
   for (const char* const* name = (const char* const[]){"USER", "LOGNAME", "HOME", NULL}; *name; ++name) {
     const char* value = getenv(*name);

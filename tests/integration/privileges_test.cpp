@@ -27,11 +27,16 @@ constexpr const char* kKillOnly = "0000000000000020";
 
 // What the privileges helper printed, run as PROGRAM by a root trainit as
 // PID 1 with `args` before "--".
-Outcome report(std::vector<std::string> args, const TempDir& bin) {
+// With `parent_caps`, the helper first waits for trainit's CapEff to read so
+// (trainit narrows its own just after PROGRAM has started).
+Outcome report(std::vector<std::string> args, const TempDir& bin, const char* parent_caps = nullptr) {
   Spec spec{.program = bin / "trainit"};
   spec.args = std::move(args);
   spec.args.push_back("--");
   spec.args.push_back(bin / "privileges");
+  if (parent_caps != nullptr) {
+    spec.args.emplace_back(parent_caps);
+  }
   return run(spec);
 }
 
@@ -113,17 +118,18 @@ TEST_F(Privileges, NoNewPrivsIsSet) {
 }
 
 TEST_F(Privileges, OnceProgramRunsTrainitKeepsOnlyCapKill) {
-  Outcome r = report({"--user", "1000:100", "--caps", "drop"}, bin_);
+  Outcome r = report({"--user", "1000:100", "--caps", "drop"}, bin_, kKillOnly);
   ASSERT_EQ(r.exit, Exit::code(0)) << r.transcript;
   EXPECT_EQ(field(r.out, "parent CapEff:"), kKillOnly) << r.out;
   EXPECT_EQ(field(r.out, "parent CapBnd:"), kKillOnly) << r.out;
 }
 
 TEST_F(Privileges, WithRestartsTrainitKeepsWhatStartingProgramAgainTakes) {
-  Outcome r = report({"--user", "1000:100", "--restart", "on-failure"}, bin_);
-  ASSERT_EQ(r.exit, Exit::code(0)) << r.transcript;
   // CAP_KILL, CAP_SETGID (6), CAP_SETUID (7).
-  EXPECT_EQ(field(r.out, "parent CapEff:"), "00000000000000e0") << r.out;
+  constexpr const char* kKillAndSetIds = "00000000000000e0";
+  Outcome r = report({"--user", "1000:100", "--restart", "on-failure"}, bin_, kKillAndSetIds);
+  ASSERT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  EXPECT_EQ(field(r.out, "parent CapEff:"), kKillAndSetIds) << r.out;
 }
 
 TEST_F(Privileges, UnknownUserIsAOneLineErrorBeforeAnythingStarts) {
