@@ -1,7 +1,6 @@
 #include "base/redact.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <vector>
 
 namespace trainit {
@@ -21,9 +20,10 @@ std::string json_escaped(std::string_view value) {
       out += '\\';
       out += c;
     } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out += buf;
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
     } else {
       out += c;
     }
