@@ -514,6 +514,12 @@ class JobRunner {
   // among it, up to 16 MiB) is not needed again: PID 1 runs the job at its
   // usual size, whatever the table's. False after fail() said why.
   bool write_plan_files() {
+    // Some sit in trainit's private directory (mpi), which only start_sshd
+    // makes otherwise: a single MPI host starts no sshd.
+    if (auto r = make_private_dir(plan_.private_dir); !r) {
+      fail(kCantCreate, r.error().message);
+      return false;
+    }
     for (const auto& file : plan_.files) {
       if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
         fail(kCantCreate, r.error().message);
