@@ -660,7 +660,9 @@ class JobRunner {
   void check_all_gone() {
     if ((state_ == State::kStopping || state_ == State::kReaping) && !loop_.has_children()) {
       escalation_.finish();
-      if (state_ == State::kReaping && restart_pending_) {
+      // A job whose end is decided (a stop, a failure, a timeout while the
+      // hosts met for the restart) does not start again.
+      if (state_ == State::kReaping && restart_pending_ && !exit_code_) {
         fire(Event::kRestart, "no process is left: the job starts again");
       } else {
         fire(Event::kAllGone, "no process is left");
