@@ -446,7 +446,10 @@ class JobRunner {
         fire(Event::kDone, why);
       }
     };
-    events.on_failed = [this](int code, std::string message) { fail(code, std::move(message)); };
+    events.on_failed = [this](int code, std::string message) {
+      fail(code, std::move(message));
+      check_all_gone();  // an ssh-keygen the stop ended may have been the last process
+    };
     events.on_exit = [this](int code) {
       if (state_ < State::kStopping) {
         fail(code == 0 ? 1 : code, fmt::format("sshd (pid {}) ended with {}", sshd_->pid(), code));
