@@ -461,7 +461,10 @@ class JobRunner {
         fire(Event::kDone, why);
       }
     };
-    events.on_failed = [this](int code, std::string message) { fail(code, std::move(message)); };
+    events.on_failed = [this](int code, std::string message) {
+      fail(code, std::move(message));
+      check_all_gone();  // an ssh-keygen the stop ended may have been the last process
+    };
     events.on_exit = [this](int code) {
       if (state_ < State::kStopping) {
         fail(code == 0 ? 1 : code, fmt::format("sshd (pid {}) ended with {}", sshd_->pid(), code));
@@ -546,6 +549,12 @@ class JobRunner {
   // among it, up to 16 MiB) is not needed again: PID 1 runs the job at its
   // usual size, whatever the table's. False after fail() said why.
   bool write_plan_files() {
+    // Some sit in trainit's private directory (mpi), which only start_sshd
+    // makes otherwise: a single MPI host starts no sshd.
+    if (auto r = make_private_dir(plan_.private_dir); !r) {
+      fail(kCantCreate, r.error().message);
+      return false;
+    }
     for (const auto& file : plan_.files) {
       if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
         fail(kCantCreate, r.error().message);
@@ -695,7 +704,9 @@ class JobRunner {
   void check_all_gone() {
     if ((state_ == State::kStopping || state_ == State::kReaping) && !loop_.has_children()) {
       escalation_.finish();
-      if (state_ == State::kReaping && restart_pending_) {
+      // A job whose end is decided (a stop, a failure, a timeout while the
+      // hosts met for the restart) does not start again.
+      if (state_ == State::kReaping && restart_pending_ && !exit_code_) {
         fire(Event::kRestart, "no process is left: the job starts again");
       } else {
         fire(Event::kAllGone, "no process is left");
