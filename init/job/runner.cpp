@@ -438,13 +438,6 @@ class JobRunner {
       fail(r.error().exit_code, r.error().message);
       return;
     }
-    // mpirun and the orteds run as the job's user (--user): they reach their
-    // files by name in trainit's directory, never list it.
-    if (pid1_.privileges != nullptr && pid1_.privileges->switches_user() &&
-        ::chmod(plan_.private_dir.c_str(), 0711) != 0) {
-      fail(kCantCreate, fmt::format("cannot open {} to the job's user: {}", plan_.private_dir, errno_string(errno)));
-      return;
-    }
     // A host that spawns nothing (mpi: hosts 1..H-1) writes its plan's files
     // now, before it checks in: host 0's mpirun starts orteds here that open
     // them once the barrier is passed.
@@ -553,6 +546,13 @@ class JobRunner {
     // makes otherwise: a single MPI host starts no sshd.
     if (auto r = make_private_dir(plan_.private_dir); !r) {
       fail(kCantCreate, r.error().message);
+      return false;
+    }
+    // mpirun and the orteds run as the job's user (--user): they reach their
+    // files by name in trainit's directory, never list it.
+    if (!plan_.private_dir.empty() && pid1_.privileges != nullptr && pid1_.privileges->switches_user() &&
+        ::chmod(plan_.private_dir.c_str(), 0711) != 0) {
+      fail(kCantCreate, fmt::format("cannot open {} to the job's user: {}", plan_.private_dir, errno_string(errno)));
       return false;
     }
     for (const auto& file : plan_.files) {
