@@ -514,6 +514,12 @@ class JobRunner {
   // among it, up to 16 MiB) is not needed again: PID 1 runs the job at its
   // usual size, whatever the table's. False after fail() said why.
   bool write_plan_files() {
+    // The private directory first (mpi's hostfile and tune file go there):
+    // on one host there is no start_sshd to have made it.
+    if (auto r = plan_.files.empty() ? Result<void>{} : make_private_dir(plan_.private_dir); !r) {
+      fail(kCantCreate, r.error().message);
+      return false;
+    }
     for (const auto& file : plan_.files) {
       if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
         fail(kCantCreate, r.error().message);
