@@ -660,7 +660,9 @@ class JobRunner {
   void check_all_gone() {
     if ((state_ == State::kStopping || state_ == State::kReaping) && !loop_.has_children()) {
       escalation_.finish();
-      if (state_ == State::kReaping && restart_pending_) {
+      // A restart that a failure overtook (a host lost, the barrier timed
+      // out on the way back) does not happen: the job ends with its code.
+      if (state_ == State::kReaping && restart_pending_ && !exit_code_) {
         fire(Event::kRestart, "no process is left: the job starts again");
       } else {
         fire(Event::kAllGone, "no process is left");
