@@ -893,6 +893,10 @@ std::string variable_name(const OptionSpec& option) {
   return name;
 }
 
+bool names_an_option(std::string_view variable) noexcept {
+  return option_of_variable(variable) != nullptr;
+}
+
 Result<Options> parse_cli(int argc, const char* const* argv, const char* const* envp) {
   Options o;
   o.origins.resize(kOptionCount);

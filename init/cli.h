@@ -126,6 +126,8 @@ struct OptionSpec {
 // "TRAINIT_" + the long name upper-cased, '-' as '_': TRAINIT_NO_DRAIN. Empty
 // for actions, which have none.
 [[nodiscard]] std::string variable_name(const OptionSpec& option);
+// Whether `variable` is some option's TRAINIT_<NAME>.
+[[nodiscard]] bool names_an_option(std::string_view variable) noexcept;
 
 // `argv` (argv[0] is the program's name, or "plan") and the environment
 // (`envp`: "NAME=value" entries, null-terminated, as environ; may be null).

@@ -1,8 +1,6 @@
 #include "privileges.h"
 
 #include <fmt/format.h>
-#include <fnmatch.h>
-#include <linux/capability.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +8,6 @@
 
 #include "base/log.h"
 #include "base/number.h"
-#include "base/redact.h"
 #include "platform/fs.h"
 
 namespace trainit {
@@ -139,11 +136,6 @@ void set_variable(std::vector<std::string>& env, std::string_view name, const st
   }
 }
 
-bool is_option_variable(std::string_view name) {
-  return std::any_of(option_table().begin(), option_table().end(),
-                     [name](const OptionSpec& o) { return o.kind != Kind::kAction && variable_name(o) == name; });
-}
-
 }  // namespace
 
 Result<Account> resolve_account(std::string_view spec, std::string_view passwd, std::string_view group) {
@@ -194,7 +186,7 @@ Result<Account> resolve_account(std::string_view spec) {
   return resolve_account(spec, texts[0], texts[1]);
 }
 
-Result<JobPrivileges> JobPrivileges::settle(const Options& options) {
+Result<JobPrivileges> JobPrivileges::settle_asked(const Options& options) {
   JobPrivileges p;
   if (!options.run_user.empty()) {
     auto account = resolve_account(options.run_user);
@@ -234,40 +226,6 @@ int JobPrivileges::give_to_job(const std::string& path) const {
   return ::chown(path.c_str(), account_->ids.uid, account_->ids.gid) == 0 ? 0 : -errno;
 }
 
-void JobPrivileges::narrow_own(bool more_spawns) const {
-  CapMask keep = cap_bit(CAP_KILL);
-  const CapSets own = own_cap_sets();
-  CapMask bounding = keep;
-  switch (caps_.policy) {
-    case CapsPolicy::kKeep:
-      bounding = own.bounding;  // later processes get what the container gave
-      break;
-    case CapsPolicy::kDrop:
-      break;
-    case CapsPolicy::kList:
-      bounding |= caps_.list;
-      break;
-  }
-  if (more_spawns) {
-    if (account_) {
-      keep |= cap_bit(CAP_SETUID) | cap_bit(CAP_SETGID);
-    }
-    if (caps_.policy != CapsPolicy::kKeep) {
-      keep |= cap_bit(CAP_SETPCAP) | caps_.list;
-    }
-    bounding |= keep;
-  }
-  if (int r = narrow_own_caps(keep, bounding); r < 0) {
-    log_warning("cannot drop trainit's own capabilities: {}", errno_string(-r));
-    return;
-  }
-  if (log_enabled(Level::kDebug)) {
-    const CapSets now = own_cap_sets();
-    log_debug("trainit keeps capabilities {} (bounding set {})", cap_list_text(now.permitted),
-              cap_list_text(now.bounding));
-  }
-}
-
 PrivilegesPlan JobPrivileges::plan() const {
   PrivilegesPlan plan;
   if (account_) {
@@ -293,23 +251,6 @@ PrivilegesPlan JobPrivileges::plan() const {
   plan.ambient = cap_list_text(sets.ambient);
   plan.no_new_privs = no_new_privs_;
   return plan;
-}
-
-void register_secrets(const char* const* envp, const std::vector<std::string>& patterns) {
-  for (const char* const* e = envp; e != nullptr && *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    const size_t eq = entry.find('=');
-    if (eq == std::string_view::npos) {
-      continue;
-    }
-    const std::string name(entry.substr(0, eq));
-    const bool listed = std::any_of(patterns.begin(), patterns.end(), [&name](const std::string& p) {
-      return ::fnmatch(p.c_str(), name.c_str(), 0) == 0;
-    });
-    if (listed || (is_secret_name(name) && !is_option_variable(name))) {
-      add_secret(entry.substr(eq + 1));
-    }
-  }
 }
 
 }  // namespace trainit

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/log.h"
+#include "base/redact.h"
 #include "base/result.h"
 #include "cli.h"
 #include "plan/plan.h"
@@ -42,8 +44,14 @@ struct Account {
 class JobPrivileges {
  public:
   // The error is one line: the user does not resolve, trainit may not switch
-  // to it, or it lacks a capability --caps lists.
-  static Result<JobPrivileges> settle(const Options& options);
+  // to it, or it lacks a capability --caps lists. Nothing asked (the
+  // default), nothing to check: exec mode's start touches no more code.
+  static Result<JobPrivileges> settle(const Options& options) {
+    if (options.run_user.empty() && options.caps.policy == CapsPolicy::kKeep && !options.no_new_privs) {
+      return JobPrivileges{};
+    }
+    return settle_asked(options);
+  }
 
   // For spawn(); nullptr when the processes run as trainit does.
   [[nodiscard]] const Credentials* credentials() const noexcept {
@@ -60,18 +68,26 @@ class JobPrivileges {
   // Returns 0 or -errno; 0 without --user.
   [[nodiscard]] int give_to_job(const std::string& path) const;
 
-  // trainit's own capabilities once its setup is past: it keeps CAP_KILL (its
-  // processes may run as another user, or change their own), and, while
-  // `more_spawns` (restarts to come), what starting them takes: CAP_SETUID
-  // and CAP_SETGID to switch users, CAP_SETPCAP to narrow their bounding set.
-  // Its bounding set keeps only what processes it starts later may hold.
-  // Logs what it keeps at debug level; a failure is a warning, never fatal.
-  void narrow_own(bool more_spawns) const;
+  // trainit's own capabilities once its setup is past
+  // (narrow_own_caps_after_setup(): CAP_KILL, and what starting processes
+  // again takes while `more_spawns`). Logs what it keeps at debug level; a
+  // failure is a warning, never fatal.
+  void narrow_own(bool more_spawns) const {
+    if (int r = narrow_own_caps_after_setup(caps_, switches_user(), more_spawns); r < 0) {
+      log_warning("cannot drop trainit's own capabilities: {}", errno_string(-r));
+    } else if (log_enabled(Level::kDebug)) {
+      const CapSets now = own_cap_sets();
+      log_debug("trainit keeps capabilities {} (bounding set {})", cap_list_text(now.permitted),
+                cap_list_text(now.bounding));
+    }
+  }
 
   // What `trainit plan` shows.
   [[nodiscard]] PrivilegesPlan plan() const;
 
  private:
+  static Result<JobPrivileges> settle_asked(const Options& options);
+
   std::optional<Account> account_;
   CapsRequest caps_;
   bool no_new_privs_ = false;
@@ -83,6 +99,8 @@ class JobPrivileges {
 // of `patterns` (globs), TRAINIT_JOB_SECRET's among them. trainit's own
 // option variables are settings, not secrets (TRAINIT_SSH_AUTHORIZED_KEYS is
 // a path).
-void register_secrets(const char* const* envp, const std::vector<std::string>& patterns);
+inline void register_secrets(const char* const* envp, const std::vector<std::string>& patterns) {
+  register_secret_variables(envp, patterns, names_an_option);
+}
 
 }  // namespace trainit

@@ -69,13 +69,57 @@ void add_secret(std::string_view value) {
   }
   auto& list = secrets();
   for (std::string form : {std::string(value), json_escaped(value)}) {
-    if (std::find(list.begin(), list.end(), form) == list.end()) {
-      list.push_back(std::move(form));
+    if (std::find(list.begin(), list.end(), form) != list.end()) {
+      continue;
+    }
+    // Longest first: a secret that holds another is hidden whole.
+    auto at = std::find_if(list.begin(), list.end(), [&form](const std::string& s) { return s.size() < form.size(); });
+    list.insert(at, std::move(form));
+  }
+}
+
+bool glob_match(std::string_view pattern, std::string_view name) noexcept {
+  // The classic backtracking match: on a mismatch, the last '*' takes one
+  // more character.
+  size_t p = 0;
+  size_t n = 0;
+  size_t star = std::string_view::npos;
+  size_t star_n = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      star_n = n;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      n = ++star_n;
+    } else {
+      return false;
     }
   }
-  // Longest first: a secret that holds another is hidden whole.
-  std::stable_sort(list.begin(), list.end(),
-                   [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  while (p < pattern.size() && pattern[p] == '*') {
+    ++p;
+  }
+  return p == pattern.size();
+}
+
+void register_secret_variables(const char* const* envp, const std::vector<std::string>& patterns,
+                               bool (*is_setting)(std::string_view name) noexcept) {
+  for (const char* const* e = envp; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) {
+      continue;
+    }
+    const std::string_view name = entry.substr(0, eq);
+    const bool listed =
+        std::any_of(patterns.begin(), patterns.end(), [name](const std::string& p) { return glob_match(p, name); });
+    if (listed || (is_secret_name(name) && !is_setting(name))) {
+      add_secret(entry.substr(eq + 1));
+    }
+  }
 }
 
 bool has_secrets() noexcept {

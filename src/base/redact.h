@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace trainit {
 
@@ -19,6 +20,15 @@ inline constexpr std::size_t kMinSecretSize = 4;
 // Names that say their value is secret: holding KEY, TOKEN, SECRET, PASSWORD
 // or CREDENTIAL, or starting with CRED, compared without regard to case.
 [[nodiscard]] bool is_secret_name(std::string_view name) noexcept;
+
+// Registers the values of the variables of `envp` ("NAME=value", null-
+// terminated) whose names look secret (is_secret_name) but name no setting
+// (`is_setting`), or match one of `patterns`: globs, '*' for any run of
+// characters and '?' for one ("WANDB_*").
+void register_secret_variables(const char* const* envp, const std::vector<std::string>& patterns,
+                               bool (*is_setting)(std::string_view name) noexcept);
+// Whether `name` matches the glob `pattern`, as above.
+[[nodiscard]] bool glob_match(std::string_view pattern, std::string_view name) noexcept;
 
 // Registers `value` (and its JSON-escaped form, where it differs). Not for
 // use once other threads log.

@@ -315,6 +315,31 @@ int Credentials::apply() const noexcept {
   return 0;
 }
 
+int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, bool more_spawns) noexcept {
+  CapMask keep = cap_bit(CAP_KILL);
+  CapMask bounding = keep;
+  switch (caps.policy) {
+    case CapsPolicy::kKeep:
+      bounding = own_cap_sets().bounding;  // later processes get what the container gave
+      break;
+    case CapsPolicy::kDrop:
+      break;
+    case CapsPolicy::kList:
+      bounding |= caps.list;
+      break;
+  }
+  if (more_spawns) {
+    if (switches_user) {
+      keep |= cap_bit(CAP_SETUID) | cap_bit(CAP_SETGID);
+    }
+    if (caps.policy != CapsPolicy::kKeep) {
+      keep |= cap_bit(CAP_SETPCAP) | caps.list;
+    }
+    bounding |= keep;
+  }
+  return narrow_own_caps(keep, bounding);
+}
+
 int narrow_own_caps(CapMask keep, CapMask bounding) noexcept {
   const CapSets own = own_cap_sets();
   int result = 0;

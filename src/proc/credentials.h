@@ -114,4 +114,12 @@ class Credentials {
 // starts later may still get). Returns 0 or -errno.
 [[nodiscard]] int narrow_own_caps(CapMask keep, CapMask bounding) noexcept;
 
+// trainit's own capabilities once its setup is past: it keeps CAP_KILL (its
+// processes may run as another user, or change their own), and, while
+// `more_spawns` (restarts to come), what starting them takes: CAP_SETUID and
+// CAP_SETGID when `switches_user`, CAP_SETPCAP and the listed capabilities
+// when `caps` narrows their sets. Its bounding set keeps only what processes
+// it starts later may hold. Returns 0 or -errno.
+[[nodiscard]] int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, bool more_spawns) noexcept;
+
 }  // namespace trainit

@@ -138,6 +138,17 @@ TEST(Secrets, SecretLookingNamesAndPatternsAreHiddenOptionVariablesAreNot) {
   EXPECT_EQ(redact("abc /usr/bin"), "abc /usr/bin");      // too short to hide; not secret
 }
 
+TEST(Secrets, RedactPatternsAreGlobs) {
+  EXPECT_TRUE(glob_match("WANDB_*", "WANDB_API"));
+  EXPECT_TRUE(glob_match("WANDB_*", "WANDB_"));
+  EXPECT_FALSE(glob_match("WANDB_*", "MY_WANDB_API"));
+  EXPECT_TRUE(glob_match("*_KEYRING_?", "MY_KEYRING_1"));
+  EXPECT_FALSE(glob_match("*_KEYRING_?", "MY_KEYRING_12"));
+  EXPECT_TRUE(glob_match("A*B*C", "AxxBxxBxxC"));
+  EXPECT_TRUE(glob_match("EXACT", "EXACT"));
+  EXPECT_FALSE(glob_match("EXACT", "EXACTLY"));
+}
+
 TEST(Secrets, TheLoggerWritesNoSecretAndCutsAtItsBuffer) {
   add_secret("a-logged-secret");
   char out[16];
