@@ -240,7 +240,7 @@ class JobRunner {
   void time_out(int code, const std::string& cause, std::string event_reason) {
     if (!exit_code_) {
       exit_code_ = code;
-      status_.cause = cause;
+      status_.cause = where(static_cast<int>(host_index()), -1) + cause;
       log_error("{}", status_.cause);
     }
     fire(Event::kTimedOut, std::move(event_reason));
@@ -409,9 +409,11 @@ class JobRunner {
   void on_barrier_timeout() {
     if (!exit_code_) {
       exit_code_ = kTempFail;
-      status_.cause = link_ ? link_->barrier_timeout_cause(barrier_timeout()) : "the control channel is not open";
+      const std::string why =
+          link_ ? link_->barrier_timeout_cause(barrier_timeout()) : "the control channel is not open";
+      status_.cause = where(static_cast<int>(host_index()), -1) + why;
       log_error("{}", status_.cause);
-      tell_other_hosts(StopNotice{kTempFail, static_cast<int>(host_index()), -1, status_.cause});
+      tell_other_hosts(StopNotice{kTempFail, static_cast<int>(host_index()), -1, why});
     }
     fire(Event::kTimedOut, "the barrier did not open in time");
   }
