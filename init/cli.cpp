@@ -309,6 +309,79 @@ constexpr OptionSpec kOptions[] = {
              "(default: once the child runs) or notify (trainit\n"
              "serves the child its own NOTIFY_SOCKET and passes on\n"
              "its READY=1 and STATUS=)"},
+    {.name = "user",
+     .value_name = "USER",
+     .values = "NAME, UID, NAME:GROUP or UID:GID",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value.empty() || value.front() == ':' || value.back() == ':' || value.find(':') != value.rfind(':')) {
+         return reason("expected NAME, UID, NAME:GROUP or UID:GID");
+       }
+       o.run_user = std::string(value);
+       return {};
+     },
+     .show = [](const Options& o) { return optional_text(o.run_user); },
+     .default_text = "the user running trainit",
+     .shapes_plan = true,
+     .help = "run PROGRAM (job modes: every process but sshd) as\n"
+             "this user, with its groups, HOME, USER and LOGNAME",
+     .heading = "Least privilege (PROGRAM; in a job, every process but sshd):"},
+    {.name = "caps",
+     .value_name = "CAPS",
+     .values = "keep, drop, or capabilities (CAP_IPC_LOCK,CAP_SYS_PTRACE)",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value == "keep" || value == "drop") {
+         o.caps = {value == "keep" ? CapsPolicy::kKeep : CapsPolicy::kDrop, 0};
+         return {};
+       }
+       auto list = parse_cap_list(value);
+       if (!list) {
+         return list.error();
+       }
+       o.caps = {CapsPolicy::kList, *list};
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       switch (o.caps.policy) {
+         case CapsPolicy::kKeep:
+           return "keep";
+         case CapsPolicy::kDrop:
+           return "drop";
+         case CapsPolicy::kList:
+           break;
+       }
+       return cap_list_text(o.caps.list);
+     },
+     .help = "their capabilities: keep (default: what the\n"
+             "container gave), drop (none at all), or a list\n"
+             "kept in every set (CAP_IPC_LOCK,CAP_SYS_PTRACE)"},
+    {.name = "no-new-privs",
+     .kind = Kind::kFlag,
+     .set = [](Options& o, bool on) { o.no_new_privs = on; },
+     .show = [](const Options& o) -> std::optional<std::string> { return bool_text(o.no_new_privs); },
+     .help = "set PR_SET_NO_NEW_PRIVS: no set-user-ID or file\n"
+             "capabilities gain them anything"},
+    {.name = "redact",
+     .kind = Kind::kList,
+     .value_name = "PATTERN",
+     .values = "a variable name or glob (WANDB_*), repeatable; the variable: a list",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value.empty()) {
+         return reason("expected a variable name or a glob such as WANDB_*");
+       }
+       o.redact.emplace_back(value);
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       std::string patterns;
+       for (const std::string& p : o.redact) {
+         patterns += (patterns.empty() ? "" : ",") + p;
+       }
+       return patterns.empty() ? std::nullopt : std::optional(patterns);
+     },
+     .default_text = "none: names holding KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL",
+     .help = "hide the values of these variables too (globs;\n"
+             "repeatable) wherever trainit writes (logs, status,\n"
+             "plan)"},
     {.name = "mode",
      .value_name = "MODE",
      .values = "auto, exec, ascend, mpi, torchrun, torchrun-exec, msrun, msrun-exec, pytorch, tensorflow",
@@ -813,6 +886,12 @@ void settle_identity(Options& o) {
   } else {
     o.is_root = o.as_user == "root";
     o.user = o.as_user;
+  }
+  // The job's processes run as --user's user: mpirun's ssh logs in to the
+  // job's sshd as that user (a uid alone names no one sshd could allow).
+  const std::string_view name = std::string_view(o.run_user).substr(0, o.run_user.find(':'));
+  if (!name.empty() && !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    o.user = std::string(name);
   }
 }
 

@@ -27,6 +27,7 @@
 #include "base/time.h"
 #include "coll_arena.h"
 #include "plan/plan.h"
+#include "proc/credentials.h"
 
 namespace trainit {
 
@@ -70,7 +71,12 @@ struct Options : PlanOptions {
   bool hang_stop = false;                                 // --hang-action stop (else report)
   std::string job_secret_file;                            // --job-secret-file PATH (else TRAINIT_JOB_SECRET)
   std::string as_user;                                    // --as-user NAME: trainit plan only
-  std::vector<std::string> command;                       // PROGRAM ARGS...
+  // Least privilege: PROGRAM, or every process of a job but sshd.
+  std::string run_user;              // --user NAME|UID[:GROUP|:GID]; empty: trainit's own
+  CapsRequest caps;                  // --caps keep|drop|LIST
+  bool no_new_privs = false;         // --no-new-privs
+  std::vector<std::string> redact;   // --redact PATTERN: more secret variable names (globs)
+  std::vector<std::string> command;  // PROGRAM ARGS...
 
   // Filled by parse_cli(): where each option of option_table() got its value
   // (same order), and one line per TRAINIT_* variable that names nothing

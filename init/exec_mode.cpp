@@ -13,6 +13,7 @@
 #include "loop/loop.h"
 #include "notify/notify.h"
 #include "notify/receiver.h"
+#include "privileges.h"
 #include "proc/escalation.h"
 #include "proc/spawn.h"
 #include "proc/tree.h"
@@ -55,6 +56,11 @@ class ExecSupervisor {
             "stop sweep")) {
     bool changed = false;
     child_env_ = environment_for_children(environ, &changed);
+    if (pid1.privileges != nullptr && pid1.privileges->switches_user()) {
+      pid1.privileges->set_identity(child_env_);
+      changed = true;
+    }
+    spawn_options_.credentials = pid1.privileges != nullptr ? pid1.privileges->credentials() : nullptr;
     spawn_options_.argv = options.command;
     spawn_options_.env = changed ? &child_env_ : nullptr;
     spawn_options_.grouping = Grouping::kProcessGroup;
@@ -78,6 +84,11 @@ class ExecSupervisor {
     if (int code = spawn_child(); code >= 0) {
       loop_.reap();
       return code;
+    }
+    // PROGRAM runs: what trainit needs from here is signalling it (and
+    // starting it again, with --restart).
+    if (pid1_.privileges != nullptr) {
+      pid1_.privileges->narrow_own(options_.restart != Restart::kNo);
     }
     signals_ = loop_.add_signal(
         forwardable_signals(), [this](const signalfd_siginfo& i) { return on_signal(i); }, "forwarded signals");

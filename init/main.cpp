@@ -8,6 +8,7 @@
 // (log/console.h); it is flushed, for at most a second, on the way out.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include "log/console.h"
 #include "pid1.h"
 #include "plan_cmd.h"
+#include "privileges.h"
 #include "proc/signals.h"
 #include "status_cmd.h"
 
@@ -77,8 +79,15 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
     log_error("--as-user (TRAINIT_AS_USER) is for trainit plan: a run is whoever starts it");
     return exit_code::kUsage;
   }
+  register_secrets(environ, options->redact);  // before anything of the job is logged
+  auto privileges = JobPrivileges::settle(*options);
+  if (!privileges) {
+    log_error("{}", privileges.error().message);
+    return privileges.error().errnum == EPERM ? exit_code::kNoPermission : exit_code::kUsage;
+  }
 
   Pid1 pid1;
+  pid1.privileges = &*privileges;
   if (int r = setup_pid1(parent_signals, options->parent_death_signal, &pid1); r < 0) {
     log_error("cannot set up as init: {}", errno_string(-r));
     return exit_code::kOsError;

@@ -7,9 +7,14 @@
 
 namespace trainit {
 
+class JobPrivileges;
+
 struct Pid1 {
   bool is_pid1 = false;        // PID 1 of its namespace: a stop reaches everything in it
   SignalState parent_signals;  // what every child gets back before exec
+  // Who PROGRAM, or every process of a job but sshd, runs as (--user, --caps,
+  // --no-new-privs); never null in a run.
+  const JobPrivileges* privileges = nullptr;
 };
 
 // Blocks every signal but the kernel's synchronous ones (they arrive through

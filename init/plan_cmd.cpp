@@ -10,9 +10,11 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "base/redact.h"
 #include "cli.h"
 #include "platform/environment.h"
 #include "platform/text.h"
+#include "privileges.h"
 
 namespace trainit {
 namespace {
@@ -60,6 +62,12 @@ CommandOutput plan_command(int argc, const char* const* argv, const char* const*
       case Action::kRun:
         break;
     }
+    register_secrets(envp, options->redact);
+    auto privileges = JobPrivileges::settle(*options);
+    if (!privileges) {
+      return {privileges.error().errnum == EPERM ? exit_code::kNoPermission : exit_code::kUsage, "",
+              fmt::format("trainit: error: plan: {}\n", redact(privileges.error().message))};
+    }
     std::string warnings;
     for (const std::string& warning : options->warnings) {
       warnings += fmt::format("trainit: warning: {}\n", warning);
@@ -70,8 +78,14 @@ CommandOutput plan_command(int argc, const char* const* argv, const char* const*
     input.env = Environment::from_envp(envp);
     input.fs = &fs;
     input.settings = settings_of(*options);
+    input.privileges = privileges->plan();
     CommandOutput result = run_plan_command(input);
     result.err.insert(0, warnings);
+    // Nothing secret in a plan: its environments hide secret-looking
+    // variables by name; this hides their values wherever else they appear
+    // (a command line, a setting).
+    result.out = redact(result.out);
+    result.err = redact(result.err);
     return result;
   } catch (const std::exception& e) {
     return {exit_code::kSoftware, "", fmt::format("trainit: error: plan: {}\n", one_line(e.what()))};

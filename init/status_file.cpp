@@ -10,6 +10,7 @@
 
 #include "base/fd.h"
 #include "base/log.h"
+#include "base/redact.h"
 #include "platform/json.h"
 
 namespace trainit {
@@ -176,7 +177,9 @@ Result<void> StatusFile::write() {
       cause.empty() ? Json(nullptr) : Json(cause_line(cause, cause_code, cause_state.empty() ? state : cause_state));
   doc["exit_code"] = exit_code ? Json(*exit_code) : Json(nullptr);
   doc["ranks"] = std::move(ranks_json);
-  return write_file_atomically(path, doc.dump(2, ' ', true, Json::error_handler_t::replace) + "\n", 0644);
+  // Owner read-write, group read (kubectl exec as the container's user, a
+  // log agent of its group), nobody else; nothing secret in it.
+  return write_file_atomically(path, redact(doc.dump(2, ' ', true, Json::error_handler_t::replace)) + "\n", 0640);
 }
 
 }  // namespace trainit

@@ -8,19 +8,24 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "privileges.h"
 #include "proc/signals.h"
 #include "proc/spawn.h"
 #include "proc/tree.h"
 
 namespace trainit {
 
-Result<Started> Launcher::start(const ProcessSpec& spec, const ArenaSeat* seat) {
+Result<Started> Launcher::start(const ProcessSpec& spec, const ArenaSeat* seat, As as) {
   std::vector<std::string> env;
   env.reserve(spec.env.size() + 4);
   for (const auto& var : spec.env) {
     env.push_back(var.name + "=" + var.value);
   }
   SpawnOptions o;
+  if (as == As::kJob && pid1_.privileges != nullptr) {
+    pid1_.privileges->set_identity(env);
+    o.credentials = pid1_.privileges->credentials();
+  }
   if (seat) {
     env.push_back(fmt::format("TRAINIT_COLL_FD={}", seat->fd));
     env.push_back(fmt::format("TRAINIT_LOCAL_RANK={}", seat->local_rank));

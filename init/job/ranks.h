@@ -43,9 +43,13 @@ class Launcher {
  public:
   Launcher(const Pid1& pid1, LogRelay& relay) : pid1_(pid1), relay_(relay) {}
 
+  // Who a process runs as: the job's user (--user, --caps), or trainit's own
+  // (sshd, which switches users itself, and its host keys).
+  enum class As { kJob, kTrainit };
+
   // Starts `spec`. The error names it, and carries the exit code its
   // failure calls for (127/126 when exec failed, else 71).
-  Result<Started> start(const ProcessSpec& spec, const ArenaSeat* seat = nullptr);
+  Result<Started> start(const ProcessSpec& spec, const ArenaSeat* seat = nullptr, As as = As::kJob);
 
  private:
   const Pid1& pid1_;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
@@ -12,6 +14,7 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "base/redact.h"
 #include "job/arena_watch.h"
 #include "job/error_file.h"
 #include "job/host_link.h"
@@ -24,6 +27,7 @@
 #include "notify/notify.h"
 #include "platform/fs.h"
 #include "platform/text.h"
+#include "privileges.h"
 #include "proc/escalation.h"
 #include "proc/signals.h"
 #include "status_file.h"
@@ -281,6 +285,7 @@ class JobRunner {
     if (secret.empty()) {
       return Error{fmt::format("--job-secret-file: {} is empty", options_.job_secret_file), EINVAL};
     }
+    add_secret(secret);  // never written, as TRAINIT_JOB_SECRET's value is not
     return secret;
   }
 
@@ -466,12 +471,18 @@ class JobRunner {
       return;
     }
     SshdPhase::Events events;
-    events.on_up = [this](const std::string& why) {
+    events.on_up = [this, spawns](const std::string& why) {
+      if (!spawns) {
+        narrow_own_privileges();  // sshd was all this host had to start
+      }
       if (state_ == State::kStartSshd) {
         fire(Event::kDone, why);
       }
     };
-    events.on_failed = [this](int code, std::string message) { fail(code, std::move(message)); };
+    events.on_failed = [this](int code, std::string message) {
+      fail(code, std::move(message));
+      check_all_gone();  // an ssh-keygen the stop ended may have been the last process
+    };
     events.on_exit = [this](int code) {
       if (state_ < State::kStopping) {
         fail(code == 0 ? 1 : code, fmt::format("sshd (pid {}) ended with {}", sshd_->pid(), code));
@@ -503,7 +514,13 @@ class JobRunner {
     // A rank cannot start without its working directory; without a log
     // directory it can, on the console (the log relay reports the files).
     for (const auto& dir : plan_.dirs) {
+      const bool existed = ::access(dir.c_str(), F_OK) == 0;
       int r = make_dirs(dir);
+      if (r >= 0 && !existed) {
+        // The job's processes write into the directories made for them
+        // (--user); one that was there already stays whose it was.
+        r = pid1_.privileges != nullptr ? pid1_.privileges->give_to_job(dir) : 0;
+      }
       if (r >= 0) {
         continue;
       }
@@ -533,17 +550,50 @@ class JobRunner {
         return;
       }
     }
+    narrow_own_privileges();
     fire(Event::kDone, fmt::format("{} started", count_of(ranks_.size(), "rank")));
+  }
+
+  // Once the job's processes run, trainit keeps only what the rest of the
+  // job needs of its capabilities: sshd has started, directories and files
+  // are made; a restart spawns again.
+  void narrow_own_privileges() {
+    if (!privileges_narrowed_ && pid1_.privileges != nullptr) {
+      privileges_narrowed_ = true;
+      pid1_.privileges->narrow_own(plan_.restarts.has_value());
+    }
   }
 
   // Writes the plan's files. What was written (a copy of the rank table
   // among it, up to 16 MiB) is not needed again: PID 1 runs the job at its
   // usual size, whatever the table's. False after fail() said why.
   bool write_plan_files() {
+    // Some sit in trainit's private directory (mpi), which only start_sshd
+    // makes otherwise: a single MPI host starts no sshd.
+    if (auto r = make_private_dir(plan_.private_dir); !r) {
+      fail(kCantCreate, r.error().message);
+      return false;
+    }
+    // mpirun and the orteds run as the job's user (--user): they reach their
+    // files by name in trainit's directory, never list it.
+    if (!plan_.private_dir.empty() && pid1_.privileges != nullptr && pid1_.privileges->switches_user() &&
+        ::chmod(plan_.private_dir.c_str(), 0711) != 0) {
+      fail(kCantCreate, fmt::format("cannot open {} to the job's user: {}", plan_.private_dir, errno_string(errno)));
+      return false;
+    }
     for (const auto& file : plan_.files) {
       if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
         fail(kCantCreate, r.error().message);
         return false;
+      }
+      // The job's files in trainit's directory (hostfile, tune file, ssh
+      // config) are for the job's user to read; sshd's stay trainit's.
+      if (pid1_.privileges != nullptr && !plan_.private_dir.empty() &&
+          file.path.rfind(plan_.private_dir + "/", 0) == 0) {
+        if (int r = pid1_.privileges->give_to_job(file.path); r < 0) {
+          fail(kCantCreate, fmt::format("cannot give {} to the job's user: {}", file.path, errno_string(-r)));
+          return false;
+        }
       }
     }
     plan_.files = {};
@@ -684,7 +734,9 @@ class JobRunner {
   void check_all_gone() {
     if ((state_ == State::kStopping || state_ == State::kReaping) && !loop_.has_children()) {
       escalation_.finish();
-      if (state_ == State::kReaping && restart_pending_) {
+      // A job whose end is decided (a stop, a failure, a timeout while the
+      // hosts met for the restart) does not start again.
+      if (state_ == State::kReaping && restart_pending_ && !exit_code_) {
         fire(Event::kRestart, "no process is left: the job starts again");
       } else {
         fire(Event::kAllGone, "no process is left");
@@ -796,9 +848,10 @@ class JobRunner {
   // The outcome.
   std::optional<int> exit_code_;
   bool status_error_reported_ = false;
-  std::vector<int> log_errors_;   // the errnos of log-file failures reported
-  unsigned restarts_ = 0;         // times the job was started again (Plan::restarts)
-  bool restart_pending_ = false;  // the ranks are being stopped to start again
+  std::vector<int> log_errors_;       // the errnos of log-file failures reported
+  unsigned restarts_ = 0;             // times the job was started again (Plan::restarts)
+  bool restart_pending_ = false;      // the ranks are being stopped to start again
+  bool privileges_narrowed_ = false;  // narrow_own_privileges() ran
   // The phases.
   Launcher launcher_;
   RankSet ranks_;

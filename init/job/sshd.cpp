@@ -66,7 +66,7 @@ void SshdPhase::start(const SshdPlan& sshd, const Environment& env) {
     keygen.name = "ssh-keygen";
     keygen.argv = host_key_generation_argv(key);
     keygen.env = child_base_env(env);
-    auto started = launcher_.start(keygen);
+    auto started = launcher_.start(keygen, nullptr, Launcher::As::kTrainit);
     if (!started) {
       events_.on_failed(started.error().exit_code, started.error().message);
       return;
@@ -100,7 +100,7 @@ void SshdPhase::start_sshd() {
     log_debug("no NOTIFY_SOCKET for sshd ({}): its port tells when it is up", errno_string(-r));
     notify_.reset();
   }
-  auto started = launcher_.start(sshd);
+  auto started = launcher_.start(sshd, nullptr, Launcher::As::kTrainit);
   if (!started) {
     events_.on_failed(started.error().exit_code, started.error().message);
     return;

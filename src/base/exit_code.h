@@ -22,6 +22,7 @@ inline constexpr int kCantCreate = 73;      // EX_CANTCREAT: a directory or file
 inline constexpr int kIoError = 74;         // EX_IOERR: `trainit plan` could not write the plan
 inline constexpr int kTempFail = 75;        // EX_TEMPFAIL: timed out waiting for the rank table or the barrier
 inline constexpr int kProtocol = 76;        // EX_PROTOCOL: a rank corrupted the collective arena PID 1 owns
+inline constexpr int kNoPermission = 77;    // EX_NOPERM: trainit may not give --user or --caps; nothing was started
 inline constexpr int kConfig = 78;          // EX_CONFIG: bad configuration or rank table
 inline constexpr int kCannotExecute = 126;  // PROGRAM exists but cannot be executed (as a shell says)
 inline constexpr int kNotFound = 127;       // PROGRAM not found (as a shell says)

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <thread>
 
+#include "base/redact.h"
+
 namespace trainit {
 namespace {
 
@@ -44,7 +46,13 @@ void log_write(Level level, fmt::string_view format, fmt::format_args args) noex
       p = end;
     }
     *p++ = '\n';
-    const std::string_view line(buf, static_cast<size_t>(p - buf));
+    std::string_view line(buf, static_cast<size_t>(p - buf));
+    char hidden[sizeof(buf)];
+    if (has_secrets()) {  // nothing secret reaches a log line
+      size_t n = redact_into(line.substr(0, line.size() - 1), hidden, sizeof(hidden) - 1);
+      hidden[n++] = '\n';
+      line = std::string_view(hidden, n);
+    }
     if (g_sink != nullptr && std::this_thread::get_id() == g_sink_thread) {
       g_sink->log_line(line);
     } else {

@@ -38,9 +38,10 @@ namespace {
 // waited on. O_NOFOLLOW: not through a symbolic link; O_NONBLOCK: a FIFO
 // without a reader fails at once (ENXIO) instead of blocking the loop; then
 // a regular file with no other name (a hard link to a file elsewhere would
-// have root append to it).
+// have root append to it). Mode 0640: the job's group may read it, nobody
+// else.
 Result<Fd> open_log_file(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0644));
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0640));
   if (!fd) {
     const int e = errno;
     return Error{e == ELOOP   ? std::string("a symbolic link is there; refused")

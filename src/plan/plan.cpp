@@ -112,6 +112,7 @@ Result<Plan> make_plan(const PlanInput& input) {
     if (auto restarts = input.options.job_restarts(); restarts && plan->mode != Mode::kExec) {
       plan->restarts = restarts;  // exec mode restarts its own way
     }
+    plan->privileges = input.privileges;
     plan->settings = input.settings;
     return plan;
   } catch (const std::exception& e) {  // allocation failure: planners throw nothing else

@@ -184,6 +184,19 @@ struct Setting {
   std::string source;                // "default", "command line" or "variable TRAINIT_GRACE"
 };
 
+// Who the job's processes (PROGRAM in exec mode; in a job, every process but
+// sshd) run as, and what the kernel leaves them of capabilities: settled by
+// the caller, which reads /etc/passwd and its own sets (init/privileges.h),
+// and carried into the plan as it is, for `trainit plan` to show.
+struct PrivilegesPlan {
+  std::string user;  // "ma-user (uid 1000, gid 100, groups 100)"; empty: trainit's own
+  std::string home;  // the HOME they get; empty: trainit's own environment's
+  std::string caps;  // --caps: keep, drop or the list
+  // Each set after exec: "all", "none" or names ("CAP_IPC_LOCK,CAP_SYS_PTRACE").
+  std::string bounding, permitted, effective, inheritable, ambient;
+  bool no_new_privs = false;
+};
+
 struct Plan {
   Mode mode = Mode::kExec;
   std::vector<State> states;
@@ -206,10 +219,11 @@ struct Plan {
   // times (kUnlimitedRestarts: no limit); nullopt: the first failure ends
   // it. Several hosts restart together (the control channel's generations).
   std::optional<unsigned> restarts;
-  std::vector<std::string> dirs;       // created (mkdir -p, 0755) before the first spawn, in order
-  std::vector<FileSpec> files;         // written after dirs, before the first spawn
-  std::vector<ProcessSpec> processes;  // in spawn order
-  std::vector<Setting> settings;       // PlanInput's, for `trainit plan` to show
+  std::vector<std::string> dirs;             // created (mkdir -p, 0755) before the first spawn, in order
+  std::vector<FileSpec> files;               // written after dirs, before the first spawn
+  std::vector<ProcessSpec> processes;        // in spawn order
+  std::optional<PrivilegesPlan> privileges;  // PlanInput's, for `trainit plan` to show
+  std::vector<Setting> settings;             // PlanInput's, for `trainit plan` to show
 };
 
 // --max-local-devices: how many devices one host may have in a rank table
@@ -282,7 +296,8 @@ struct PlanInput {
   // Empty before. A plan made again with them writes the addresses into the
   // MPI hostfile and ssh config (the reference's hostfile holds addresses).
   std::vector<std::string> peer_addresses;
-  std::vector<Setting> settings;  // carried into the plan as they are
+  std::optional<PrivilegesPlan> privileges;  // carried into the plan as they are
+  std::vector<Setting> settings;             // carried into the plan as they are
 };
 
 // Picks the mode: an explicit --mode wins; auto picks torchrun or msrun for

@@ -121,12 +121,28 @@ Ordered process_json(const ProcessSpec& p) {
   return out;
 }
 
+Ordered privileges_json(const PrivilegesPlan& p) {
+  Ordered out = Ordered::object();
+  out["user"] = p.user.empty() ? Ordered(nullptr) : Ordered(p.user);
+  out["home"] = p.home.empty() ? Ordered(nullptr) : Ordered(p.home);
+  out["caps"] = p.caps;
+  Ordered sets = Ordered::object();
+  sets["bounding"] = p.bounding;
+  sets["permitted"] = p.permitted;
+  sets["effective"] = p.effective;
+  sets["inheritable"] = p.inheritable;
+  sets["ambient"] = p.ambient;
+  out["sets"] = std::move(sets);
+  out["no_new_privs"] = p.no_new_privs;
+  return out;
+}
+
 }  // namespace
 
 bool is_secret_name(std::string_view name) noexcept {
   if (name.size() >= 4 && contains_upper(name.substr(0, 4), "CRED"))
     return true;
-  for (std::string_view word : {"KEY", "TOKEN", "SECRET", "PASSWORD"}) {
+  for (std::string_view word : {"KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"}) {
     if (contains_upper(name, word))
       return true;
   }
@@ -170,6 +186,8 @@ std::string plan_to_json(const Plan& plan) {
   for (const ProcessSpec& p : plan.processes)
     processes.push_back(process_json(p));
   out["processes"] = std::move(processes);
+  if (plan.privileges)
+    out["privileges"] = privileges_json(*plan.privileges);
   Ordered settings = Ordered::object();
   for (const Setting& s : plan.settings) {
     Ordered setting = Ordered::object();

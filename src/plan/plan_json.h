@@ -40,6 +40,13 @@
 //       "output": {"mode": "inherit"} |
 //                 {"mode": "log_and_console", "log_file", "console_prefix"}
 //     }],
+//     "privileges": {                      // trainit plan: what the job's processes run as
+//       "user": "ma-user (uid 1000, gid 100, groups 100)" | null (trainit's own),
+//       "home": path | null, "caps": "keep" | "drop" | names,
+//       "sets": {"bounding", "permitted", "effective", "inheritable", "ambient"}:
+//               each "all", "none" or names, as the kernel leaves them after exec,
+//       "no_new_privs": bool
+//     },
 //     "settings": {                        // every option, in --help's order
 //       "grace": {"value": "8" | null,     // as text; null: none (no limit, the default path)
 //                 "source": "default" | "command line" | "variable TRAINIT_GRACE"}
@@ -62,8 +69,8 @@ namespace trainit {
 inline constexpr std::string_view kPlanSchema = "trainit.plan/v1";
 inline constexpr std::string_view kRedacted = "<redacted>";
 
-// Names containing KEY, TOKEN, SECRET or PASSWORD, or starting with CRED,
-// compared without regard to case.
+// Names containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL, or starting
+// with CRED, compared without regard to case.
 [[nodiscard]] bool is_secret_name(std::string_view name) noexcept;
 
 [[nodiscard]] std::string plan_to_json(const Plan& plan);

@@ -24,9 +24,10 @@ struct ChildFailure {
   int errnum = 0;
 };
 
-constexpr const char* kStages[] = {"set up the process group", "change directory", "install stdio", "restore signals",
-                                   "execute"};
-enum Stage { kGroup, kChdir, kStdio, kSignals, kExec };
+constexpr const char* kStages[] = {
+    "set up the process group",     "change directory", "install stdio", "restore signals",
+    "switch user and capabilities", "execute"};
+enum Stage { kGroup, kChdir, kStdio, kSignals, kCredentials, kExec };
 
 [[noreturn]] void child_fail(ChildFailure* failure, Stage stage, int errnum, int status) {
   failure->stage = stage;
@@ -78,6 +79,12 @@ int install(int from, int to) {
     int r = restore_signal_state(*options.signals);
     if (r < 0) {
       child_fail(failure, kSignals, -r, exit_code::kOsError);
+    }
+  }
+  if (options.credentials != nullptr) {
+    int r = options.credentials->apply();
+    if (r < 0) {
+      child_fail(failure, kCredentials, -r, exit_code::kOsError);
     }
   }
   ::execvpe(argv[0], argv, envp);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "proc/credentials.h"
 #include "proc/signals.h"
 
 namespace trainit {
@@ -38,6 +39,8 @@ struct SpawnOptions {
   // A descriptor the child keeps across exec, at its own number (close-on-
   // exec is cleared in the child only); -1: none. The collective arena.
   int inherit_fd = -1;
+  // Who the child runs as and its capabilities; nullptr: trainit's own.
+  const Credentials* credentials = nullptr;
 };
 
 struct Spawned {

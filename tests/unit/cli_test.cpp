@@ -263,6 +263,10 @@ const std::map<std::string, Sample, std::less<>> kSamples = {
     {"ssh-identity", {"/etc/id", "/etc/id", "/tmp/id"}},
     {"private-dir", {"/run/trainit", "/run/trainit", "/tmp/trainit"}},
     {"as-user", {"ma-user", "ma-user", "root"}},
+    {"user", {"ma-user", "ma-user", "1000:100"}},
+    {"caps", {"drop", "drop", "CAP_IPC_LOCK"}},
+    {"no-new-privs", {"1", "true", "0"}},
+    {"redact", {"WANDB_*", "WANDB_*", "MLFLOW_*"}},
 };
 
 // The words of the command line that give `spec` the value `value`.

@@ -1,0 +1,30 @@
+// Secrets trainit never writes: the hosts' shared secret and the values of
+// variables whose names say they are secret (see init/privileges.h). They are
+// registered once, at start-up, before anything is logged; redact() hides
+// each wherever it occurs in text trainit writes: its log lines (log.cpp),
+// the status file, `trainit plan`'s output.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace trainit {
+
+inline constexpr std::string_view kRedactedText = "<redacted>";
+// Shorter values are not secrets worth the name, and hiding them would blank
+// ordinary words and numbers of every line ("1", "true").
+inline constexpr std::size_t kMinSecretSize = 4;
+
+// Registers `value` (and its JSON-escaped form, where it differs). Not for
+// use once other threads log.
+void add_secret(std::string_view value);
+[[nodiscard]] bool has_secrets() noexcept;
+
+// `text` with every registered secret replaced by kRedactedText.
+[[nodiscard]] std::string redact(std::string_view text);
+// The same into `out` (at most `size` bytes, cut there): no allocation, for
+// the logger. Returns the length written.
+std::size_t redact_into(std::string_view text, char* out, std::size_t size) noexcept;
+
+}  // namespace trainit
