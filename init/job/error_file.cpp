@@ -10,7 +10,6 @@
 
 #include "base/fd.h"
 #include "base/log.h"
-#include "job/sshd.h"
 #include "platform/json.h"
 #include "platform/text.h"
 #include "status_file.h"
@@ -111,6 +110,32 @@ std::string exception_line(std::string_view text) {
   return line;
 }
 
+// The error file at `path` for processes that run as the job's user, who
+// cannot create it in trainit's directory: made empty and handed to them.
+// One there already (a restart) is kept: handed to them again where trainit
+// still may, theirs since the first start otherwise. 0 or -errno.
+int make_for_the_job(const std::string& path, const GiveToJobFn& give_to_job) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISREG(st.st_mode) && st.st_nlink == 1) {
+      (void)give_to_job(path);
+      return 0;
+    }
+    if (::unlink(path.c_str()) < 0) {
+      return -errno;
+    }
+  }
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644));
+  if (!fd) {
+    return -errno;
+  }
+  if (int r = give_to_job(path); r < 0) {
+    ::unlink(path.c_str());
+    return r;
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::optional<RootCause> parse_error_file(std::string_view text) {
@@ -148,7 +173,13 @@ std::string describe(const RootCause& cause) {
   return cause.frame.empty() ? cause.exception : fmt::format("{} at {}", cause.exception, cause.frame);
 }
 
-std::optional<RootCause> read_error_file(const std::string& path) {
+struct timespec file_clock_now() {
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  return now;
+}
+
+std::optional<RootCause> read_error_file(const std::string& path, const struct timespec& since) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK));
   if (!fd) {
     if (errno != ENOENT) {
@@ -160,6 +191,10 @@ std::optional<RootCause> read_error_file(const std::string& path) {
   if (::fstat(fd.get(), &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
       static_cast<std::size_t>(st.st_size) > kMaxErrorFile) {
     log_debug("error file {}: not a regular file of one name within {} bytes; not read", path, kMaxErrorFile);
+    return std::nullopt;
+  }
+  if (st.st_mtim.tv_sec < since.tv_sec || (st.st_mtim.tv_sec == since.tv_sec && st.st_mtim.tv_nsec < since.tv_nsec)) {
+    log_debug("error file {}: written before this start; not read", path);
     return std::nullopt;
   }
   std::string text(kMaxErrorFile + 1, '\0');
@@ -181,34 +216,32 @@ std::optional<RootCause> read_error_file(const std::string& path) {
   return parse_error_file(text);
 }
 
-std::string root_cause_of(const ProcessSpec& spec, const std::string& private_dir) {
+std::string root_cause_of(const ProcessSpec& spec, const std::string& private_dir, const struct timespec& since) {
   const std::string* path = error_file_of(spec);
   if (path == nullptr || !directly_in(*path, private_dir)) {
     return {};
   }
-  auto cause = read_error_file(*path);
+  auto cause = read_error_file(*path, since);
   return cause ? ": " + describe(*cause) : std::string();
 }
 
-void prepare_error_files(const std::string& private_dir, std::vector<ProcessSpec>& processes) {
-  const bool any = std::any_of(processes.begin(), processes.end(), [&](const ProcessSpec& p) {
-    const std::string* path = error_file_of(p);
-    return path != nullptr && directly_in(*path, private_dir);
-  });
-  if (!any) {
-    return;
-  }
-  if (auto r = make_private_dir(private_dir); !r) {
-    log_warning("{}: the ranks get no {} (a failing rank's exception is not in the job's cause)", r.error().message,
-                kErrorFileVariable);
-    for (ProcessSpec& p : processes) {
-      std::erase_if(p.env, [](const EnvVar& var) { return var.name == kErrorFileVariable; });
-    }
-    return;
-  }
+void prepare_error_files(const std::string& private_dir, const std::vector<ProcessSpec>& processes,
+                         const GiveToJobFn& give_to_job) {
+  bool warned = false;
   for (const ProcessSpec& p : processes) {
     const std::string* path = error_file_of(p);
-    if (path != nullptr && directly_in(*path, private_dir) && ::unlink(path->c_str()) < 0 && errno != ENOENT) {
+    if (path == nullptr || !directly_in(*path, private_dir)) {
+      continue;
+    }
+    if (give_to_job) {
+      if (int r = make_for_the_job(*path, give_to_job); r < 0 && !warned) {
+        warned = true;
+        log_warning(
+            "error file {}: cannot make it for the job's user: {}; a failing rank's exception may be "
+            "missing from the job's cause",
+            *path, errno_string(-r));
+      }
+    } else if (::unlink(path->c_str()) < 0 && errno != ENOENT) {
       log_debug("error file {}: cannot remove the last start's: {}", *path, errno_string(errno));
     }
   }

@@ -533,7 +533,7 @@ class JobRunner {
     if (!write_plan_files()) {
       return;
     }
-    prepare_error_files(plan_.private_dir, plan_.processes);
+    prepare_rank_error_files();
     plan_.rank_table.reset();
     ::malloc_trim(0);
     const auto local_ranks = static_cast<unsigned>(
@@ -562,6 +562,17 @@ class JobRunner {
       privileges_narrowed_ = true;
       pid1_.privileges->narrow_own(plan_.restarts.has_value());
     }
+  }
+
+  // The ranks' TORCHELASTIC_ERROR_FILEs (the torchrun modes), each this
+  // start's: read from now on only when written since (error_file.h).
+  void prepare_rank_error_files() {
+    error_files_since_ = file_clock_now();
+    GiveToJobFn give;
+    if (pid1_.privileges != nullptr && pid1_.privileges->switches_user()) {
+      give = [this](const std::string& path) { return pid1_.privileges->give_to_job(path); };
+    }
+    prepare_error_files(plan_.private_dir, plan_.processes, give);
   }
 
   // Writes the plan's files. What was written (a copy of the rank table
@@ -639,7 +650,7 @@ class JobRunner {
     rank.state = stopped ? RankState::kStopped : rank.code == 0 ? RankState::kExited : RankState::kFailed;
     // A failing rank's own account, where it left one (error_file.h).
     const std::string what =
-        rank.state == RankState::kFailed ? how + root_cause_of(*rank.spec, plan_.private_dir) : how;
+        rank.state == RankState::kFailed ? how + root_cause_of(*rank.spec, plan_.private_dir, error_files_since_) : how;
     write_status();
     if (rank.state == RankState::kFailed && state_ == State::kRunning && may_restart() &&
         restart_everywhere(rank, what)) {
@@ -848,10 +859,11 @@ class JobRunner {
   // The outcome.
   std::optional<int> exit_code_;
   bool status_error_reported_ = false;
-  std::vector<int> log_errors_;       // the errnos of log-file failures reported
-  unsigned restarts_ = 0;             // times the job was started again (Plan::restarts)
-  bool restart_pending_ = false;      // the ranks are being stopped to start again
-  bool privileges_narrowed_ = false;  // narrow_own_privileges() ran
+  std::vector<int> log_errors_;           // the errnos of log-file failures reported
+  unsigned restarts_ = 0;                 // times the job was started again (Plan::restarts)
+  bool restart_pending_ = false;          // the ranks are being stopped to start again
+  bool privileges_narrowed_ = false;      // narrow_own_privileges() ran
+  struct timespec error_files_since_ {};  // when this start's error files were prepared
   // The phases.
   Launcher launcher_;
   RankSet ranks_;

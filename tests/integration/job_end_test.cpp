@@ -211,6 +211,64 @@ TEST(TorchrunErrorFile, AFailingRanksRecordedExceptionIsInTheCause) {
   EXPECT_EQ(st.st_mode & 0777, 0700u) << "the error files' directory is trainit's alone";
 }
 
+// --user: the ranks cannot create files in trainit's directory (0711, its
+// own); trainit makes each rank's error file for it and hands it over, and
+// after a restart (trainit may no longer hand files over) keeps it, reading
+// only what this start wrote: rank 1 records an exception in the first
+// start only, so the job's cause, at its second failure, names none.
+TEST(TorchrunErrorFile, UnderAnotherUserTheFileIsTheRanksAndALastStartsIsNotThisOnes) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  std::string error;
+  ASSERT_TRUE(copy_for_other_users(dir, {}, &error)) << error;
+  const std::string program = dir / "rank.sh";
+  ASSERT_TRUE(write_file(program,
+                         "#!/bin/sh\n"
+                         "[ \"$RANK\" = 1 ] || exec sleep 30\n"
+                         "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then\n"
+                         "  printf '%s' '{\"message\": {\"message\": \"ValueError: first start\"}}' "
+                         "> \"$TORCHELASTIC_ERROR_FILE\" || exit 9\n"
+                         "fi\n"
+                         "exit 1\n"));
+  ::chmod(program.c_str(), 0755);
+  const std::string log = dir / "termination-log";
+  ASSERT_TRUE(write_file(log, ""));
+  Spec s;
+  s.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MA_NUM_GPUS=2",
+           "MA_MOUNT_PATH=" + dir.path()};
+  s.args = {"--mode",
+            "torchrun",
+            "--user",
+            "1000:100",
+            "--restart",
+            "on-failure",
+            "--max-restarts",
+            "1",
+            "--grace",
+            "2",
+            "--private-dir",
+            dir / "private",
+            "--status-file",
+            dir / "status.json",
+            "--termination-log",
+            log,
+            "--",
+            program};
+  Trainit t(std::move(s));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(20s), Exit::code(1)) << t.transcript();
+  EXPECT_NE(t.err().find("rank-1-local-1 (pid "), std::string::npos) << t.transcript();
+  EXPECT_TRUE(std::regex_search(t.err(), std::regex("rank-1-local-1 \\(pid [0-9]+\\) exited with 1: ValueError: "
+                                                    "first start; restarting the job")))
+      << "the first start's exception, read from the file the rank's user wrote" << t.transcript();
+  const std::regex expected(
+      "host [^ ]+ rank 1: rank-1-local-1 \\(pid [0-9]+\\) exited with 1; exit 1 in state running\n");
+  EXPECT_TRUE(std::regex_match(slurp(log), expected)) << slurp(log) << t.transcript();
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "private/error-1.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 1000u) << "the rank's own file";
+}
+
 // In a job mode the levels count from 2 (info: the transitions); a level
 // given outright is that level: TRAINIT_VERBOSITY=1 keeps errors and
 // warnings only, as --help says.

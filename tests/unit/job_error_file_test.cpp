@@ -101,11 +101,14 @@ TEST(ErrorFile, AStrangeCallstackGivesNoFrameAndForeignTextStaysOneShortLine) {
 
 class JobErrorFile : public ::testing::Test {
  protected:
+  // The private directory as the runner makes it (mode 0700) before the
+  // error files are prepared.
   void SetUp() override {
     char dir[] = "/tmp/trainit-error-file-XXXXXX";
     ASSERT_NE(::mkdtemp(dir), nullptr);
     root_ = dir;
     private_dir_ = root_ + "/private";
+    ASSERT_EQ(::mkdir(private_dir_.c_str(), 0700), 0);
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
 
@@ -119,17 +122,16 @@ class JobErrorFile : public ::testing::Test {
   std::string error_file(unsigned n) const { return private_dir_ + "/error-" + std::to_string(n) + ".json"; }
 
   std::string root_, private_dir_;
+  const struct timespec any_time_ {};  // "since" the epoch: any file is this start's
 };
 
 TEST_F(JobErrorFile, AFailedRanksFileInThePrivateDirectoryNamesItsException) {
   std::vector<ProcessSpec> ranks = {rank(0), rank(1)};
   prepare_error_files(private_dir_, ranks);
-  struct stat st {};
-  ASSERT_EQ(::stat(private_dir_.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0700u);
   std::ofstream(error_file(1)) << kRecorded;
-  EXPECT_EQ(root_cause_of(ranks[1], private_dir_), ": ValueError: bad value 3 ... at /tmp/rectest/t.py:5 in inner");
-  EXPECT_EQ(root_cause_of(ranks[0], private_dir_), "") << "rank 0 wrote none";
+  EXPECT_EQ(root_cause_of(ranks[1], private_dir_, any_time_),
+            ": ValueError: bad value 3 ... at /tmp/rectest/t.py:5 in inner");
+  EXPECT_EQ(root_cause_of(ranks[0], private_dir_, any_time_), "") << "rank 0 wrote none";
 }
 
 TEST_F(JobErrorFile, TheLastStartsFilesAreRemovedBeforeTheNextStart) {
@@ -138,7 +140,7 @@ TEST_F(JobErrorFile, TheLastStartsFilesAreRemovedBeforeTheNextStart) {
   std::ofstream(error_file(0)) << kRecorded;
   prepare_error_files(private_dir_, ranks);
   EXPECT_FALSE(std::filesystem::exists(error_file(0)));
-  EXPECT_EQ(root_cause_of(ranks[0], private_dir_), "");
+  EXPECT_EQ(root_cause_of(ranks[0], private_dir_, any_time_), "");
 }
 
 TEST_F(JobErrorFile, AVariableOutsideThePrivateDirectoryIsNeitherReadNorRemoved) {
@@ -149,10 +151,10 @@ TEST_F(JobErrorFile, AVariableOutsideThePrivateDirectoryIsNeitherReadNorRemoved)
   std::vector<ProcessSpec> ranks = {spec};
   prepare_error_files(private_dir_, ranks);
   EXPECT_TRUE(std::filesystem::exists(elsewhere));
-  EXPECT_EQ(root_cause_of(ranks[0], private_dir_), "");
+  EXPECT_EQ(root_cause_of(ranks[0], private_dir_, any_time_), "");
   spec.env[1].value = private_dir_ + "/sub/error-0.json";
-  EXPECT_EQ(root_cause_of(spec, private_dir_), "");
-  EXPECT_EQ(root_cause_of(rank(0), ""), "") << "a plan without a private directory has no error files";
+  EXPECT_EQ(root_cause_of(spec, private_dir_, any_time_), "");
+  EXPECT_EQ(root_cause_of(rank(0), "", any_time_), "") << "a plan without a private directory has no error files";
 }
 
 TEST_F(JobErrorFile, ALinkAFifoAHardLinkAndAnOversizedFileAreNotRead) {
@@ -167,22 +169,57 @@ TEST_F(JobErrorFile, ALinkAFifoAHardLinkAndAnOversizedFileAreNotRead) {
   big.insert(big.size() - 1, ", \"pad\": \"" + std::string(kMaxErrorFile, 'p') + "\"");
   std::ofstream(error_file(3)) << big;
   for (const ProcessSpec& spec : ranks) {
-    EXPECT_EQ(root_cause_of(spec, private_dir_), "") << spec.name;
+    EXPECT_EQ(root_cause_of(spec, private_dir_, any_time_), "") << spec.name;
   }
 }
 
-TEST_F(JobErrorFile, WhenThePrivateDirectoryCannotBeMadeTheRanksLoseTheVariableAndRun) {
-  test::LogCapture log;
-  // A file where the directory should be: mkdir fails.
-  std::ofstream(private_dir_) << "in the way";
+TEST_F(JobErrorFile, AFileWrittenBeforeThisStartIsNotRead) {
+  std::ofstream(error_file(0)) << kRecorded;
+  const struct timespec old[2] = {{1000, 0}, {1000, 0}};  // 1970: written long before
+  ASSERT_EQ(::utimensat(AT_FDCWD, error_file(0).c_str(), old, 0), 0);
+  const struct timespec start = file_clock_now();
+  EXPECT_EQ(root_cause_of(rank(0), private_dir_, start), "");
+  std::ofstream(error_file(0)) << kRecorded;  // written again, now
+  EXPECT_NE(root_cause_of(rank(0), private_dir_, start), "");
+}
+
+// --user: the ranks cannot create files in trainit's directory (0711, its
+// own); each file is made for them and handed over, and kept across a
+// restart, when trainit may no longer hand files over.
+TEST_F(JobErrorFile, ForAnotherUserEachFileIsMadeEmptyHandedOverAndKeptAcrossARestart) {
+  std::vector<std::string> given;
+  auto give = [&](const std::string& path) {
+    given.push_back(path);
+    return 0;
+  };
   std::vector<ProcessSpec> ranks = {rank(0), rank(1)};
-  prepare_error_files(private_dir_, ranks);
-  for (const ProcessSpec& spec : ranks) {
-    for (const EnvVar& var : spec.env) {
-      EXPECT_NE(var.name, "TORCHELASTIC_ERROR_FILE") << spec.name;
-    }
+  prepare_error_files(private_dir_, ranks, give);
+  EXPECT_EQ(given, (std::vector<std::string>{error_file(0), error_file(1)}));
+  for (unsigned n : {0U, 1U}) {
+    struct stat st {};
+    ASSERT_EQ(::lstat(error_file(n).c_str(), &st), 0) << n;
+    EXPECT_TRUE(S_ISREG(st.st_mode));
+    EXPECT_EQ(st.st_size, 0);
+    EXPECT_EQ(st.st_mode & 0777, 0644u);
   }
-  EXPECT_EQ(log.count("the ranks get no TORCHELASTIC_ERROR_FILE"), 1u) << log.all();
+  EXPECT_EQ(root_cause_of(ranks[0], private_dir_, any_time_), "") << "an empty file names nothing";
+  std::ofstream(error_file(1)) << kRecorded;                 // rank 1 failed; the job restarts
+  auto refused = [](const std::string&) { return -EPERM; };  // trainit gave up CAP_CHOWN
+  const struct timespec next_start = file_clock_now();
+  prepare_error_files(private_dir_, ranks, refused);
+  EXPECT_TRUE(std::filesystem::exists(error_file(1))) << "the ranks' own file is kept";
+  const struct timespec old[2] = {{1000, 0}, {1000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, error_file(1).c_str(), old, 0), 0);
+  EXPECT_EQ(root_cause_of(ranks[1], private_dir_, next_start), "") << "the last start's is not this one's";
+}
+
+TEST_F(JobErrorFile, AFileThatCannotBeHandedOverIsOneWarningAndIsNotLeftBehind) {
+  test::LogCapture log;
+  std::vector<ProcessSpec> ranks = {rank(0), rank(1)};
+  prepare_error_files(private_dir_, ranks, [](const std::string&) { return -EPERM; });
+  EXPECT_EQ(log.count("cannot make it for the job's user"), 1u) << log.all();
+  EXPECT_FALSE(std::filesystem::exists(error_file(0)));
+  EXPECT_FALSE(std::filesystem::exists(error_file(1)));
 }
 
 }  // namespace
