@@ -105,7 +105,7 @@ Result<void> write_termination_log(const std::string& path, std::string_view lin
   }
   // One write of the whole message from the start: a reader sees the old
   // content, nothing, or all of it.
-  const std::string text = cut_utf8(line, kTerminationLogMax - 1) + "\n";
+  const std::string text = cut_utf8(redact(line), kTerminationLogMax - 1) + "\n";
   if (::ftruncate(fd.get(), 0) < 0) {
     const int e = errno;
     return failed(e, errno_string(e));

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "base/redact.h"
 #include "platform/json.h"
 
 namespace trainit {
@@ -122,6 +123,15 @@ TEST(TerminationLog, IsCutToKubernetesLimitWithItsNewline) {
   EXPECT_EQ(written.back(), '\n');
   EXPECT_EQ(written.substr(written.size() - 4), "...\n");
   EXPECT_TRUE(parse_json("\"" + written.substr(17, written.size() - 18) + "\"", "cut").ok()) << "not valid UTF-8";
+}
+
+TEST(TerminationLog, HidesTheSecretsTrainitNeverWrites) {
+  TempDir dir;
+  const std::string path = dir / "termination-log";
+  put(path, "");
+  add_secret("termination-log-secret-7f3a");
+  ASSERT_TRUE(write_termination_log(path, "host w-0 rank 1: auth failed for termination-log-secret-7f3a").ok());
+  EXPECT_EQ(slurp(path), "host w-0 rank 1: auth failed for <redacted>\n");
 }
 
 TEST(TerminationLog, IsNotCreatedWhereNoFileIsThere) {
