@@ -11,7 +11,6 @@
 #include "base/log.h"
 #include "base/number.h"
 #include "base/redact.h"
-#include "plan/plan_json.h"
 #include "platform/fs.h"
 
 namespace trainit {
@@ -206,6 +205,9 @@ Result<JobPrivileges> JobPrivileges::settle(const Options& options) {
   }
   p.caps_ = options.caps;
   p.no_new_privs_ = options.no_new_privs;
+  if (!p.account_ && p.caps_.policy == CapsPolicy::kKeep && !p.no_new_privs_) {
+    return p;  // the processes run as trainit does: nothing to check or apply
+  }
   auto credentials = Credentials::make(p.account_ ? &p.account_->ids : nullptr, p.caps_, p.no_new_privs_);
   if (!credentials) {
     const std::string who = p.account_ ? fmt::format("--user {}: ", options.run_user) : std::string();
@@ -259,9 +261,11 @@ void JobPrivileges::narrow_own(bool more_spawns) const {
     log_warning("cannot drop trainit's own capabilities: {}", errno_string(-r));
     return;
   }
-  const CapSets now = own_cap_sets();
-  log_debug("trainit keeps capabilities {} (bounding set {})", cap_list_text(now.permitted),
-            cap_list_text(now.bounding));
+  if (log_enabled(Level::kDebug)) {
+    const CapSets now = own_cap_sets();
+    log_debug("trainit keeps capabilities {} (bounding set {})", cap_list_text(now.permitted),
+              cap_list_text(now.bounding));
+  }
 }
 
 PrivilegesPlan JobPrivileges::plan() const {

@@ -1,6 +1,7 @@
 #include "base/redact.h"
 
 #include <algorithm>
+#include <cctype>
 #include <vector>
 
 namespace trainit {
@@ -41,7 +42,26 @@ std::string_view secret_at(std::string_view text) noexcept {
   return {};
 }
 
+// Whether `haystack` holds `needle` (upper case) in any case.
+bool contains_upper(std::string_view haystack, std::string_view needle) noexcept {
+  auto it = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
+                        [](char a, char b) { return std::toupper(static_cast<unsigned char>(a)) == b; });
+  return it != haystack.end();
+}
+
 }  // namespace
+
+bool is_secret_name(std::string_view name) noexcept {
+  if (contains_upper(name.substr(0, 4), "CRED")) {
+    return true;
+  }
+  for (std::string_view word : {"KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"}) {
+    if (contains_upper(name, word)) {
+      return true;
+    }
+  }
+  return false;
+}
 
 void add_secret(std::string_view value) {
   if (value.size() < kMinSecretSize) {

@@ -16,6 +16,10 @@ inline constexpr std::string_view kRedactedText = "<redacted>";
 // ordinary words and numbers of every line ("1", "true").
 inline constexpr std::size_t kMinSecretSize = 4;
 
+// Names that say their value is secret: holding KEY, TOKEN, SECRET, PASSWORD
+// or CREDENTIAL, or starting with CRED, compared without regard to case.
+[[nodiscard]] bool is_secret_name(std::string_view name) noexcept;
+
 // Registers `value` (and its JSON-escaped form, where it differs). Not for
 // use once other threads log.
 void add_secret(std::string_view value);

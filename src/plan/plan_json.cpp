@@ -13,12 +13,6 @@ namespace {
 
 using Ordered = nlohmann::ordered_json;
 
-bool contains_upper(std::string_view haystack, std::string_view needle) {
-  auto it = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
-                        [](char a, char b) { return std::toupper(static_cast<unsigned char>(a)) == b; });
-  return it != haystack.end();
-}
-
 Ordered rank_table_json(const RankTablePlan& rt) {
   Ordered out = Ordered::object();
   out["source"] = rt.source;
@@ -138,16 +132,6 @@ Ordered privileges_json(const PrivilegesPlan& p) {
 }
 
 }  // namespace
-
-bool is_secret_name(std::string_view name) noexcept {
-  if (name.size() >= 4 && contains_upper(name.substr(0, 4), "CRED"))
-    return true;
-  for (std::string_view word : {"KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"}) {
-    if (contains_upper(name, word))
-      return true;
-  }
-  return false;
-}
 
 std::string plan_to_json(const Plan& plan) {
   Ordered out = Ordered::object();

@@ -62,16 +62,13 @@
 #include <string>
 #include <string_view>
 
+#include "base/redact.h"  // is_secret_name
 #include "plan/plan.h"
 
 namespace trainit {
 
 inline constexpr std::string_view kPlanSchema = "trainit.plan/v1";
 inline constexpr std::string_view kRedacted = "<redacted>";
-
-// Names containing KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL, or starting
-// with CRED, compared without regard to case.
-[[nodiscard]] bool is_secret_name(std::string_view name) noexcept;
 
 [[nodiscard]] std::string plan_to_json(const Plan& plan);
 
