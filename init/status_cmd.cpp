@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <ctime>
 #include <exception>
 
 #include "base/exit_code.h"
@@ -159,15 +158,34 @@ Result<StatusView::Rank> parse_rank(const Json& item, std::size_t index, std::st
 
 // --- what a person reads ---------------------------------------------------
 
-// Wall-clock seconds as local time: "2026-01-05 12:00:03 +0100".
-std::string local_time(double seconds_since_epoch) {
-  const auto t = static_cast<std::time_t>(std::floor(seconds_since_epoch));
-  std::tm tm{};
-  char text[64] = {};
-  if (::localtime_r(&t, &tm) == nullptr || std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S %z", &tm) == 0) {
-    return fmt::format("{:.0f} s since the epoch", seconds_since_epoch);
-  }
-  return text;
+// Days since 1970-01-01 as a proleptic Gregorian date (H. Hinnant's
+// civil_from_days).
+void civil_from_days(long long z, long long& year, unsigned& month, unsigned& day) {
+  z += 719468;
+  const long long era = (z >= 0 ? z : z - 146096) / 146097;
+  const auto doe = static_cast<unsigned>(z - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  day = doy - (153 * mp + 2) / 5 + 1;
+  month = mp < 10 ? mp + 3 : mp - 9;
+  year = static_cast<long long>(yoe) + era * 400 + (month <= 2 ? 1 : 0);
+}
+
+// Wall-clock seconds as "2026-01-05 12:00:03 UTC". UTC, not the local time
+// zone: libc's time-zone code (tzset reads TZ and /etc/localtime through
+// sscanf and strtod) would add 113 KiB to the static binary, and tens of kB
+// to exec mode's resident memory (the kernel maps the pages around each
+// fault, wherever the linker put them), for one line of this command.
+std::string utc_time(double seconds_since_epoch) {
+  const auto t = static_cast<long long>(std::floor(seconds_since_epoch));
+  const long long days = (t >= 0 ? t : t - 86399) / 86400;
+  const long long second_of_day = t - days * 86400;
+  long long year = 0;
+  unsigned month = 0, day = 0;
+  civil_from_days(days, year, month, day);
+  return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC", year, month, day, second_of_day / 3600,
+                     second_of_day % 3600 / 60, second_of_day % 60);
 }
 
 std::string code_text(const std::optional<int>& code) {
@@ -271,7 +289,7 @@ std::string duration_text(double seconds) {
 }
 
 std::string render_status(const StatusView& status, double now) {
-  std::string text = fmt::format("state   {} since {} ({} ago)\n", one_line(status.state), local_time(status.since),
+  std::string text = fmt::format("state   {} since {} ({} ago)\n", one_line(status.state), utc_time(status.since),
                                  duration_text(now - status.since));
   if (!status.reason.empty()) {
     text += fmt::format("reason  {}\n", one_line(status.reason));

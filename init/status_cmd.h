@@ -2,7 +2,7 @@
 // (status_file.h) says, for a person or a probe, from inside the container
 // (`kubectl exec POD -- trainit status`).
 //
-// It prints the state and since when (local time, and how long ago), why
+// It prints the state and since when (UTC, and how long ago), why
 // the state was entered, the job's cause, and one row per rank: its name,
 // rank, pid, state and code; --json prints the file as it is. The exit
 // status makes it a probe: 0 while the job runs (any state before exit),
@@ -59,7 +59,7 @@ struct StatusView {
 [[nodiscard]] Result<StatusView> parse_status(std::string_view text, std::string_view path);
 
 // What the status says for a person; `now`: the wall clock, seconds since
-// the epoch. "since" in the local time zone (TZ).
+// the epoch. Times in UTC.
 [[nodiscard]] std::string render_status(const StatusView& status, double now);
 
 // "42 s", "3 min 12 s", "2 h 5 min", "3 d 4 h": how long, roughly.
