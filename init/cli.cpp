@@ -154,13 +154,15 @@ constexpr OptionSpec kOptions[] = {
          return reason("expected an integer in 0-10");
        }
        o.verbosity = static_cast<int>(*n);
+       o.verbosity_given = true;
        return {};
      },
      .set = [](Options& o, bool) { ++o.verbosity; },
      .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.verbosity); },
      .tini_variable = "TINI_VERBOSITY",
-     .help = "how much trainit says: 0 errors, 1 (default) and\n"
-             "warnings, 2 info, 3 debug; each -v is one more"},
+     .help = "how much trainit says: 0 errors, 1 and warnings\n"
+             "(exec mode's default), 2 info (job modes' default),\n"
+             "3 debug"},
     {.name = "subreaper",
      .short_name = 's',
      .kind = Kind::kFlag,
@@ -511,6 +513,22 @@ constexpr OptionSpec kOptions[] = {
                                         .default_text = "/tmp/trainit-status-<host>.json",
                                         .help = "where the job's status JSON is kept\n"
                                                 "(default /tmp/trainit-status-<host>.json)"}),
+    {.name = "termination-log",
+     .value_name = "PATH",
+     .values = "an absolute path, or off",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value == "off") {
+         o.termination_log.clear();
+         return {};
+       }
+       return set_path(o.termination_log, value);
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return o.termination_log.empty() ? std::string("off") : o.termination_log;
+     },
+     .help = "where the job's end is written in one line, if that\n"
+             "file exists (default /dev/termination-log: Kubernetes'\n"
+             "termination message); off: nowhere"},
     seconds_option<&Options::peer_timeout>({.name = "peer-timeout",
                                             .help = "for every peer name to resolve and every peer's sshd\n"
                                                     "to answer (default 600; then exit 69)",
@@ -547,11 +565,12 @@ constexpr OptionSpec kOptions[] = {
                                          .default_text = "ssh's own (~/.ssh/id_*)",
                                          .shapes_plan = true,
                                          .help = "the key mpirun's ssh offers (mpi; default ssh's)"}),
-    path_option<&Options::private_dir>({.name = "private-dir",
-                                        .default_text = "/tmp/trainit-<MA_VJ_NAME>",
-                                        .shapes_plan = true,
-                                        .help = "trainit's own files for the job (mpi; default\n"
-                                                "/tmp/trainit-<MA_VJ_NAME>)"}),
+    path_option<&Options::private_dir>(
+        {.name = "private-dir",
+         .default_text = "/tmp/trainit-<MA_VJ_NAME> (torchrun without it: /tmp/trainit-job)",
+         .shapes_plan = true,
+         .help = "trainit's own files for the job (mpi, torchrun;\n"
+                 "default /tmp/trainit-<MA_VJ_NAME>)"}),
     {.name = "as-user",
      .value_name = "NAME",
      .values = "a user name",

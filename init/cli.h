@@ -47,7 +47,8 @@ struct Origin {
 // run and `trainit plan` hand the planner the parsed options as they are.
 struct Options : PlanOptions {
   Action action = Action::kRun;
-  int verbosity = 1;                         // -v, --verbosity N
+  int verbosity = 1;                         // -v (one more), --verbosity N
+  bool verbosity_given = false;              // a level was given (--verbosity N, a variable), not only -v
   int parent_death_signal = 0;               // -p, --parent-death-signal SIGNAL
   bool kill_process_group = false;           // -g, --kill-process-group
   bool warn_on_reap = false;                 // -w, --warn-on-reap
@@ -60,6 +61,7 @@ struct Options : PlanOptions {
   // Job modes.
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
   std::string status_file;                                   // --status-file PATH; empty: the default
+  std::string termination_log = "/dev/termination-log";      // --termination-log PATH|off; empty: off
   // Several hosts (MA_NUM_HOSTS > 1) and --mode mpi.
   Duration peer_timeout = std::chrono::seconds(600);      // --peer-timeout SECONDS: names resolved, sshd up
   Duration barrier_timeout = std::chrono::seconds(1800);  // --barrier-timeout SECONDS: every host checked in

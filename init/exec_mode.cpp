@@ -152,7 +152,8 @@ class ExecSupervisor {
       restarts_ = 0;
     }
     if (options_.max_restarts >= 0 && restarts_ >= options_.max_restarts) {
-      log_warning("'{}' exited with {}; not restarting after {} restarts", options_.command[0], code_, restarts_);
+      log_warning("'{}' exited with {}; not restarting after {} restart{}", options_.command[0], code_, restarts_,
+                  restarts_ == 1 ? "" : "s");
       return false;
     }
     return true;

@@ -17,9 +17,11 @@ constexpr std::size_t kHelpWidth = 80;   // no line of --help is longer
 constexpr std::string_view kUsageHead =
     "Usage: trainit [OPTIONS] [--] PROGRAM [ARGS...]\n"
     "       trainit plan [OPTIONS] [--] PROGRAM [ARGS...]\n"
+    "       trainit status [--json] [--status-file PATH]\n"
     "Run PROGRAM as the child of a correct init (PID 1): signals forwarded,\n"
     "zombies reaped, the child's exit code returned. `trainit plan` prints what\n"
-    "a start would do, as JSON (trainit plan --help).\n"
+    "a start would do, as JSON (trainit plan --help); `trainit status` what a\n"
+    "running job's status file says (trainit status --help).\n"
     "\n"
     "Options, each with its variable (env:):\n";
 
@@ -71,16 +73,25 @@ std::string variable_example(const OptionSpec& option) {
   }
 }
 
+// A level's short flag takes no value (`-v 3` runs the program 3): it has a
+// line of its own, apart from the long option that takes the level.
+std::string counting_flag_usage(const OptionSpec& option) {
+  const std::string head = fmt::format("  -{}", option.short_name);
+  return fmt::format("{}{}one level more, repeatable (-{}{}); takes no value\n", head,
+                     std::string(kHelpColumn - head.size(), ' '), option.short_name, option.short_name);
+}
+
 }  // namespace
 
 std::string option_usage(const OptionSpec& option) {
   const std::string indent(kHelpColumn, ' ');
-  std::string head = option.short_name != 0 ? fmt::format("  -{}, --{}", option.short_name, option.name)
-                                            : fmt::format("  --{}", option.name);
+  const bool counts = option.kind == Kind::kLevel && option.short_name != 0;
+  std::string head = option.short_name != 0 && !counts ? fmt::format("  -{}, --{}", option.short_name, option.name)
+                                                       : fmt::format("  --{}", option.name);
   if (!option.value_name.empty()) {
     head += fmt::format(" {}", option.value_name);
   }
-  std::string text = head;
+  std::string text = counts ? counting_flag_usage(option) + head : head;
   text += head.size() + 2 <= kHelpColumn ? std::string(kHelpColumn - head.size(), ' ') : "\n" + indent;
   std::string_view help = option.help;
   for (auto nl = help.find('\n'); nl != std::string_view::npos; nl = help.find('\n')) {

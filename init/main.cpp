@@ -23,6 +23,7 @@
 #include "plan_cmd.h"
 #include "privileges.h"
 #include "proc/signals.h"
+#include "status_cmd.h"
 
 extern char** environ;
 
@@ -116,8 +117,10 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
         mode_name(*mode));
     return exit_code::kUsage;
   }
-  if (options->verbosity == 1) {
-    set_log_verbosity(2);  // job modes show their transitions by default
+  // Job modes show their transitions by default: their levels count from 2
+  // (-v: 3), unless a level was given (--verbosity N, TRAINIT_VERBOSITY=N).
+  if (!options->verbosity_given) {
+    set_log_verbosity(options->verbosity + 1);
   }
   return run_job(*options, pid1, std::move(env), console);
 }
@@ -129,6 +132,9 @@ int main(int argc, char** argv) {
   const SignalState parent_signals = capture_signal_state();
   if (argc > 1 && std::string_view(argv[1]) == "plan") {
     return plan_main(argc - 1, argv + 1, environ);  // pure: prints a plan, starts nothing
+  }
+  if (argc > 1 && std::string_view(argv[1]) == "status") {
+    return status_main(argc - 1, argv + 1, environ);  // reads the status file, starts nothing
   }
   ConsoleWriter console(STDOUT_FILENO, STDERR_FILENO, kConsoleBuffer);
   set_log_sink(&console);

@@ -54,10 +54,14 @@ std::string escaped(std::string_view text) {
   return out;
 }
 
-// "`-e`, `--exit-zero CODE`".
+// "`-e`, `--exit-zero CODE`"; a level's short flag, which takes no value:
+// "`-v` (one more, no value), `--verbosity N`".
 std::string flags_cell(const OptionSpec& option) {
   std::string value = option.value_name.empty() ? "" : fmt::format(" {}", option.value_name);
   std::string cell = fmt::format("`--{}{}`", option.name, value);
+  if (option.short_name != 0 && option.kind == Kind::kLevel) {
+    return fmt::format("`-{}` (one more, no value), {}", option.short_name, cell);
+  }
   return option.short_name != 0 ? fmt::format("`-{}`, {}", option.short_name, cell) : cell;
 }
 

@@ -31,7 +31,7 @@ std::string safe_component(std::string_view text) {
 
 }  // namespace
 
-std::string default_status_path(const Environment& env) {
+std::string this_host_name(const Environment& env) {
   std::string host;
   if (auto pod = env.current_instance_name()) {
     host = std::string(*pod);
@@ -41,7 +41,81 @@ std::string default_status_path(const Environment& env) {
       host = name;
     }
   }
-  return fmt::format("/tmp/trainit-status-{}.json", safe_component(host.empty() ? "localhost" : host));
+  return host.empty() ? std::string("localhost") : host;
+}
+
+std::string default_status_path(const Environment& env) {
+  return fmt::format("/tmp/trainit-status-{}.json", safe_component(this_host_name(env)));
+}
+
+std::string cause_line(std::string_view cause, int code, std::string_view state) {
+  return fmt::format("{}; exit {} in state {}", cause, code, state);
+}
+
+std::string StatusFile::end_line() const {
+  const int code = exit_code.value_or(cause_code);
+  if (!cause.empty()) {
+    return cause_line(cause, cause_code, cause_state.empty() ? state : cause_state);
+  }
+  return code == 0 ? fmt::format("host {}: every rank exited 0; exit 0", host)
+                   : fmt::format("host {}: exit {}", host, code);
+}
+
+std::string cut_utf8(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) {
+    return std::string(text);
+  }
+  constexpr std::string_view kMark = "...";
+  if (max_bytes < kMark.size()) {
+    return std::string(kMark.substr(0, max_bytes));
+  }
+  std::size_t cut = max_bytes - kMark.size();
+  // Back to the first byte of the character the cut would split (UTF-8
+  // continuation bytes are 10xxxxxx).
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) {
+    --cut;
+  }
+  return std::string(text.substr(0, cut)) + std::string(kMark);
+}
+
+// As a rank's log file is opened (log/relay.cpp), but never created: what
+// is there must be a regular file of one name, and a FIFO without a reader
+// fails at once (ENXIO) instead of blocking; O_NOFOLLOW refuses a link.
+Result<void> write_termination_log(const std::string& path, std::string_view line) {
+  auto failed = [&](int e, std::string_view why) {
+    return Error{fmt::format("cannot write the termination message to {}: {}", path, why), e};
+  };
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd) {
+    const int e = errno;
+    return failed(e, e == ELOOP   ? "a symbolic link is there; refused"
+                     : e == ENXIO ? "a FIFO is there; refused"
+                                  : errno_string(e));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) < 0) {
+    const int e = errno;
+    return failed(e, errno_string(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return failed(EINVAL, "not a regular file; refused");
+  }
+  if (st.st_nlink > 1) {
+    return failed(EMLINK, "a regular file with other names; refused");
+  }
+  // One write of the whole message from the start: a reader sees the old
+  // content, nothing, or all of it.
+  const std::string text = cut_utf8(redact(line), kTerminationLogMax - 1) + "\n";
+  if (::ftruncate(fd.get(), 0) < 0) {
+    const int e = errno;
+    return failed(e, errno_string(e));
+  }
+  const ssize_t n = ::pwrite(fd.get(), text.data(), text.size(), 0);
+  if (n != static_cast<ssize_t>(text.size())) {
+    const int e = n < 0 ? errno : ENOSPC;
+    return failed(e, errno_string(e));
+  }
+  return {};
 }
 
 Result<void> write_file_atomically(const std::string& path, const std::string& content, unsigned mode) {
@@ -99,7 +173,8 @@ Result<void> StatusFile::write() {
   doc["host"] = host;
   doc["pid"] = ::getpid();
   doc["reason"] = reason;
-  doc["cause"] = cause.empty() ? Json(nullptr) : Json(cause);
+  doc["cause"] =
+      cause.empty() ? Json(nullptr) : Json(cause_line(cause, cause_code, cause_state.empty() ? state : cause_state));
   doc["exit_code"] = exit_code ? Json(*exit_code) : Json(nullptr);
   doc["ranks"] = std::move(ranks_json);
   // Owner read-write, group read (kubectl exec as the container's user, a

@@ -11,8 +11,8 @@
 //               "exit_code": null | 0..255}]}
 // "since" is the wall-clock time (seconds since the epoch) the state began;
 // "reason" is why the current state was entered; "cause" why the job ends,
-// from the moment it is known to the end (null while nothing stops it:
-// "rank 1 (pid 12) exited with 7", "got SIGTERM", ...). A rank is "exited"
+// from the moment it is known to the end, as one line (cause_line(): where,
+// what, the code and the state; null while nothing stops it). A rank is "exited"
 // when it ended with 0 on its own, "failed" when it ended otherwise on its
 // own, "stopped" when it ended after trainit began to stop the job; its
 // exit_code is 128+N when it died of signal N.
@@ -20,8 +20,10 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -45,14 +47,48 @@ struct StatusFile {
   std::string host;
   std::string state;
   std::string reason;
-  std::string cause;  // empty: none yet
-  double since = 0;   // when the state began, seconds since the epoch
+  // Why the job ends, with where it happened ("host 1 (NAME) rank 3: ...");
+  // empty: nothing stops it yet. The code it gives the job and the state
+  // this host was in when it learned it complete the line (cause_line()).
+  std::string cause;
+  int cause_code = 0;
+  std::string cause_state;  // empty: the current state
+  double since = 0;         // when the state began, seconds since the epoch
   std::optional<int> exit_code;
   std::vector<StatusRank> ranks;
 
   // Rewrites the file; the error names the path.
   Result<void> write();
+  // How the job ended, in one line, once it has: its cause_line(), or for a
+  // job that ended well "host NAME: every rank exited 0; exit 0".
+  [[nodiscard]] std::string end_line() const;
 };
+
+// The job's cause as the status file, the log and the termination message
+// give it: "CAUSE; exit CODE in state STATE", where CAUSE names the host
+// and the rank (the runner's) and says what happened.
+[[nodiscard]] std::string cause_line(std::string_view cause, int code, std::string_view state);
+
+// This host's name as the job names it: MA_CURRENT_INSTANCE_NAME, else the
+// host name; "localhost" when neither is known.
+[[nodiscard]] std::string this_host_name(const Environment& env);
+
+// Kubernetes' termination message: at most 4096 bytes of the file the
+// container's terminationMessagePath names (/dev/termination-log).
+inline constexpr std::size_t kTerminationLogMax = 4096;
+inline constexpr const char* kDefaultTerminationLog = "/dev/termination-log";
+
+// `text` cut to at most `max_bytes`, never inside a UTF-8 character; a cut
+// text ends with "..." (within the bound).
+[[nodiscard]] std::string cut_utf8(std::string_view text, std::size_t max_bytes);
+
+// Writes `line` (its secrets hidden, base/redact.h, then cut to
+// kTerminationLogMax with its newline) to the file at
+// `path` in one write from its start, replacing what it held. Only a file
+// that is there: nothing is created, a symbolic link, a FIFO, a device or a
+// file with other names is refused, and nothing here blocks. Errors name the
+// path; errnum ENOENT when there is no such file.
+Result<void> write_termination_log(const std::string& path, std::string_view line);
 
 // /tmp/trainit-status-<host>.json: writable by any user, distinct per host
 // (MA_CURRENT_INSTANCE_NAME, else the host name; unsafe characters become '_').

@@ -11,20 +11,31 @@ namespace trainit {
 
 // --- resolve_peers ---------------------------------------------------------
 
-PeerNames::PeerNames(Loop& loop, std::vector<std::string> names, DoneFn done)
+PeerNames::PeerNames(Loop& loop, std::vector<std::string> names, DoneFn done, Duration timeout)
     : done_(std::move(done)),
       resolver_(std::make_unique<Resolver>(loop, std::move(names),
-                                           [this](const std::vector<Resolved>& r) { on_resolved(r); })) {}
+                                           [this](const std::vector<Resolved>& r) { on_resolved(r); })) {
+  report_.emplace(loop, "the peers' names to resolve", timeout, [this] { return unresolved(); });
+}
 
-PeerNames::PeerNames(Loop& loop, std::vector<std::string> names, DoneFn done, LookupFn lookup, Backoff backoff)
+PeerNames::PeerNames(Loop& loop, std::vector<std::string> names, DoneFn done, LookupFn lookup, Backoff backoff,
+                     Duration timeout, Duration report_every)
     : done_(std::move(done)),
       resolver_(std::make_unique<Resolver>(
           loop, std::move(names), [this](const std::vector<Resolved>& r) { on_resolved(r); }, std::move(lookup),
-          backoff)) {}
+          backoff)) {
+  report_.emplace(
+      loop, "the peers' names to resolve", timeout, [this] { return unresolved(); }, report_every);
+}
+
+std::string PeerNames::unresolved() const {
+  return fmt::format("not resolved yet: {}", fmt::join(missing(), ", "));
+}
 
 // `resolved` is the callback's own copy: the Resolver may go first.
 void PeerNames::on_resolved(const std::vector<Resolved>& resolved) {
   resolver_.reset();
+  report_.reset();
   std::vector<in_addr> addrs;
   addrs.reserve(resolved.size());
   for (const Resolved& peer : resolved) {
@@ -46,8 +57,10 @@ ControlEvents channel_events(HostLinkEvents& events, std::function<void()> on_fi
   channel.on_lost = std::move(events.on_lost);
   channel.on_restart = std::move(events.on_restart);
   channel.on_checked_in = [](unsigned host) { log_info("host {} checked in", host); };
+  // A host with no rank of its own (mpi's hosts 1..H-1) finishes as it
+  // starts: "finished" says no more than that nothing of it still runs.
   channel.on_finished = [on_finished = std::move(on_finished)](unsigned host) {
-    log_info("host {}: every rank exited 0", host);
+    log_info("host {} finished: no rank of it runs any more", host);
     on_finished();
   };
   return channel;
@@ -63,13 +76,62 @@ ControlConfig control_config(const HostLinkSettings& settings) {
   return config;
 }
 
+// What both ends share: a wait at the barrier is reported (wait_report.h)
+// from check_in() until anything ends it: the barrier opens, the job stops
+// or restarts, a host is lost.
+class ReportingLink : public HostLink {
+ protected:
+  ReportingLink(Loop& loop, const HostLinkSettings& settings)
+      : loop_(loop), timeout_(settings.barrier_timeout), report_every_(settings.report_every) {}
+
+  void report_barrier(std::string what, WaitReport::PendingFn pending) {
+    report_.reset();
+    report_.emplace(loop_, std::move(what), timeout_, std::move(pending), report_every_);
+  }
+  void end_barrier_report() { report_.reset(); }
+
+  // `events`, each of which ends a wait at the barrier ending its report
+  // first.
+  HostLinkEvents ending_reports(HostLinkEvents events) {
+    events.on_go = [this, go = std::move(events.on_go)] {
+      end_barrier_report();
+      go();
+    };
+    events.on_stop = [this, stop = std::move(events.on_stop)](const StopNotice& notice) {
+      end_barrier_report();
+      stop(notice);
+    };
+    events.on_lost = [this, lost = std::move(events.on_lost)](unsigned host) {
+      end_barrier_report();
+      lost(host);
+    };
+    events.on_restart = [this, restart = std::move(events.on_restart)](unsigned generation, const StopNotice& notice) {
+      end_barrier_report();
+      restart(generation, notice);
+    };
+    return events;
+  }
+
+ private:
+  Loop& loop_;
+  Duration timeout_;
+  Duration report_every_;
+  std::optional<WaitReport> report_;
+};
+
+// "host 2", "hosts 2, 3".
+std::string hosts_text(const std::vector<unsigned>& hosts) {
+  return fmt::format("host{} {}", hosts.size() == 1 ? "" : "s", fmt::join(hosts, ", "));
+}
+
 // Host 0: the job is done everywhere once its own ranks and every other
 // host's exited 0, and nothing stopped or restarted it meanwhile; then it
 // releases the others.
-class ServerLink final : public HostLink {
+class ServerLink final : public ReportingLink {
  public:
   static Result<std::unique_ptr<HostLink>> open(Loop& loop, const HostLinkSettings& settings, HostLinkEvents events) {
-    std::unique_ptr<ServerLink> link(new ServerLink(std::move(events.on_job_done)));
+    std::unique_ptr<ServerLink> link(new ServerLink(loop, settings, std::move(events.on_job_done)));
+    events = link->ending_reports(std::move(events));
     // A platform that names only host 0 (Kubeflow): any address may check
     // in, and only a job secret tells a peer from a stranger.
     std::vector<in_addr> allowed =
@@ -102,16 +164,21 @@ class ServerLink final : public HostLink {
   void check_in() override {
     finished_ = false;  // a generation of its own
     server_->check_in();
+    report_barrier("every host at the barrier",
+                   [this] { return fmt::format("not checked in yet: {}", hosts_text(server_->missing())); });
   }
   bool stop(const StopNotice& notice) override {
+    end_barrier_report();
     stopped_ = true;
     return server_->stop(notice);
   }
   unsigned restart(const StopNotice& notice) override {
+    end_barrier_report();
     finished_ = false;
     return server_->restart(notice);
   }
   void finish() override {
+    end_barrier_report();
     finished_ = true;
     maybe_release();
   }
@@ -122,8 +189,8 @@ class ServerLink final : public HostLink {
   }
 
  private:
-  explicit ServerLink(std::function<void(int, const std::string&)> on_job_done)
-      : on_job_done_(std::move(on_job_done)) {}
+  ServerLink(Loop& loop, const HostLinkSettings& settings, std::function<void(int, const std::string&)> on_job_done)
+      : ReportingLink(loop, settings), on_job_done_(std::move(on_job_done)) {}
 
   void maybe_release() {
     if (finished_ && !stopped_ && server_->unfinished().empty()) {
@@ -139,9 +206,12 @@ class ServerLink final : public HostLink {
 };
 
 // Hosts 1..H-1: host 0 says when the job is over.
-class ClientLink final : public HostLink {
+class ClientLink final : public ReportingLink {
  public:
   static Result<std::unique_ptr<HostLink>> open(Loop& loop, const HostLinkSettings& settings, HostLinkEvents events) {
+    // The link exists before its channel: the channel's events end its reports.
+    std::unique_ptr<ClientLink> link(new ClientLink(loop, settings));
+    events = link->ending_reports(std::move(events));
     auto on_job_done = std::move(events.on_job_done);
     ControlEvents channel = channel_events(events, [] {});
     channel.on_release = [on_job_done = std::move(on_job_done)](int code) {
@@ -153,20 +223,33 @@ class ClientLink final : public HostLink {
     if (!client) {
       return client.error();
     }
-    return std::unique_ptr<HostLink>(new ClientLink(std::move(*client)));
+    link->client_ = std::move(*client);
+    return std::unique_ptr<HostLink>(std::move(link));
   }
 
-  void check_in() override { client_->check_in(); }
-  bool stop(const StopNotice& notice) override { return client_->stop(notice); }
-  unsigned restart(const StopNotice& notice) override { return client_->restart(notice); }
-  void finish() override { client_->finish(); }
+  void check_in() override {
+    client_->check_in();
+    report_barrier("host 0 to open the barrier", {});
+  }
+  bool stop(const StopNotice& notice) override {
+    end_barrier_report();
+    return client_->stop(notice);
+  }
+  unsigned restart(const StopNotice& notice) override {
+    end_barrier_report();
+    return client_->restart(notice);
+  }
+  void finish() override {
+    end_barrier_report();
+    client_->finish();
+  }
   bool flush(Duration max) override { return client_->flush(max); }
   [[nodiscard]] std::string barrier_timeout_cause(Duration timeout) const override {
     return fmt::format("host 0 did not open the barrier within {:.0f} s", seconds(timeout));
   }
 
  private:
-  explicit ClientLink(std::unique_ptr<ControlClient> client) : client_(std::move(client)) {}
+  ClientLink(Loop& loop, const HostLinkSettings& settings) : ReportingLink(loop, settings) {}
 
   std::unique_ptr<ControlClient> client_;
 };

@@ -9,6 +9,10 @@
 // (net/control.h): check in at the barrier, stop the job everywhere, start
 // it again, say this host's ranks are done; the events are what the job
 // hears back, the same on every host.
+//
+// Waiting says so (wait_report.h): every 30 s until the names resolve, which
+// are still missing; at the barrier, host 0 which hosts have not checked in,
+// the others that host 0 has not opened it.
 #pragma once
 
 #include <netinet/in.h>
@@ -16,11 +20,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
 #include "base/time.h"
+#include "job/wait_report.h"
 #include "loop/loop.h"
 #include "net/control.h"
 #include "net/resolver.h"
@@ -34,19 +40,23 @@ class PeerNames {
 
   // Starts resolving now; `done` runs from the loop once every name has an
   // address (each logged as "host I is NAME (ADDR)"). It may destroy this.
-  PeerNames(Loop& loop, std::vector<std::string> names, DoneFn done);
-  // The same with another lookup (tests).
-  PeerNames(Loop& loop, std::vector<std::string> names, DoneFn done, LookupFn lookup, Backoff backoff);
+  // `timeout`: the runner's deadline, for the reports (zero: none to tell).
+  PeerNames(Loop& loop, std::vector<std::string> names, DoneFn done, Duration timeout = {});
+  // The same with another lookup and report period (tests).
+  PeerNames(Loop& loop, std::vector<std::string> names, DoneFn done, LookupFn lookup, Backoff backoff,
+            Duration timeout = {}, Duration report_every = WaitReport::kPeriod);
 
   // Names without an address yet, in host order.
   [[nodiscard]] std::vector<std::string> missing() const { return resolver_ ? resolver_->missing() : missing_; }
 
  private:
   void on_resolved(const std::vector<Resolved>& resolved);
+  [[nodiscard]] std::string unresolved() const;
 
   DoneFn done_;
   std::unique_ptr<Resolver> resolver_;
   std::vector<std::string> missing_;  // once the resolver is gone: none
+  std::optional<WaitReport> report_;  // until every name resolved
 };
 
 // What the channel tells this host's job.
@@ -70,6 +80,9 @@ struct HostLinkSettings {
   std::string job_id;  // MA_VJ_NAME: every host's must match
   std::string secret;  // empty: none
   Duration peer_loss{};
+  // The barrier's deadline and how often a wait there is reported.
+  Duration barrier_timeout{};
+  Duration report_every = WaitReport::kPeriod;
 };
 
 class HostLink {

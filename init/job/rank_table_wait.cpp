@@ -13,8 +13,14 @@
 
 namespace trainit {
 
-RankTableWait::RankTableWait(Loop& loop, PlanInput& input, Events events, Duration poll)
-    : loop_(loop), input_(input), events_(std::move(events)), poll_period_(poll) {}
+RankTableWait::RankTableWait(Loop& loop, PlanInput& input, Events events, Duration poll, Duration timeout,
+                             Duration report_every)
+    : loop_(loop),
+      input_(input),
+      events_(std::move(events)),
+      poll_period_(poll),
+      timeout_(timeout),
+      report_every_(report_every) {}
 
 void RankTableWait::start() {
   auto location = input_.env.rank_table_location(*input_.fs);
@@ -39,6 +45,8 @@ void RankTableWait::start() {
   }
   poll_ = loop_.add_timer(
       Clock::now() + poll_period_, [this] { return on_poll(); }, "rank table poll");
+  report_.emplace(
+      loop_, "the rank table " + path_, timeout_, [this] { return pending_; }, report_every_);
   look();
 }
 
@@ -47,6 +55,7 @@ void RankTableWait::start() {
 // trainit exits, so that the ranks start without that wait.
 void RankTableWait::stop() {
   waiting_ = false;
+  report_.reset();
   inotify_source_.reset();
   if (watch_ >= 0) {
     ::inotify_rm_watch(inotify_.get(), watch_);

@@ -5,7 +5,9 @@
 // inotify can stay silent (NFS, some FUSE and overlay set-ups). The table is
 // read again only when it may have changed (platform/fs.h, FileWatch), and
 // planned from each time. One that does not parse yet was caught mid-write;
-// one that parses and is refused will not get better by waiting.
+// one that parses and is refused will not get better by waiting. While it
+// waits, it says so every 30 s (wait_report.h): the table's path, what the
+// last look found missing, how long so far and the timeout.
 #pragma once
 
 #include <functional>
@@ -15,6 +17,7 @@
 #include "base/fd.h"
 #include "base/result.h"
 #include "base/time.h"
+#include "job/wait_report.h"
 #include "loop/loop.h"
 #include "plan/plan.h"
 #include "platform/fs.h"
@@ -31,8 +34,10 @@ class RankTableWait {
   };
 
   // Plans from `input` (which must outlive this; its file system is pointed
-  // at the table as last read).
-  RankTableWait(Loop& loop, PlanInput& input, Events events, Duration poll = kPoll);
+  // at the table as last read). `timeout`: the runner's deadline, for the
+  // reports (zero: none to tell); `report_every`: their period.
+  RankTableWait(Loop& loop, PlanInput& input, Events events, Duration poll = kPoll, Duration timeout = {},
+                Duration report_every = WaitReport::kPeriod);
   RankTableWait(const RankTableWait&) = delete;
   RankTableWait& operator=(const RankTableWait&) = delete;
   ~RankTableWait() = default;
@@ -59,6 +64,8 @@ class RankTableWait {
   PlanInput& input_;
   Events events_;
   Duration poll_period_;
+  Duration timeout_;
+  Duration report_every_;
   bool waiting_ = false;
   std::string path_;
   std::optional<FileWatch> table_;  // what planning reads through, to the end
@@ -66,6 +73,7 @@ class RankTableWait {
   int watch_ = -1;  // the directory's inotify watch
   SourceHandle inotify_source_, poll_;
   std::string pending_ = "not looked at yet";
+  std::optional<WaitReport> report_;
 };
 
 }  // namespace trainit

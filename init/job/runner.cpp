@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/redact.h"
 #include "job/arena_watch.h"
+#include "job/error_file.h"
 #include "job/host_link.h"
 #include "job/rank_table_wait.h"
 #include "job/ranks.h"
@@ -25,6 +26,7 @@
 #include "net/socket.h"
 #include "notify/notify.h"
 #include "platform/fs.h"
+#include "platform/text.h"
 #include "privileges.h"
 #include "proc/escalation.h"
 #include "proc/signals.h"
@@ -69,7 +71,8 @@ class JobRunner {
                [this](int code, std::string message) { fail(code, std::move(message)); }),
         table_wait_(loop, input_,
                     RankTableWait::Events{[this](Plan plan) { on_rank_table_ready(std::move(plan)); },
-                                          [this](const Error& error) { fail(kConfig, error.message); }}) {
+                                          [this](const Error& error) { fail(kConfig, error.message); }},
+                    RankTableWait::kPoll, options.rank_table_timeout) {
     relay_.set_error_handler([this](size_t rank, const Error& e) { on_log_error(rank, e); });
     input_.options = plan_options(options);
     // main() resolved the mode already (and refused a bad one): a job mode.
@@ -79,6 +82,7 @@ class JobRunner {
     input_.env = env_;
     input_.fs = &fs_;
     status_.path = options.status_file.empty() ? default_status_path(env_) : options.status_file;
+    status_.host = this_host_name(env_);
     status_.mode = std::string(mode_name(input_.options.mode.value_or(Mode::kAscend)));
   }
 
@@ -136,6 +140,7 @@ class JobRunner {
   // leaving the state ends, then the new state's row: its deadline, and
   // what entering it does.
   void go(State to, const std::string& reason) {
+    note_cause_state();
     const Clock::time_point now = Clock::now();
     if (started_) {
       log_info("{} -> {} after {:.3f} s: {}", state_name(state_), state_name(to), seconds(now - entered_), reason);
@@ -158,6 +163,15 @@ class JobRunner {
       }
     }
     fail(kSoftware, fmt::format("state {} is not implemented", state_name(to)));  // states of modes not run yet
+  }
+
+  // The state this host was in when it learned why the job ends, and the
+  // code that gives it: the cause's line says both (status_file.h).
+  void note_cause_state() {
+    if (exit_code_ && status_.cause_state.empty()) {
+      status_.cause_state = started_ ? std::string(state_name(state_)) : std::string("start");
+      status_.cause_code = *exit_code_;
+    }
   }
 
   // A phase's work ends with its state: nothing it watched acts later.
@@ -230,18 +244,25 @@ class JobRunner {
   void time_out(int code, const std::string& cause, std::string event_reason) {
     if (!exit_code_) {
       exit_code_ = code;
-      status_.cause = cause;
+      status_.cause = where(static_cast<int>(host_index()), -1) + cause;
       log_error("{}", status_.cause);
     }
     fire(Event::kTimedOut, std::move(event_reason));
   }
 
-  // "host 1 rank 3: " in a multi-host job, "" on one host.
+  // Where a cause happened: "host 1 (NAME) rank 3: " in a multi-host job
+  // (NAME: the peer's platform name, where the plan has it), "host NAME
+  // rank 3: " on one host; without " rank R" for no rank.
   [[nodiscard]] std::string where(int host, int rank) const {
+    std::string at;
     if (!multi_host()) {
-      return {};
+      at = fmt::format("host {}", status_.host);
+    } else if (host >= 0 && static_cast<size_t>(host) < plan_.hosts->peers.size()) {
+      at = fmt::format("host {} ({})", host, plan_.hosts->peers[static_cast<size_t>(host)]);
+    } else {
+      at = fmt::format("host {}", host);
     }
-    return rank >= 0 ? fmt::format("host {} rank {}: ", host, rank) : fmt::format("host {}: ", host);
+    return rank >= 0 ? fmt::format("{} rank {}: ", at, rank) : at + ": ";
   }
 
   [[nodiscard]] bool multi_host() const { return plan_.hosts && plan_.hosts->hosts > 1; }
@@ -275,8 +296,8 @@ class JobRunner {
   void on_rank_table_ready(Plan plan) {
     plan_ = std::move(plan);
     status_.host = plan_.rank_table->pod_name.empty() ? plan_.rank_table->server_id : plan_.rank_table->pod_name;
-    fire(Event::kDone, fmt::format("the rank table is complete: {} of {} ranks here", plan_.processes.size(),
-                                   plan_.rank_table->rank_size));
+    fire(Event::kDone, fmt::format("the rank table is complete: {} here of {}",
+                                   count_of(plan_.processes.size(), "rank"), plan_.rank_table->rank_size));
   }
 
   void on_rank_table_timeout() {
@@ -294,8 +315,9 @@ class JobRunner {
       fire(Event::kDone, "a single host has no peers");
       return;
     }
-    peers_ = std::make_unique<PeerNames>(loop_, plan_.hosts->peers,
-                                         [this](std::vector<in_addr> addrs) { on_peers_resolved(std::move(addrs)); });
+    peers_ = std::make_unique<PeerNames>(
+        loop_, plan_.hosts->peers, [this](std::vector<in_addr> addrs) { on_peers_resolved(std::move(addrs)); },
+        options_.peer_timeout);
   }
 
   void on_peers_resolved(std::vector<in_addr> addrs) {
@@ -303,7 +325,7 @@ class JobRunner {
     if (plan_.replan_with_addresses && !replan_with_addresses()) {
       return;
     }
-    fire(Event::kDone, fmt::format("every peer name resolved ({} hosts)", peer_addrs_.size()));
+    fire(Event::kDone, fmt::format("every peer name resolved ({})", count_of(peer_addrs_.size(), "host")));
   }
 
   // The plan again, now that the peers have addresses (the hostfile and the
@@ -355,6 +377,7 @@ class JobRunner {
     settings.job_id = std::string(env_.get("MA_VJ_NAME").value_or(""));
     settings.secret = secret_;
     settings.peer_loss = options_.peer_loss;
+    settings.barrier_timeout = barrier_timeout();
     HostLinkEvents events;
     events.on_go = [this] {
       if (state_ == State::kHostBarrier) {
@@ -391,9 +414,11 @@ class JobRunner {
   void on_barrier_timeout() {
     if (!exit_code_) {
       exit_code_ = kTempFail;
-      status_.cause = link_ ? link_->barrier_timeout_cause(barrier_timeout()) : "the control channel is not open";
+      const std::string why =
+          link_ ? link_->barrier_timeout_cause(barrier_timeout()) : "the control channel is not open";
+      status_.cause = where(static_cast<int>(host_index()), -1) + why;
       log_error("{}", status_.cause);
-      tell_other_hosts(StopNotice{kTempFail, static_cast<int>(host_index()), -1, status_.cause});
+      tell_other_hosts(StopNotice{kTempFail, static_cast<int>(host_index()), -1, why});
     }
     fire(Event::kTimedOut, "the barrier did not open in time");
   }
@@ -508,6 +533,7 @@ class JobRunner {
     if (!write_plan_files()) {
       return;
     }
+    prepare_rank_error_files();
     plan_.rank_table.reset();
     ::malloc_trim(0);
     const auto local_ranks = static_cast<unsigned>(
@@ -525,7 +551,7 @@ class JobRunner {
       }
     }
     narrow_own_privileges();
-    fire(Event::kDone, fmt::format("{} ranks started", ranks_.size()));
+    fire(Event::kDone, fmt::format("{} started", count_of(ranks_.size(), "rank")));
   }
 
   // Once the job's processes run, trainit keeps only what the rest of the
@@ -536,6 +562,17 @@ class JobRunner {
       privileges_narrowed_ = true;
       pid1_.privileges->narrow_own(plan_.restarts.has_value());
     }
+  }
+
+  // The ranks' TORCHELASTIC_ERROR_FILEs (the torchrun modes), each this
+  // start's: read from now on only when written since (error_file.h).
+  void prepare_rank_error_files() {
+    error_files_since_ = file_clock_now();
+    GiveToJobFn give;
+    if (pid1_.privileges != nullptr && pid1_.privileges->switches_user()) {
+      give = [this](const std::string& path) { return pid1_.privileges->give_to_job(path); };
+    }
+    prepare_error_files(plan_.private_dir, plan_.processes, give);
   }
 
   // Writes the plan's files. What was written (a copy of the rank table
@@ -598,18 +635,22 @@ class JobRunner {
       fire(Event::kDone, "every rank exited 0");
       return;
     }
-    log_info("every rank of this host exited 0; waiting for the other hosts");
+    log_info("{}; waiting for the other hosts",
+             ranks_.empty() ? "this host runs no rank of its own" : "every rank of this host exited 0");
     if (link_) {
       link_->finish();
     }
   }
 
-  void on_rank_exit(Rank& rank, const std::string& what) {
+  void on_rank_exit(Rank& rank, const std::string& how) {
     if (rank.spec->rank) {
       arena_.abort(fmt::format("{} exited", rank.spec->name));
     }
     const bool stopped = state_ >= State::kStopping;  // trainit had begun to stop the job
     rank.state = stopped ? RankState::kStopped : rank.code == 0 ? RankState::kExited : RankState::kFailed;
+    // A failing rank's own account, where it left one (error_file.h).
+    const std::string what =
+        rank.state == RankState::kFailed ? how + root_cause_of(*rank.spec, plan_.private_dir, error_files_since_) : how;
     write_status();
     if (rank.state == RankState::kFailed && state_ == State::kRunning && may_restart() &&
         restart_everywhere(rank, what)) {
@@ -721,10 +762,11 @@ class JobRunner {
     relay_.finish();
     relay_.flush_console(std::chrono::milliseconds(1000));
     if (uint64_t dropped = relay_.console_dropped(); dropped > 0) {
-      log_warning("{} bytes of rank output were not shown on the console (it was not read fast enough)", dropped);
+      log_warning("rank output not shown on the console (it was not read fast enough): {}", count_of(dropped, "byte"));
     }
     status_.exit_code = exit_code();
     write_status();
+    write_termination_message();
     notifier_.status(fmt::format("exited with {}", exit_code()));
     log_info("exit {}", exit_code());
     loop_.exit(exit_code());
@@ -768,7 +810,23 @@ class JobRunner {
     return 0;
   }
 
+  // How the job ended, in one line, where the platform looks for it
+  // (Kubernetes' termination message), once, when the file is there.
+  void write_termination_message() {
+    if (options_.termination_log.empty()) {
+      return;
+    }
+    if (auto r = write_termination_log(options_.termination_log, status_.end_line()); !r) {
+      if (r.error().errnum == ENOENT) {
+        log_debug("{}", r.error().message);
+      } else {
+        log_warning("{}", r.error().message);
+      }
+    }
+  }
+
   void write_status() {
+    note_cause_state();
     status_.state = std::string(state_name(state_));
     status_.reason = reason_;
     status_.ranks = ranks_.status();
@@ -801,10 +859,11 @@ class JobRunner {
   // The outcome.
   std::optional<int> exit_code_;
   bool status_error_reported_ = false;
-  std::vector<int> log_errors_;       // the errnos of log-file failures reported
-  unsigned restarts_ = 0;             // times the job was started again (Plan::restarts)
-  bool restart_pending_ = false;      // the ranks are being stopped to start again
-  bool privileges_narrowed_ = false;  // narrow_own_privileges() ran
+  std::vector<int> log_errors_;           // the errnos of log-file failures reported
+  unsigned restarts_ = 0;                 // times the job was started again (Plan::restarts)
+  bool restart_pending_ = false;          // the ranks are being stopped to start again
+  bool privileges_narrowed_ = false;      // narrow_own_privileges() ran
+  struct timespec error_files_since_ {};  // when this start's error files were prepared
   // The phases.
   Launcher launcher_;
   RankSet ranks_;

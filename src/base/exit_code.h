@@ -13,6 +13,8 @@
 namespace trainit::exit_code {
 
 inline constexpr int kUsage = 64;           // EX_USAGE: bad command line or variable; nothing was started
+inline constexpr int kDataError = 65;       // EX_DATAERR: `trainit status`: the status file is not one trainit wrote
+inline constexpr int kNoInput = 66;         // EX_NOINPUT: `trainit status`: no status file to read
 inline constexpr int kUnavailable = 69;     // EX_UNAVAILABLE: a peer never resolved, or a host was lost
 inline constexpr int kSoftware = 70;        // EX_SOFTWARE: the event loop broke after the first spawn
 inline constexpr int kOsError = 71;         // EX_OSERR: could not set up or start a process (epoll, fork, pipe, chdir)

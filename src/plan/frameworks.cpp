@@ -185,6 +185,22 @@ std::string run_id(const Frame& f) {
   return f.cluster.job_name.empty() ? std::string("none") : f.cluster.job_name;
 }
 
+// trainit's own directory for the job, as mpi's: --private-dir, else
+// /tmp/trainit-<MA_VJ_NAME>, or /tmp/trainit-job without a job name.
+std::string private_dir(const PlanInput& input, const Frame& f) {
+  if (!input.options.private_dir.empty())
+    return input.options.private_dir;
+  return fmt::format("/tmp/trainit-{}", f.cluster.job_name.empty() ? std::string("job") : f.cluster.job_name);
+}
+
+// What torchrun's agent gives each worker: a file of its own for its
+// @record-ed exception (init/job/error_file.h reads it when it fails).
+// `who` names the file: a rank's number, or "host-<I>" for torchrun itself
+// (whose @record passes its first failing worker's on).
+void give_error_file(Plan& plan, ProcessSpec& p, std::string_view who) {
+  set_env(p.env, "TORCHELASTIC_ERROR_FILE", join_path(plan.private_dir, fmt::format("error-{}.json", who)));
+}
+
 // --- torchrun ---------------------------------------------------------------
 
 Result<Plan> plan_torchrun(const PlanInput& input) {
@@ -241,6 +257,7 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
   }
 
   Plan plan = base_plan(Mode::kTorchrun, input, f, true);
+  plan.private_dir = private_dir(input, f);
   plan.restarts = restarts;
   plan.launch->master_port = port;
   plan.launch->rendezvous_timeout = params.rendezvous_timeout;
@@ -280,6 +297,7 @@ Result<Plan> plan_torchrun(const PlanInput& input) {
       set_env(p.env, "OMP_NUM_THREADS", "1");
     if (!nccl_set)
       set_env(p.env, "NCCL_ASYNC_ERROR_HANDLING", "1");
+    give_error_file(plan, p, std::to_string(rank));
     plan.processes.push_back(std::move(p));
   }
   return plan;
@@ -319,7 +337,10 @@ Result<Plan> plan_torchrun_exec(const PlanInput& input) {
     argv.insert(argv.end(), words->begin(), words->end());
   }
   argv.insert(argv.end(), input.argv.begin(), input.argv.end());
-  plan.processes.push_back(host_process(f, std::move(argv)));
+  plan.private_dir = private_dir(input, f);
+  ProcessSpec torchrun = host_process(f, std::move(argv));
+  give_error_file(plan, torchrun, fmt::format("host-{}", f.cluster.index));
+  plan.processes.push_back(std::move(torchrun));
   return plan;
 }
 

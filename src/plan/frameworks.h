@@ -10,8 +10,13 @@
 //                  TORCHELASTIC_*); rank 0 hosts the store itself, so
 //                  init_method="env://" works unchanged. MA_EXTRA_TORCHRUN_PARAMS
 //                  is read (parse_torchrun_params); a boot file ending in .py
-//                  is run by python3 -u, as torchrun runs it.
-//   torchrun-exec  one process per host: the platform's torchrun command
+//                  is run by python3 -u, as torchrun runs it. Each rank gets
+//                  TORCHELASTIC_ERROR_FILE, <private dir>/error-<rank>.json,
+//                  for PyTorch's @record (Plan::private_dir: --private-dir,
+//                  else /tmp/trainit-<MA_VJ_NAME>, /tmp/trainit-job without).
+//   torchrun-exec  one process per host: the platform's torchrun command,
+//                  with TORCHELASTIC_ERROR_FILE <private dir>/error-host-<I>.json
+//                  (torchrun's own @record passes its first failure's on)
 //   msrun          host 0 runs MindSpore's scheduler (MS_ROLE=MS_SCHED), every
 //                  host one worker (MS_ROLE=MS_WORKER) per device; logs as
 //                  msrun's --log_dir: scheduler.log, worker_<rank>.log

@@ -204,7 +204,7 @@ struct Plan {
   std::optional<RankTablePlan> rank_table;  // ascend
   std::optional<HostsPlan> hosts;           // several hosts (ascend, mpi), or mode mpi
   // trainit's own directory for this job (mpi: sshd_config, host keys, ssh
-  // config, hostfile, tune file); empty: none. Created mode 0700 before the
+  // config, hostfile, tune file; torchrun: the ranks' error files); empty: none. Created mode 0700 before the
   // first state that writes into it; it must then be a directory of trainit's
   // own user, not a symlink, and not group/world-writable (sshd's rules).
   std::string private_dir;

@@ -18,7 +18,7 @@
 //       "hosts": N, "index": i, "control_port": port,
 //       "peers": [host 0's DNS name, ...]
 //     },
-//     "private_dir": path,                 // trainit's own per-job dir (mpi)
+//     "private_dir": path,                 // trainit's own per-job dir (mpi, torchrun)
 //     "sshd": {                            // mpi, several hosts
 //       "path", "port", "config_path", "config": the sshd_config text,
 //       "host_keys": [{"path", "generate": ssh-keygen argv}],

@@ -152,4 +152,18 @@ std::string one_line(std::string_view text) {
   return out;
 }
 
+std::string count_of(std::size_t n, std::string_view singular, std::string_view plural) {
+  std::string text = std::to_string(n);
+  text += ' ';
+  if (n == 1) {
+    text += singular;
+  } else if (plural.empty()) {
+    text += singular;
+    text += 's';
+  } else {
+    text += plural;
+  }
+  return text;
+}
+
 }  // namespace trainit

@@ -29,4 +29,8 @@ void append_json_string(std::string& out, std::string_view text);
 // included): what a message built from foreign text needs to stay one line.
 [[nodiscard]] std::string one_line(std::string_view text);
 
+// `n` and the noun that agrees with it: "1 rank", "0 ranks", "2 ranks";
+// `plural` where the noun does not just take an "s" ("processes").
+[[nodiscard]] std::string count_of(std::size_t n, std::string_view singular, std::string_view plural = {});
+
 }  // namespace trainit

@@ -31,6 +31,10 @@ run_job() {
   # Debian's sshd says READY=1 on the NOTIFY_SOCKET trainit serves it.
   expect_output 0 "sshd said READY=1"
   expect_output 1 "sshd said READY=1"
+  # Host 1 runs no rank of its own: it says so, and never that its ranks
+  # exited 0 (it had none).
+  expect_output 1 "this host runs no rank of its own; waiting for the other hosts"
+  ! grep -q "every rank of this host exited 0" "$E2E_DIR/h1/out" || fail "host 1 reports ranks it never had"
   # A normal job draws no error or warning from Open MPI, on any host
   # (each orted and rank of host 1 used to miss host 0's -tune file). sshd's
   # own lines are left out: trainit's readiness probe may draw a

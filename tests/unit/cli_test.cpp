@@ -60,6 +60,25 @@ TEST(Cli, CommandAfterDoubleDashKeepsItsOwnFlags) {
   EXPECT_EQ(o->command, (std::vector<std::string>{"sh", "-c", "exit 3"}));
 }
 
+// -v takes no value, as tini's: in `trainit -v 3 -- prog` the program is 3.
+TEST(Cli, DashVTakesNoValueSoTheWordAfterItIsTheProgram) {
+  auto o = parse({"-v", "3", "--", "prog"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->verbosity, 2);
+  EXPECT_EQ(o->command, (std::vector<std::string>{"3", "--", "prog"}));
+}
+
+// A job mode's levels count from 2 unless a level was given: -v alone is
+// not a level, --verbosity N and the variables are.
+TEST(Cli, OnlyALevelGivenOutrightIsMarkedGiven) {
+  EXPECT_FALSE(parse({"true"})->verbosity_given);
+  EXPECT_FALSE(parse({"-vv", "true"})->verbosity_given);
+  EXPECT_TRUE(parse({"--verbosity", "1", "true"})->verbosity_given);
+  EXPECT_TRUE(parse({"true"}, {{"TRAINIT_VERBOSITY", "1"}})->verbosity_given);
+  EXPECT_TRUE(parse({"true"}, {{"TINI_VERBOSITY", "1"}})->verbosity_given);
+  EXPECT_FALSE(parse({"-v", "true"}, {{"TRAINIT_VERBOSITY", "1"}})->verbosity_given) << "-v leaves it unread";
+}
+
 TEST(Cli, FirstNonOptionStartsTheCommandLikeTini) {
   auto o = parse({"-g", "sleep", "-x"});
   ASSERT_TRUE(o.ok());
@@ -234,6 +253,7 @@ const std::map<std::string, Sample, std::less<>> kSamples = {
     {"rank-table-timeout", {"60", "60", "70"}},
     {"max-local-devices", {"32", "32", "8"}},
     {"status-file", {"/run/status.json", "/run/status.json", "/tmp/other.json"}},
+    {"termination-log", {"off", "off", "/tmp/termination-log"}},
     {"peer-timeout", {"30", "30", "40"}},
     {"barrier-timeout", {"90", "90", "120"}},
     {"peer-loss", {"3", "3", "5"}},
@@ -463,8 +483,13 @@ TEST(Cli, HelpListsEveryOptionWithItsVariables) {
   const std::string help = usage_text();
   for (const OptionSpec& spec : option_table()) {
     EXPECT_NE(help.find("--" + std::string(spec.name)), std::string::npos) << spec.name;
-    if (spec.short_name != 0) {
+    if (spec.short_name != 0 && spec.kind != Kind::kLevel) {
       EXPECT_NE(help.find(std::string("-") + spec.short_name + ", --" + std::string(spec.name)), std::string::npos)
+          << spec.name;
+    }
+    if (spec.kind == Kind::kLevel) {  // -v takes no value: a line of its own, apart from --verbosity N
+      EXPECT_NE(help.find(std::string("\n  -") + spec.short_name + "   "), std::string::npos) << spec.name;
+      EXPECT_EQ(help.find(std::string("-") + spec.short_name + ", --" + std::string(spec.name)), std::string::npos)
           << spec.name;
     }
     if (spec.kind != Kind::kAction) {

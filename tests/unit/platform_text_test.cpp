@@ -43,5 +43,13 @@ TEST(NormalizePath, IsLexicalAndNeverClimbsAboveRoot) {
   EXPECT_FALSE(is_absolute_path(""));
 }
 
+TEST(CountOf, TheNounAgreesWithTheCount) {
+  EXPECT_EQ(count_of(0, "rank"), "0 ranks");
+  EXPECT_EQ(count_of(1, "rank"), "1 rank");
+  EXPECT_EQ(count_of(2, "rank"), "2 ranks");
+  EXPECT_EQ(count_of(1, "process", "processes"), "1 process");
+  EXPECT_EQ(count_of(3, "process", "processes"), "3 processes");
+}
+
 }  // namespace
 }  // namespace trainit
