@@ -28,7 +28,7 @@ done
 expect_exit 1 139 20
 expect_exit 0 139 10
 for i in 0 1; do
-  expect_status "$i" 139 "host 1 rank 3" "proc-rank-3-device-1" "SIGSEGV"
+  expect_status "$i" 139 "host 1 " "rank 3:" "proc-rank-3-device-1" "SIGSEGV"
   expect_found_nothing_left "$i"
 done
 expect_output 0 "processes still ran 1.000 s after SIGTERM: SIGKILL"
