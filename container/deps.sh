@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs every Debian package trainit's build, tests and benchmarks need.
 # One list, used by the README, CI (.ci/run) and container/Dockerfile.
-#   container/deps.sh           build + tests + benchmarks + demo, x86-64 and aarch64
+#   container/deps.sh           build + tests + fuzzers + benchmarks + demo, x86-64 and aarch64
 #   container/deps.sh demo      only what `cmake --workflow --preset demo` needs:
 #                               building the trainit binary (Ninja) and running
 #                               the demo job (unshare)
@@ -22,6 +22,9 @@ DEMO="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsodium-d
 TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
       python3 python3-torch python3-numpy tini dumb-init catatonit openssh-server openssh-client openmpi-bin
       libopenmpi-dev systemd"
+# The fuzz preset: clang, and its libFuzzer and sanitizer runtimes (which
+# clang only recommends, and --no-install-recommends leaves out), built by Ninja.
+FUZZ="clang libclang-rt-14-dev ninja-build"
 CROSS="make cmake pkg-config nlohmann-json3-dev g++-aarch64-linux-gnu libfmt-dev:arm64 libsodium-dev:arm64 libcap-dev:arm64"
 CROSS_TEST="build-essential qemu-user-static libgtest-dev:arm64 libsystemd-dev:arm64"
 
@@ -29,7 +32,7 @@ case "${1:-}" in
   demo) packages="$DEMO" ;;
   --build) packages="$BUILD" ;;
   --cross) packages="$CROSS" ;;
-  "") packages="$BUILD $TEST $CROSS $CROSS_TEST $DEMO" ;;
+  "") packages="$BUILD $TEST $FUZZ $CROSS $CROSS_TEST $DEMO" ;;
   *) echo "usage: $0 [demo | --build | --cross]" >&2; exit 64 ;;
 esac
 

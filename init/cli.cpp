@@ -157,7 +157,8 @@ constexpr OptionSpec kOptions[] = {
        o.verbosity_given = true;
        return {};
      },
-     .set = [](Options& o, bool) { ++o.verbosity; },
+     // -v counts up to 10 too: what `trainit plan` shows can be given back.
+     .set = [](Options& o, bool) { o.verbosity = std::min(o.verbosity + 1, 10); },
      .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.verbosity); },
      .tini_variable = "TINI_VERBOSITY",
      .help = "how much trainit says: 0 errors, 1 and warnings\n"

@@ -7,8 +7,6 @@
 namespace trainit::net {
 namespace {
 
-constexpr size_t kStopFields = 12;  // exit code, failing host, failing rank
-
 bool control_byte(char c) noexcept {
   return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
 }

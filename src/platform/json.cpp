@@ -53,6 +53,7 @@ class BoundedBuilder {
     Json::object_t& object = stack_.back()->get_ref<Json::object_t&>();
     if (object.find(k) != object.end()) {
       error_ = fmt::format("{}: repeated key", location(&k));
+      errnum_ = 0;  // see errnum()
       return false;
     }
     key_ = std::move(k);
@@ -65,6 +66,10 @@ class BoundedBuilder {
   }
 
   [[nodiscard]] const std::string& error() const { return error_; }
+  // EBADMSG: the text is not (yet) one whole document; 0: it has a repeated
+  // key, which no part of a document caught mid-write has unless the whole
+  // document has it too.
+  [[nodiscard]] int errnum() const { return errnum_; }
 
  private:
   Json* put(Json&& value) {
@@ -135,6 +140,7 @@ class BoundedBuilder {
   std::vector<Json*> stack_;
   std::string key_;
   std::string error_;
+  int errnum_ = EBADMSG;
 };
 
 // --- the streaming reader ------------------------------------------------------
@@ -357,6 +363,7 @@ class StreamDriver {
     Frame& f = stack_[depth_ - 1];
     if (!f.keys.insert(k)) {
       error_ = fmt::format("{}: repeated key", location(&k));
+      errnum_ = 0;  // see errnum()
       return false;
     }
     f.key.assign(k, 0, 65);
@@ -370,6 +377,10 @@ class StreamDriver {
   }
 
   [[nodiscard]] const std::string& error() const { return error_; }
+  // EBADMSG: the text is not (yet) one whole document; 0: it has a repeated
+  // key, which no part of a document caught mid-write has unless the whole
+  // document has it too.
+  [[nodiscard]] int errnum() const { return errnum_; }
   [[nodiscard]] bool stopped() const { return stopped_; }
 
  private:
@@ -510,6 +521,7 @@ class StreamDriver {
   std::vector<Frame> stack_;  // frames [0, depth_) are open; the rest kept for reuse
   std::size_t depth_ = 0;
   std::string error_;
+  int errnum_ = EBADMSG;
   bool stopped_ = false;
 };
 
@@ -566,6 +578,49 @@ class TopLevelPeek {
   std::optional<std::string> found_;
 };
 
+// Counts one key of the top-level object, up to its second time; reads
+// nothing else but the structure around it.
+class TopLevelKeyCount {
+ public:
+  TopLevelKeyCount(std::string_view key, unsigned max_depth) : key_(key), max_depth_(max_depth) {}
+
+  bool null() { return depth_ > 0; }
+  bool boolean(bool /*v*/) { return depth_ > 0; }
+  bool number_integer(Json::number_integer_t /*v*/) { return depth_ > 0; }
+  bool number_unsigned(Json::number_unsigned_t /*v*/) { return depth_ > 0; }
+  bool number_float(Json::number_float_t /*v*/, const Json::string_t& /*text*/) { return depth_ > 0; }
+  bool string(Json::string_t& /*v*/) { return depth_ > 0; }
+  bool binary(Json::binary_t& /*v*/) { return false; }
+  bool start_object(std::size_t /*elements*/) { return open(true); }
+  bool start_array(std::size_t /*elements*/) { return open(false); }
+  bool end_object() { return --depth_ > 0; }
+  bool end_array() { return --depth_ > 0; }
+  bool key(Json::string_t& k) {
+    if (depth_ == 1 && k == key_)
+      ++count_;
+    return count_ < 2;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& /*ex*/) {
+    return false;
+  }
+
+  [[nodiscard]] bool repeated() const { return count_ >= 2; }
+
+ private:
+  bool open(bool object) {
+    if ((depth_ == 0 && !object) || depth_ >= max_depth_)
+      return false;
+    ++depth_;
+    return true;
+  }
+
+  std::string_view key_;
+  unsigned max_depth_;
+  unsigned depth_ = 0;
+  unsigned count_ = 0;
+};
+
 }  // namespace
 
 Result<Json> parse_json(std::string_view text, std::string_view file, const JsonLimits& limits) {
@@ -578,7 +633,7 @@ Result<Json> parse_json(std::string_view text, std::string_view file, const Json
     Json root;
     BoundedBuilder builder(root, limits.max_depth);
     if (!Json::sax_parse(text.begin(), text.end(), &builder)) {
-      return Error{fmt::format("{}: {}", one_line(file), builder.error()), EBADMSG};
+      return Error{fmt::format("{}: {}", one_line(file), builder.error()), builder.errnum()};
     }
     return root;
   } catch (const std::exception& e) {  // allocation failure: the only way left to throw
@@ -625,7 +680,7 @@ Result<bool> parse_json_stream(std::string_view text, std::string_view file, con
       return true;
     if (driver.stopped())
       return false;
-    return Error{fmt::format("{}: {}", one_line(file), driver.error()), EBADMSG};
+    return Error{fmt::format("{}: {}", one_line(file), driver.error()), driver.errnum()};
   } catch (const std::exception& e) {  // allocation failure (here or in the reader)
     return Error{fmt::format("{}: cannot parse: {}", one_line(file), one_line(e.what()))};
   }
@@ -638,6 +693,16 @@ std::optional<std::string> peek_top_level_string(std::string_view text, std::str
     return std::move(peek.found());
   } catch (const std::exception&) {  // allocation failure: cannot tell
     return std::nullopt;
+  }
+}
+
+bool top_level_key_repeated(std::string_view text, std::string_view key, unsigned max_depth) {
+  try {
+    TopLevelKeyCount count(key, max_depth);
+    (void)Json::sax_parse(text.begin(), text.end(), &count);
+    return count.repeated();
+  } catch (const std::exception&) {  // allocation failure: not seen
+    return false;
   }
 }
 

@@ -26,9 +26,12 @@ struct JsonLimits {
 
 // Parses `text` as exactly one JSON document. Errors (one line, starting with
 // `file`): text over max_bytes (errnum EFBIG); a syntax error (with line and
-// column), nesting deeper than max_depth or a key repeated within one object
-// (both with the key path where it happened): errnum EBADMSG, "the text is not
-// one well-formed document", which is also how a file caught mid-write reads.
+// column) or nesting deeper than max_depth (with the key path where it
+// happened): errnum EBADMSG, "the text is not one well-formed document",
+// which is also how a file caught mid-write reads; a key repeated within one
+// object (with its key path): errnum 0, as for a document that is wrong, not
+// unfinished: no part of a document has a repeated key that the whole
+// document lacks.
 [[nodiscard]] Result<Json> parse_json(std::string_view text, std::string_view file, const JsonLimits& limits = {});
 
 // `value` for an error message: compact ASCII-only JSON, at most `max_bytes`
@@ -94,8 +97,17 @@ class JsonStreamReader {
 // no such key at the top level or not a string there, or breaks, or nests
 // deeper than `max_depth`, before it (a key of a nested object never counts).
 // Nothing after the value is looked at: the text may end there, or go on
-// with anything.
+// with anything, the key again included (which parse_json refuses as a
+// repeated key: see top_level_key_repeated).
 [[nodiscard]] std::optional<std::string> peek_top_level_string(std::string_view text, std::string_view key,
                                                                unsigned max_depth = JsonLimits{}.max_depth);
+
+// Whether the top-level object of `text` gives `key` twice: read, without
+// building anything, until its second time, or until the top level ends or
+// the text ends, breaks or nests deeper than `max_depth` (false then: not
+// seen). What a peek_top_level_string() answer stands on; it costs a look at
+// the whole text.
+[[nodiscard]] bool top_level_key_repeated(std::string_view text, std::string_view key,
+                                          unsigned max_depth = JsonLimits{}.max_depth);
 
 }  // namespace trainit

@@ -14,11 +14,13 @@
 #include "platform/text.h"
 
 // How a table is read: its top-level "status" first (peek_top_level_string),
-// and nothing more of a table that is not complete; then one pass over the
-// text (parse_json_stream), which keeps only what the checks need, then the
-// checks in the order the rules are written in rank_table.h, so that a table
-// with several faults is refused for the same one whatever order its keys
-// come in:
+// and nothing more of a table that is not complete, but for a second status
+// (top_level_key_repeated: one look at the text's structure; the full read
+// then refuses the table's first repeated key, as for a complete table);
+// then one pass over the text (parse_json_stream), which keeps only what the
+// checks need, then the checks in the order the rules are written in
+// rank_table.h, so that a table with several faults is refused for the same
+// one whatever order its keys come in:
 //
 //   1. the JSON itself (syntax, depth, repeated keys), anywhere in the text;
 //   2. the top level: an object, "status", "version", the format;
@@ -208,9 +210,11 @@ std::string_view format_name(RankTableFormat format) noexcept {
 Result<ParsedRankTable> parse_rank_table(std::string_view text, std::string_view file, const RankTableLimits& limits) {
   const JsonLimits json_limits{limits.max_bytes, limits.max_depth};
   try {
-    // The status first: a table that is still being written is not read on.
+    // The status first: a table that is still being written is not read on,
+    // but for a second status (refused below, as the first repeated key).
     if (text.size() <= limits.max_bytes) {
-      if (auto status = peek_top_level_string(text, "status", limits.max_depth); status && *status != "completed")
+      if (auto status = peek_top_level_string(text, "status", limits.max_depth);
+          status && *status != "completed" && !top_level_key_repeated(text, "status", limits.max_depth))
         return ParsedRankTable{std::move(*status), std::nullopt};
     }
     TableReader reader(file, limits);

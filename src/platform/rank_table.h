@@ -19,9 +19,10 @@
 // Numbers are JSON integers or strict decimal strings (see parse_decimal in base/number.h).
 // A table whose top-level "status" is not "completed" is not validated
 // further: it is still being written (ParsedRankTable::table is empty). That
-// status is looked at first, without reading the rest of the table (see
-// peek_top_level_string), so a large table that is still being written costs
-// little, and may even be torn after its status. A completed table is
+// status is looked at first, without building or checking the rest of the
+// table (see peek_top_level_string), so a large table that is still being
+// written costs little, and may even be torn after its status; a status
+// given twice is refused as any repeated key is. A completed table is
 // validated whole before anything may start: rank_ids exactly 0..N-1,
 // device_ids unique per server and below max_local_devices, server_ids and
 // pod_names unique, no server without devices, declared counts equal to what
@@ -124,7 +125,7 @@ struct ParsedRankTable {
 // Parses and validates a rank table. `file` only names it in messages. An
 // error with errnum EBADMSG (or EFBIG) is parse_json's: the text is not one
 // well-formed JSON document within the limits; the others say what is wrong
-// with a well-formed one.
+// with the table (a repeated key among them: see parse_json).
 [[nodiscard]] Result<ParsedRankTable> parse_rank_table(std::string_view text, std::string_view file,
                                                        const RankTableLimits& limits = {});
 

@@ -369,6 +369,23 @@ TEST(RankTableWait, TableFlippingToCompletedButInvalidExits78AtTheFlip) {
   EXPECT_TRUE(job.starts().empty()) << "a rank started";
 }
 
+// A table that gives its status twice, "initializing" then "completed": the
+// look at the status first does not take the first one (the run waited out
+// --rank-table-timeout for it, exit 75), it is refused for its repeated key,
+// at once, as `trainit plan` refuses it (tests/golden/cases/error-repeated-status).
+TEST(RankTableWait, TableGivingItsStatusTwiceExits78AtOnceAsPlanRefusesIt) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  std::string table = template1("initializing", 2);
+  table.insert(table.rfind('}'), ", \"status\": \"completed\"\n");
+  ASSERT_TRUE(write_file(job.table(), table));
+  Outcome r = run(job.spec({"--rank-table-timeout", "60"}, {"record"}));
+  EXPECT_EQ(r.exit, Exit::code(78)) << r.transcript;
+  EXPECT_LT(r.elapsed, 1s) << "waited for a table that cannot get better" << r.transcript;
+  EXPECT_NE(r.err.find(job.table() + ": status: repeated key"), std::string::npos) << r.transcript;
+  EXPECT_TRUE(job.starts().empty()) << "a rank started";
+}
+
 // --- Stopping ------------------------------------------------------------------
 
 // Rank actions: record, SIGTERM as `on_term` says, "ready", wait for DIR/go,

@@ -79,6 +79,18 @@ TEST(Cli, OnlyALevelGivenOutrightIsMarkedGiven) {
   EXPECT_FALSE(parse({"-v", "true"}, {{"TRAINIT_VERBOSITY", "1"}})->verbosity_given) << "-v leaves it unread";
 }
 
+// -v counts up to the highest level --verbosity takes (10), so that what
+// `trainit plan` shows can be given back (found by tests/fuzz/cli.cpp).
+TEST(Cli, RepeatedDashVStopsAtTheHighestVerbosity) {
+  auto o = parse({"-vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv", "--verbosity", "10", "-v", "true"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->verbosity, 10);
+  EXPECT_EQ(setting(*o, "verbosity").value, "10");
+  auto back = parse({"true"}, {{"TRAINIT_VERBOSITY", *setting(*o, "verbosity").value}});
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->verbosity, 10);
+}
+
 TEST(Cli, FirstNonOptionStartsTheCommandLikeTini) {
   auto o = parse({"-g", "sleep", "-x"});
   ASSERT_TRUE(o.ok());

@@ -254,7 +254,10 @@ TEST(ParseJsonStream, RefusesWhatParseJsonRefusesWithTheSameWords) {
       if (!dom.ok()) {
         EXPECT_EQ(streamed.error().message, dom.error().message);
         EXPECT_EQ(streamed.error().errnum, dom.error().errnum);
-        EXPECT_TRUE(streamed.error().errnum == EBADMSG || streamed.error().errnum == EFBIG);
+        // A repeated key is no document caught mid-write: errnum 0 (refused), not EBADMSG (waited on).
+        const bool repeated = dom.error().message.ends_with(": repeated key");
+        EXPECT_TRUE(repeated ? streamed.error().errnum == 0
+                             : streamed.error().errnum == EBADMSG || streamed.error().errnum == EFBIG);
       }
     }
   }
@@ -309,6 +312,28 @@ TEST(PeekTopLevelString, SaysNothingWhenItCannotTell) {
   }
   EXPECT_EQ(peek_top_level_string(R"({"a":[[{"b":1}]],"status":"deep"})", "status", 4), "deep");
   EXPECT_EQ(peek_top_level_string(R"({"a":[[[{"b":1}]]],"status":"too deep"})", "status", 4), std::nullopt);
+}
+
+TEST(TopLevelKeyRepeated, SeesASecondTopLevelKeyBeforeTheTextEndsOrBreaks) {
+  for (const char* text : {
+           R"({"status":"first","status":"second"})", R"({"status":"first","status":"first"})",
+           R"({"status":1,"x":[1,{"status":2}],"status":{"a":[]}})",
+           R"({"status":"first","st\u0061tus":"second","x":[)",  // torn after the second
+       }) {
+    EXPECT_TRUE(top_level_key_repeated(text, "status")) << text;
+  }
+  for (const char* text : {
+           R"({"status":"first","x":{"status":"nested","status":"twice"},"y":[{"status":2}]})",
+           R"({"status":"first","x":[)",                // torn after the first
+           R"({"status":"first",,"status":"second"})",  // broken before the second
+           R"({"x":1,"x":2,"status":"once"})",          // another key twice
+           R"([{"status":1},{"status":2}])",            // not an object
+           "",
+       }) {
+    EXPECT_FALSE(top_level_key_repeated(text, "status")) << text;
+  }
+  EXPECT_TRUE(top_level_key_repeated(R"({"status":1,"a":[[{"b":1}]],"status":2})", "status", 4));
+  EXPECT_FALSE(top_level_key_repeated(R"({"status":1,"a":[[[{"b":1}]]],"status":2})", "status", 4));
 }
 
 }  // namespace

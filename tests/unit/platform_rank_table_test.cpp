@@ -56,10 +56,8 @@ TEST(RankTableDocument, AnIncompleteTableIsPendingNotValidated) {
 // The top-level "status" is looked at first; a table that is not complete is
 // not read further, so it may be torn (or anything) after its status.
 TEST(RankTableDocument, ATableNotCompleteIsPendingWhateverFollowsItsStatus) {
-  for (std::string text :
-       {std::string(R"({"status":"initializing","server_list":[{"server_id":"10.0.0.1","dev)"),
-        std::string(R"({"status":"initializing" ,,, not JSON)"),
-        std::string(R"({"status":"initializing","status":"completed"})"), std::string(R"({"status":"")")}) {
+  for (std::string text : {std::string(R"({"status":"initializing","server_list":[{"server_id":"10.0.0.1","dev)"),
+                           std::string(R"({"status":"initializing" ,,, not JSON)"), std::string(R"({"status":"")")}) {
     auto r = parse_rank_table(text, kFile);
     ASSERT_TRUE(r.ok()) << text << ": " << r.error().message;
     EXPECT_EQ(r->status, text.find("\"\"") == std::string::npos ? "initializing" : "");
@@ -99,6 +97,43 @@ TEST(RankTableDocument, SyntaxSizeDepthAndRepeatedKeysAreRefused) {
   EXPECT_EQ(refusal_text(R"({"status":"completed","x":[[[[]]]]})", RankTableLimits{16, 1 << 20, 3}),
             kFile + ": x[0][0]: nested deeper than 3 levels");
   EXPECT_EQ(refusal_text(R"({"status":"completed","status":"completed"})"), kFile + ": status: repeated key");
+  auto repeated =
+      parse_rank_table(R"({"status":"completed","server_list":[{"server_id":"a","server_id":"b"}]})", kFile);
+  ASSERT_FALSE(repeated.ok());
+  EXPECT_EQ(repeated.error().message, kFile + ": server_list[0].server_id: repeated key");
+  EXPECT_NE(repeated.error().errnum, EBADMSG) << "a repeated key is no table caught mid-write";
+}
+
+// A repeated key is refused wherever it is, the top-level "status" included:
+// the look at the status first does not take the first of two (it would call
+// the table pending, and the run would wait out --rank-table-timeout for a
+// table the full read refuses). A table torn, or broken, after its status
+// shows no second one: it is pending. A repeated key is no table caught
+// mid-write (no part of a table has one the whole table lacks): not
+// EBADMSG, so the run refuses it at once, as `trainit plan` does.
+TEST(RankTableDocument, AStatusGivenTwiceIsRefusedAsAnyRepeatedKeyIs) {
+  for (const std::string text : {
+           R"({"status":"initializing","status":"completed"})", R"({"status":"completed","status":"initializing"})",
+           R"({"status":"initializing","server_list":[{"x":1}],"status":"initializing"})",
+           R"({"status":"initializing","status":"completed","server_list":[)",  // torn after the second
+       }) {
+    auto r = parse_rank_table(text, kFile);
+    ASSERT_FALSE(r.ok()) << text << ": taken as " << r->status;
+    EXPECT_EQ(r.error().message, kFile + ": status: repeated key") << text;
+    EXPECT_NE(r.error().errnum, EBADMSG) << text;
+  }
+  // The first repeated key in the text is the one named, as the full read names it.
+  EXPECT_EQ(refusal_text(R"({"status":"initializing","a":1,"a":2,"status":"completed"})"), kFile + ": a: repeated key");
+  for (const std::string text : {
+           R"({"status":"initializing","server_list":[{"status":"completed"}],"x":{"status":"a"}})",  // nested
+           R"({"status":"initializing","server_list":[)",                                             // torn
+           R"({"status":"initializing",,"status":"completed"})",  // broken before the second
+       }) {
+    auto r = parse_rank_table(text, kFile);
+    ASSERT_TRUE(r.ok()) << text << ": " << r.error().message;
+    EXPECT_EQ(r->status, "initializing") << text;
+    EXPECT_FALSE(r->table.has_value()) << text;
+  }
 }
 
 // ------------------------------------------------------------------ formats
