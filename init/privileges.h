@@ -72,8 +72,8 @@ class JobPrivileges {
   // (narrow_own_caps_after_setup(): CAP_KILL, and what starting processes
   // again takes while `more_spawns`). Logs what it keeps at debug level; a
   // failure is a warning, never fatal.
-  void narrow_own(bool more_spawns) const {
-    if (int r = narrow_own_caps_after_setup(caps_, switches_user(), more_spawns); r < 0) {
+  void narrow_own(bool more_spawns, bool hands_over_files = false) const {
+    if (int r = narrow_own_caps_after_setup(caps_, switches_user(), more_spawns, hands_over_files); r < 0) {
       log_warning("cannot drop trainit's own capabilities: {}", errno_string(-r));
     } else if (log_enabled(Level::kDebug)) {
       const CapSets now = own_cap_sets();

@@ -111,19 +111,12 @@ std::string exception_line(std::string_view text) {
 }
 
 // The error file at `path` for processes that run as the job's user, who
-// cannot create it in trainit's directory: made empty and handed to them.
-// One there already (a restart) is kept: handed to them again where trainit
-// still may, theirs since the first start otherwise. 0 or -errno.
+// cannot create it in trainit's directory: made anew, empty, and handed to
+// them (the last start's goes: what a file holds is this start's, whatever
+// the clock's granularity says of its time). 0 or -errno.
 int make_for_the_job(const std::string& path, const GiveToJobFn& give_to_job) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (S_ISREG(st.st_mode) && st.st_nlink == 1) {
-      (void)give_to_job(path);
-      return 0;
-    }
-    if (::unlink(path.c_str()) < 0) {
-      return -errno;
-    }
+  if (::unlink(path.c_str()) < 0 && errno != ENOENT) {
+    return -errno;
   }
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644));
   if (!fd) {

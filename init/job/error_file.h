@@ -76,10 +76,8 @@ using GiveToJobFn = std::function<int(const std::string& path)>;
 // file of the last start is removed, so that a file found after a failure
 // is this start's. When the processes run as another user (`give_to_job`
 // set), who cannot create files in trainit's directory, each file is made
-// for them instead, empty, and handed to that user; one of theirs already
-// there (a restart, after trainit gave up the right to hand files over) is
-// kept, and what it still holds of the last start is older than this one
-// (root_cause_of's `since`). Only files directly in `private_dir` are the
+// for them instead, anew and empty, and handed to that user (trainit keeps
+// CAP_CHOWN for it while restarts may come). Only files directly in `private_dir` are the
 // plan's: a variable the job's environment set to anything else is left
 // alone, and never read. A file that cannot be made is one warning; the job
 // goes on.

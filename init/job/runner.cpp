@@ -560,7 +560,8 @@ class JobRunner {
   void narrow_own_privileges() {
     if (!privileges_narrowed_ && pid1_.privileges != nullptr) {
       privileges_narrowed_ = true;
-      pid1_.privileges->narrow_own(plan_.restarts.has_value());
+      // A restart makes the processes' error files for them again.
+      pid1_.privileges->narrow_own(plan_.restarts.has_value(), /*hands_over_files=*/true);
     }
   }
 

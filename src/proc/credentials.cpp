@@ -315,7 +315,8 @@ int Credentials::apply() const noexcept {
   return 0;
 }
 
-int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, bool more_spawns) noexcept {
+int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, bool more_spawns,
+                                bool hands_over_files) noexcept {
   CapMask keep = cap_bit(CAP_KILL);
   CapMask bounding = keep;
   switch (caps.policy) {
@@ -330,7 +331,7 @@ int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, boo
   }
   if (more_spawns) {
     if (switches_user) {
-      keep |= cap_bit(CAP_SETUID) | cap_bit(CAP_SETGID);
+      keep |= cap_bit(CAP_SETUID) | cap_bit(CAP_SETGID) | (hands_over_files ? cap_bit(CAP_CHOWN) : 0);
     }
     if (caps.policy != CapsPolicy::kKeep) {
       keep |= cap_bit(CAP_SETPCAP) | caps.list;

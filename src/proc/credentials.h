@@ -117,9 +117,11 @@ class Credentials {
 // trainit's own capabilities once its setup is past: it keeps CAP_KILL (its
 // processes may run as another user, or change their own), and, while
 // `more_spawns` (restarts to come), what starting them takes: CAP_SETUID and
-// CAP_SETGID when `switches_user`, CAP_SETPCAP and the listed capabilities
-// when `caps` narrows their sets. Its bounding set keeps only what processes
-// it starts later may hold. Returns 0 or -errno.
-[[nodiscard]] int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, bool more_spawns) noexcept;
+// CAP_SETGID when `switches_user` (and CAP_CHOWN when `hands_over_files`:
+// files made for them at each start), CAP_SETPCAP and the listed
+// capabilities when `caps` narrows their sets. Its bounding set keeps only
+// what processes it starts later may hold. Returns 0 or -errno.
+[[nodiscard]] int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, bool more_spawns,
+                                              bool hands_over_files) noexcept;
 
 }  // namespace trainit
