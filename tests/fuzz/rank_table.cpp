@@ -6,7 +6,8 @@
 //     word, or the same table; except that a table whose top-level status is
 //     not "completed", and given once, is pending however broken the rest
 //     of it is (the status is read first);
-//   - a refusal is one line starting with the file's name;
+//   - a refusal is one line starting with the file's name, within tight
+//     size and depth limits too;
 //   - an accepted table selects a host or says why not in one line; each
 //     server (template 1) or pod with devices (template 2) is the host its
 //     own name selects; the table's template-1 form reads back as the same
@@ -102,6 +103,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check_accepted(*parsed->table, limits);
     }
     check_against_dom_reader(text, max_local_devices, described(parsed));
+  }
+  // Tight limits (size and depth): refused in one line, or read as before.
+  const RankTableLimits tight{16, size / 2 + 1, 4};
+  auto limited = parse_rank_table(text, kFile, tight);
+  if (!limited.ok()) {
+    FUZZ_CHECK(limited.error().message.starts_with(kFile + ": ") && fuzz::one_line(limited.error().message),
+               limited.error().message);
   }
   return 0;
 }
