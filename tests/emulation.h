@@ -49,6 +49,9 @@ inline constexpr const char* kIgnoredNotInherited =
 inline constexpr const char* kBlockedNotInherited =
     "SIGBUS and real-time signals 63 and 64 blocked by the parent are not blocked in an emulated child (qemu keeps "
     "SIGBUS to itself and cannot represent 63 and 64)";
+// It implements no ptrace: every request fails with ENOSYS, so an emulated
+// program can trace nothing, its parent included.
+inline constexpr const char* kNoPtrace = "ptrace is not emulated: every request fails with ENOSYS";
 // /proc/PID/environ of an emulated program is qemu's own environment block
 // (the host process's), which the program's writes to its emulated copy do
 // not touch.
