@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/exit_code.h"
+#include "coll/arena.h"
 #include "job/arena_watch.h"
 #include "net_support.h"
 
@@ -102,6 +103,36 @@ TEST_F(JobArenaWatch, AFreshStartMakesAFreshArena) {
   auto seat = watch_->next_seat();
   EXPECT_EQ(seat->local_rank, 0U) << "seats count from 0 again";
   EXPECT_NE(seat->id, id);
+}
+
+TEST_F(JobArenaWatch, TheArenaPreparedDuringTheBarrierIsTheOneTheRanksGet) {
+  watch().prepare(2);
+  ASSERT_TRUE(watch_->exists());
+  const std::string prepared = watch_->next_seat()->id;
+  ASSERT_TRUE(watch_->create(2).ok());
+  auto seat = watch_->next_seat();
+  EXPECT_EQ(seat->local_rank, 0U) << "seats count from 0 at the start";
+  EXPECT_EQ(seat->id, prepared) << "no second arena";
+}
+
+TEST_F(JobArenaWatch, AnArenaPreparedForOtherRanksIsReplacedAtTheStart) {
+  watch().prepare(2);
+  ASSERT_TRUE(watch_->create(3).ok());
+  EXPECT_EQ(watch_->next_seat()->local_size, 3U);
+  watch_->prepare(0);
+  EXPECT_FALSE(watch_->exists()) << "fewer than two local ranks share no arena";
+  ASSERT_TRUE(watch_->create(0).ok());
+  EXPECT_FALSE(watch_->exists());
+}
+
+TEST_F(JobArenaWatch, APreparedArenaThatFailedFailsTheStartWith71) {
+  const unsigned too_many = coll::kMaxRanks + 1;
+  watch().prepare(too_many);
+  auto r = watch_->create(too_many);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().exit_code, exit_code::kOsError);
+  EXPECT_NE(r.error().message.find("out of range"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(watch_->exists());
 }
 
 TEST_F(JobArenaWatch, ARankThatOverwritesTheHeaderStopsTheJobWith76WithinAPeriod) {
