@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/io_uring.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <trainit/coll.h>
@@ -77,6 +79,27 @@ const char* header_field(size_t offset) {
     }
   }
   return "heap_bytes";
+}
+
+// Closes the arena's memfd without waiting for the kernel to free its pages.
+// The last close() of a shared-memory file frees every page before it
+// returns (about 6 ms for 8 ranks' 48 MiB on an idle core, three times that
+// on a busy one), and PID 1's exit, the moment its parent sees the job end,
+// would wait for it. A file registered with an io_uring is held by the ring
+// instead; closing the ring hands its teardown, and that last reference, to
+// the kernel's workqueue, which frees the pages a few milliseconds later,
+// owned by no process. Where io_uring is refused (a seccomp profile,
+// kernel.io_uring_disabled, a kernel before 5.1) the memfd is closed as
+// before. Either way nothing of it is left open here.
+void close_without_waiting_for_free(Fd memfd) noexcept {
+  io_uring_params params{};
+  Fd ring(static_cast<int>(::syscall(__NR_io_uring_setup, 1, &params)));
+  if (ring) {
+    int fd = memfd.get();
+    (void)::syscall(__NR_io_uring_register, ring.get(), IORING_REGISTER_FILES, &fd, 1);
+  }
+  memfd.reset();  // the ring's reference, if registered, is now the last
+  ring.reset();
 }
 
 int64_t monotonic_ns() {
@@ -200,6 +223,9 @@ void CollArena::release() noexcept {
   if (base_ != nullptr) {
     ::munmap(base_, mapped_);
     base_ = nullptr;
+  }
+  if (fd_) {
+    close_without_waiting_for_free(std::move(fd_));
   }
 }
 

@@ -6,7 +6,9 @@
 // TRAINIT_LOCAL_RANK, TRAINIT_LOCAL_SIZE, TRAINIT_COLL_ID), marks it aborted
 // when a rank exits or the job stops (every collective in flight returns
 // -ECONNABORTED), and reads the ranks' progress for hang detection. Nothing
-// is named in /dev/shm; the memory goes with the last descriptor and mapping.
+// is named in /dev/shm; the memory goes with the last descriptor and mapping:
+// PID 1's last one, at the end of a start, is closed without waiting for the
+// kernel to free the pages (release()), so the job's end is not held up.
 //
 // Every rank can write every byte of it, so PID 1 trusts none of them: the
 // memfd's size is sealed once committed (a rank's ftruncate() fails with
@@ -71,6 +73,8 @@ class CollArena {
 
  private:
   CollArena() = default;
+  // Unmaps the control part and closes the memfd; where the kernel allows
+  // it, the pages are freed by its workqueue after close returns.
   void release() noexcept;
 
   Fd fd_;

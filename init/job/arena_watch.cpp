@@ -4,6 +4,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "base/exit_code.h"
 #include "base/log.h"
@@ -11,6 +12,21 @@
 namespace trainit {
 
 Result<void> ArenaWatch::create(unsigned local_ranks) {
+  if (prepared_for_ == local_ranks) {
+    prepared_for_.reset();
+    next_local_rank_ = 0;
+    return std::exchange(prepared_, Result<void>{});
+  }
+  prepared_for_.reset();
+  return make(local_ranks);
+}
+
+void ArenaWatch::prepare(unsigned local_ranks) {
+  prepared_ = make(local_ranks);
+  prepared_for_ = local_ranks;
+}
+
+Result<void> ArenaWatch::make(unsigned local_ranks) {
   arena_.reset();
   next_local_rank_ = 0;
   if (!settings_.heap || local_ranks < 2) {

@@ -367,6 +367,7 @@ class JobRunner {
     }
     if (link_) {  // a restart: the channel is up, this generation's barrier is new
       link_->check_in();
+      arena_.prepare(local_rank_count());
       return;
     }
     HostLinkSettings settings;
@@ -400,6 +401,8 @@ class JobRunner {
     }
     link_ = std::move(*link);
     link_->check_in();
+    // Checked in: the arena is made while the other hosts come, not after.
+    arena_.prepare(local_rank_count());
   }
 
   // --barrier-timeout, unless the mode's own rendezvous timeout says
@@ -536,9 +539,7 @@ class JobRunner {
     prepare_rank_error_files();
     plan_.rank_table.reset();
     ::malloc_trim(0);
-    const auto local_ranks = static_cast<unsigned>(
-        std::count_if(plan_.processes.begin(), plan_.processes.end(), [](const ProcessSpec& p) { return p.rank; }));
-    if (auto r = arena_.create(local_ranks); !r) {
+    if (auto r = arena_.create(local_rank_count()); !r) {
       fail(r.error().exit_code, r.error().message);
       return;
     }
@@ -552,6 +553,11 @@ class JobRunner {
     }
     narrow_own_privileges();
     fire(Event::kDone, fmt::format("{} started", count_of(ranks_.size(), "rank")));
+  }
+
+  [[nodiscard]] unsigned local_rank_count() const {
+    return static_cast<unsigned>(
+        std::count_if(plan_.processes.begin(), plan_.processes.end(), [](const ProcessSpec& p) { return p.rank; }));
   }
 
   // Once the job's processes run, trainit keeps only what the rest of the

@@ -19,7 +19,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr Duration kFirstRetry = milliseconds(100);
+// Hosts start within milliseconds of each other, and host 0 is usually a few
+// milliseconds from listening when the first client tries: a refused connect
+// costs a SYN and a RST, so the first retries come soon (doubling from here).
+constexpr Duration kFirstRetry = milliseconds(10);
 constexpr Duration kMaxRetry = milliseconds(500);
 constexpr Duration kRefusedRetry = std::chrono::seconds(2);
 

@@ -1,13 +1,17 @@
 // The collective arena from the job's side: an arena only where two or more
 // local ranks share it, one seat each, and a watch that stops the job with
 // 76 once a rank overwrote what it may not.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "base/exit_code.h"
+#include "coll/arena.h"
 #include "job/arena_watch.h"
 #include "net_support.h"
 
@@ -16,6 +20,32 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::step_until;
+
+// This process's open descriptors.
+size_t open_descriptors() {
+  size_t count = 0;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    while (::readdir(dir) != nullptr) {
+      ++count;
+    }
+    ::closedir(dir);
+  }
+  return count;
+}
+
+// The machine's shared memory in use (/proc/meminfo's Shmem), in bytes.
+size_t shmem_in_use() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "Shmem:") {
+      return kib << 10;
+    }
+    meminfo.ignore(64, '\n');
+  }
+  return 0;
+}
 
 class JobArenaWatch : public ::testing::Test {
  protected:
@@ -75,6 +105,36 @@ TEST_F(JobArenaWatch, AFreshStartMakesAFreshArena) {
   EXPECT_NE(seat->id, id);
 }
 
+TEST_F(JobArenaWatch, TheArenaPreparedDuringTheBarrierIsTheOneTheRanksGet) {
+  watch().prepare(2);
+  ASSERT_TRUE(watch_->exists());
+  const std::string prepared = watch_->next_seat()->id;
+  ASSERT_TRUE(watch_->create(2).ok());
+  auto seat = watch_->next_seat();
+  EXPECT_EQ(seat->local_rank, 0U) << "seats count from 0 at the start";
+  EXPECT_EQ(seat->id, prepared) << "no second arena";
+}
+
+TEST_F(JobArenaWatch, AnArenaPreparedForOtherRanksIsReplacedAtTheStart) {
+  watch().prepare(2);
+  ASSERT_TRUE(watch_->create(3).ok());
+  EXPECT_EQ(watch_->next_seat()->local_size, 3U);
+  watch_->prepare(0);
+  EXPECT_FALSE(watch_->exists()) << "fewer than two local ranks share no arena";
+  ASSERT_TRUE(watch_->create(0).ok());
+  EXPECT_FALSE(watch_->exists());
+}
+
+TEST_F(JobArenaWatch, APreparedArenaThatFailedFailsTheStartWith71) {
+  const unsigned too_many = coll::kMaxRanks + 1;
+  watch().prepare(too_many);
+  auto r = watch_->create(too_many);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().exit_code, exit_code::kOsError);
+  EXPECT_NE(r.error().message.find("out of range"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(watch_->exists());
+}
+
 TEST_F(JobArenaWatch, ARankThatOverwritesTheHeaderStopsTheJobWith76WithinAPeriod) {
   ASSERT_TRUE(watch().create(2).ok());
   const int fd = watch_->next_seat()->fd;
@@ -92,6 +152,25 @@ TEST_F(JobArenaWatch, AbortingTwiceIsHarmlessAndTheArenaStaysSound) {
   watch_->abort("rank 0 exited");
   watch_->abort("the job is stopping");
   EXPECT_TRUE(watch_->check()) << message_;
+}
+
+TEST_F(JobArenaWatch, AnArenaDroppedAtTheEndLeavesNothingOpenAndItsMemoryIsFreed) {
+  constexpr size_t kHeap = size_t{256} << 20;
+  const size_t descriptors = open_descriptors();
+  ArenaSettings settings = small();
+  settings.heap = kHeap;
+  ASSERT_TRUE(watch(settings).create(2).ok());
+  const size_t held = shmem_in_use();
+  watch_.reset();
+  EXPECT_EQ(open_descriptors(), descriptors) << "neither the memfd nor anything that closed it is left open";
+  // The kernel frees the pages after close returns (coll_arena.cpp): soon,
+  // not necessarily at once. Three quarters of the heap: other processes of
+  // the machine use shared memory too.
+  const auto deadline = Clock::now() + 5s;
+  while (shmem_in_use() + kHeap * 3 / 4 > held && Clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_LE(shmem_in_use() + kHeap * 3 / 4, held) << "the arena's pages were not freed within 5 s";
 }
 
 TEST_F(JobArenaWatch, AHangTimeoutChecksAtLeastFourTimesWithinIt) {
