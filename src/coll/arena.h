@@ -69,13 +69,21 @@ struct alignas(kLineBytes) ArenaSleepers {
   std::atomic<uint32_t> count;
 };
 
+// CPUs 0 … kSlotCpus - 1 a slot names one by one.
+inline constexpr int kSlotCpus = 256;
+
 // Per rank, written by that rank only (pid also by a standalone rank 0 at join).
 struct alignas(kLineBytes) ArenaSlot {
   std::atomic<int32_t> pid;
   std::atomic<uint32_t> op;        // the collective in progress (CollOp), 0 when none
   std::atomic<uint64_t> progress;  // collectives completed
   std::atomic<uint64_t> start_ns;  // CLOCK_MONOTONIC when the current one began
+  // The CPUs the rank may run on (its affinity when it attached): the ranks
+  // judge from all of them whether each can have a core of its own.
+  std::atomic<uint64_t> cpus[kSlotCpus / 64];
+  std::atomic<uint32_t> cpus_beyond;  // how many more, numbered kSlotCpus and up
 };
+static_assert(sizeof(ArenaSlot) == kLineBytes);
 
 // One of a rank's two sequence lines: data and flag share the cache line.
 struct alignas(kLineBytes) SeqLine {
