@@ -16,15 +16,14 @@ struct trainit_comm {
   int n;
   uint32_t seq;                   // the last step this rank published
   int64_t timeout_ns;             // TRAINIT_COLL_TIMEOUT, 0: none
-  int spin_max;                   // most polls before yielding (few when ranks outnumber cores)
+  int spin_max;                   // polls before yielding or sleeping (one when ranks outnumber cores)
   bool placement_known;           // spin_max and yield_iters judged from every rank's CPUs
   bool oversubscribed;            // the ranks outnumber the CPUs they may run on (as judged)
   bool stream_handover;           // hand_over() with streaming stores (protocol.h)
   int handover_forced;            // -1: chosen by measurement (choose_handover), 0 plain, 1 streaming (bench)
   uint64_t handover_calls;        // chunked calls so far
   double handover_ns_per_kib[2];  // a moving average of each way's chunked calls (plain, streaming), 0: none yet
-  int spin_iters;                 // polls before yielding now: adapts between kMinSpin and spin_max
-  int yield_iters;                // sched_yield()s before sleeping on the futex
+  int yield_iters;                // sched_yield()s before sleeping on the futex (none when they do not)
   int* pidfds;                    // per rank: a pidfd of that peer, -1 none yet, -2 use kill(pid, 0)
   const void** ins;               // per rank: a fold's inputs, past kFoldOnStack ranks (protocol.h)
   const trainit::coll::Kernels* kernels;
