@@ -82,6 +82,7 @@ struct alignas(kLineBytes) ArenaSlot {
   // judge from all of them whether each can have a core of its own.
   std::atomic<uint64_t> cpus[kSlotCpus / 64];
   std::atomic<uint32_t> cpus_beyond;  // how many more, numbered kSlotCpus and up
+  std::atomic<int32_t> cpu;           // where the rank last began a wait for its peers (-1: unknown)
 };
 static_assert(sizeof(ArenaSlot) == kLineBytes);
 
