@@ -636,8 +636,11 @@ int wait_for_peers(trainit_comm* c, uint32_t s, int64_t deadline_ns) {
   // the core (a 1 MiB call took 2 ms so, 114 µs yielding). Each rank says
   // where it waits, and a poller whose awaited peer last waited on this very
   // CPU yields to it, every 64 polls.
-  const int cpu = sched_getcpu();
-  arena_slot(c->base, c->rank)->cpu.store(cpu, std::memory_order_relaxed);
+  // (Ranks that outnumber their cores yield after one poll anyway.)
+  const int cpu = c->oversubscribed ? -1 : sched_getcpu();
+  if (cpu >= 0) {
+    arena_slot(c->base, c->rank)->cpu.store(cpu, std::memory_order_relaxed);
+  }
   bool yielded = false;
   // One budget for the whole step, whichever peers it waits for (spent peer
   // by peer, 4 ranks on 2 cores polled three times as long before yielding
