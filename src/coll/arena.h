@@ -33,7 +33,10 @@
 namespace trainit::coll {
 
 inline constexpr uint64_t kArenaMagic = 0x314c4c4f434e5254ULL;  // "TRNCOLL1", little endian
-inline constexpr uint32_t kArenaVersion = 1;
+// 2: a chunked call's staging lacks each rank's own share, and rank 0's
+// descriptor picks the hand-over (protocol.h): ranks of version 1 would
+// read wrong bytes there, so they refuse each other's arenas.
+inline constexpr uint32_t kArenaVersion = 2;
 inline constexpr size_t kLineBytes = 64;
 inline constexpr int kMaxRanks = 1024;
 // What fits in a sequence line beside its seq word and descriptor: the
