@@ -14,6 +14,15 @@
 //
 // Run by hand: bench_coll [--quick] [--coll allreduce|reduce|reduce_scatter|allgather|broadcast]
 // --quick stops at 4 MiB and takes fewer samples.
+//
+// One size, one fresh set of ranks (what bench/coll/fresh_runs.sh repeats):
+//   bench_coll --one BYTES [--ranks N] [--in-place] [--pin] [--alloc] [--calls K]
+// prints "BYTES N MEDIAN_US P10_US P90_US CALLS SPUN YIELDED SLEPT": the
+// median and spread of one call on rank 0, and how rank 0's waits for its
+// peers ended per call (polling, between sched_yield()s, after a futex
+// sleep). --pin puts rank r on CPU r mod the CPUs it may use; --alloc takes
+// the buffer from trainit_alloc (zero copy) instead of malloc.
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +35,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "coll/comm.h"
 #include "trainit/coll.h"
 
 namespace {
@@ -48,6 +58,13 @@ struct Options {
   bool quick = false;
   Coll coll = Coll::kAllreduce;
   const char* name = "allreduce";
+  size_t one = 0;  // --one BYTES: that size only, one set of ranks
+  int ranks = 2;
+  bool in_place = false;
+  bool pin = false;
+  bool alloc = false;
+  size_t calls = 0;   // 0: clamp(512 MiB / size, 7, 20000)
+  int handover = -1;  // --handover plain|stream|both: -1 the library's choice, 0, 1, 2 (alternating blocks)
 };
 
 // One call of the collective on size bytes (f32; sum where it reduces; root 0).
@@ -141,6 +158,124 @@ int run_rank(int rank, int n, const char* name, bool arena, const Options& opt, 
   return 0;
 }
 
+// --one: what rank 0 saw.
+struct OneResult {
+  double median_us;
+  double p10_us;
+  double p90_us;
+  size_t calls;
+  uint64_t spun;
+  uint64_t yielded;
+  uint64_t slept;
+  double stream_median_us;  // --handover both: the median of the streaming blocks (median_us: the plain ones)
+};
+
+// Rank r of --one: pinned if asked, one buffer (in place) or two.
+int run_one_rank(int rank, const char* name, const Options& opt, OneResult* out) {
+  if (opt.pin) {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) > 0) {
+      int nth = rank % CPU_COUNT(&allowed);
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &allowed) && nth-- == 0) {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          CPU_SET(cpu, &one);
+          (void)sched_setaffinity(0, sizeof(one), &one);
+          break;
+        }
+      }
+    }
+  }
+  trainit_comm* comm = nullptr;
+  int rc = trainit_comm_init(&comm, name, rank, opt.ranks);
+  if (rc != 0) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, trainit_strerror(rc));
+    return 1;
+  }
+  const size_t bytes = std::max<size_t>(opt.one, 4 * static_cast<size_t>(opt.ranks));
+  const auto buffer = [&] { return opt.alloc ? trainit_alloc(comm, bytes) : std::malloc(bytes); };
+  void* send = buffer();
+  void* recv = opt.in_place ? send : buffer();
+  if (send == nullptr || recv == nullptr) {
+    std::fprintf(stderr, "rank %d: no buffers of %zu bytes\n", rank, bytes);
+    return 1;
+  }
+  std::memset(send, 0, bytes);
+  std::memset(recv, 0, bytes);
+  const size_t calls = opt.calls != 0 ? opt.calls : std::clamp<size_t>((512UL << 20) / opt.one, 7, 20000);
+  for (int i = 0; i < 10 && rc == 0; ++i) {
+    rc = call(comm, opt.coll, send, recv, opt.one, opt.ranks);
+  }
+  comm->waits_spun = comm->waits_yielded = comm->waits_slept = 0;
+  std::vector<double> us;
+  std::vector<double> us_stream;  // --handover both: the streaming blocks' calls
+  us.reserve(calls);
+  for (size_t i = 0; i < calls && rc == 0; ++i) {
+    if (opt.handover >= 0) {
+      comm->handover_forced = opt.handover == 2 ? static_cast<int>((i / 16) % 2) : opt.handover;
+    }
+    const bench::Ns t0 = bench::now_ns();
+    rc = call(comm, opt.coll, send, recv, opt.one, opt.ranks);
+    (comm->stream_handover && opt.handover == 2 ? us_stream : us)
+        .push_back(static_cast<double>(bench::now_ns() - t0) / 1000.0);
+  }
+  if (rc != 0) {
+    std::fprintf(stderr, "rank %d: %s of %zu bytes: %s\n", rank, opt.name, opt.one, trainit_strerror(rc));
+    return 1;
+  }
+  if (rank == 0) {
+    std::sort(us.begin(), us.end());
+    *out = {us[us.size() / 2], us[us.size() / 10],  us[us.size() * 9 / 10], calls,
+            comm->waits_spun,  comm->waits_yielded, comm->waits_slept,      0};
+    if (!us_stream.empty()) {
+      std::sort(us_stream.begin(), us_stream.end());
+      out->stream_median_us = us_stream[us_stream.size() / 2];
+    }
+  }
+  trainit_comm_destroy(comm);
+  return 0;
+}
+
+int run_one(const Options& opt) {
+  auto* shared = static_cast<OneResult*>(
+      mmap(nullptr, sizeof(OneResult), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (shared == MAP_FAILED) {
+    bench::die("mmap: %s", std::strerror(errno));
+  }
+  const std::string name = "bench-coll-one-" + std::to_string(getpid());
+  const size_t heap = static_cast<size_t>(opt.ranks) * (2 * opt.one + (1UL << 20));
+  setenv("TRAINIT_COLL_HEAP", std::to_string(opt.alloc ? heap : (1UL << 20)).c_str(), 1);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < opt.ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      bench::die("fork: %s", std::strerror(errno));
+    }
+    if (pid == 0) {
+      _exit(run_one_rank(r, name.c_str(), opt, shared));
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      bench::die("a rank failed (status %d)", status);
+    }
+  }
+  const OneResult& r = *shared;
+  const double per_call = static_cast<double>(r.calls);
+  std::printf("%zu %d %.2f %.2f %.2f %zu %.2f %.2f %.2f", opt.one, opt.ranks, r.median_us, r.p10_us, r.p90_us, r.calls,
+              static_cast<double>(r.spun) / per_call, static_cast<double>(r.yielded) / per_call,
+              static_cast<double>(r.slept) / per_call);
+  if (opt.handover == 2) {
+    std::printf(" %.2f", r.stream_median_us);
+  }
+  std::printf("\n");
+  munmap(shared, sizeof(OneResult));
+  return 0;
+}
+
 // Runs n ranks; the medians rank 0 measured.
 Result run(int n, bool arena, const Options& opt) {
   auto* shared =
@@ -204,6 +339,45 @@ Options parse(int argc, char** argv) {
       opt.quick = true;
       continue;
     }
+    const auto number = [&](long min) {
+      char* end = nullptr;
+      const long v = i + 1 < argc ? std::strtol(argv[++i], &end, 10) : -1;
+      if (end == nullptr || *end != '\0' || v < min) {
+        bench::die("%s wants a number of at least %ld", argv[i - 1], min);
+      }
+      return v;
+    };
+    if (std::strcmp(argv[i], "--one") == 0) {
+      opt.one = static_cast<size_t>(number(4));
+      continue;
+    }
+    if (std::strcmp(argv[i], "--ranks") == 0) {
+      opt.ranks = static_cast<int>(number(1));
+      continue;
+    }
+    if (std::strcmp(argv[i], "--handover") == 0 && i + 1 < argc) {
+      ++i;
+      opt.handover = std::strcmp(argv[i], "plain") == 0    ? 0
+                     : std::strcmp(argv[i], "stream") == 0 ? 1
+                     : std::strcmp(argv[i], "both") == 0   ? 2
+                                                           : -2;
+      if (opt.handover == -2) {
+        bench::die("--handover takes plain, stream or both");
+      }
+      continue;
+    }
+    if (std::strcmp(argv[i], "--calls") == 0) {
+      opt.calls = static_cast<size_t>(number(1));
+      continue;
+    }
+    bool* flag = std::strcmp(argv[i], "--in-place") == 0 ? &opt.in_place
+                 : std::strcmp(argv[i], "--pin") == 0    ? &opt.pin
+                 : std::strcmp(argv[i], "--alloc") == 0  ? &opt.alloc
+                                                         : nullptr;
+    if (flag != nullptr) {
+      *flag = true;
+      continue;
+    }
     const CollName* found = nullptr;
     if (std::strcmp(argv[i], "--coll") == 0 && i + 1 < argc) {
       ++i;
@@ -212,7 +386,9 @@ Options parse(int argc, char** argv) {
       }
     }
     if (found == nullptr) {
-      bench::die("usage: bench_coll [--quick] [--coll allreduce|reduce|reduce_scatter|allgather|broadcast]");
+      bench::die(
+          "usage: bench_coll [--quick] [--coll allreduce|reduce|reduce_scatter|allgather|broadcast]\n"
+          "       bench_coll --one BYTES [--ranks N] [--in-place] [--pin] [--alloc] [--calls K] [--coll NAME]");
     }
     opt.coll = found->coll;
     opt.name = found->name;
@@ -224,6 +400,9 @@ Options parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
+  if (opt.one != 0) {
+    return run_one(opt);
+  }
   const std::vector<size_t> list = sizes(opt.quick);
   const int ns[2] = {2, 4};
   Result results[2][2];

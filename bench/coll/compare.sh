@@ -3,15 +3,17 @@
 # 4 B … 64 MiB, side by side in one run: trainit (bench_coll: ordinary and
 # trainit_alloc buffers), Open MPI (mpi_allreduce.c under mpirun), PyTorch
 # gloo (gloo_allreduce.py, Debian's /usr/bin/python3) and this machine's
-# single-thread memcpy (memcpy_rate.c). Median latency of one call as rank 0
+# single-thread memcpy (memcpy_rate.c); then the Python module
+# (py_allreduce.py: numpy f32, in place) beside the same calls from C. Median latency of one call as rank 0
 # sees it (µs) and busbw = algbw · 2(N−1)/N (GB/s, nccl-tests' definition,
 # algbw = bytes / time); memcpy: copy rate, bytes / time. Prints a markdown
 # table with the command, the machine and the versions. About 1–2 minutes
 # on 2 cores.
 #
 #   bench/coll/compare.sh [BUILD_DIR]     (default build/release; builds
-#                                          bench_coll, mpi_allreduce and
-#                                          memcpy_rate there, -j2)
+#                                          bench_coll, mpi_allreduce,
+#                                          memcpy_rate and the shared
+#                                          library there, -j2)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -22,8 +24,8 @@ ranks=(2 4)
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
 
-cmake --build "$build" --target bench_coll mpi_allreduce memcpy_rate -j2 >/dev/null ||
-  die "building bench_coll, mpi_allreduce and memcpy_rate in $build failed (is Open MPI's libopenmpi-dev installed?)"
+cmake --build "$build" --target bench_coll mpi_allreduce memcpy_rate trainit_coll_shared -j2 >/dev/null ||
+  die "building bench_coll, mpi_allreduce, memcpy_rate and trainit_coll_shared in $build failed (is Open MPI's libopenmpi-dev installed?)"
 bench_coll=$build/bench/coll/bench_coll
 mpi=$build/bench/coll/mpi_allreduce
 memcpy_rate=$build/bench/coll/memcpy_rate
@@ -65,6 +67,20 @@ for n in "${ranks[@]}"; do
   done
 done
 "$memcpy_rate" "${sizes[@]}" > "$out/memcpy_after"
+
+# The Python module beside C, 2 ranks, in place: numpy through
+# comm.allreduce(a, out=a), the same call through bare ctypes (the least any
+# ctypes binding costs), and bench_coll --one (C) in the same run.
+py_sizes=(8 1048576)
+declare -A py_module py_bare c_inplace
+if "$python" -c 'import numpy' 2>/dev/null; then
+  TRAINIT_COLL_LIBRARY=$build/src/coll/libtrainit_coll.so "$python" "$here/py_allreduce.py" -n 2 "${py_sizes[@]}" > "$out/py2" ||
+    die "py_allreduce.py -n 2 failed"
+  while read -r b m bare _ _; do py_module[$b]=$m; py_bare[$b]=$bare; done < "$out/py2"
+  for b in "${py_sizes[@]}"; do
+    read -r _ _ c_inplace[$b] _ < <("$bench_coll" --one "$b" --ranks 2 --in-place) || die "bench_coll --one $b failed"
+  done
+fi
 declare -A copy_before copy_after
 while read -r b _ g; do copy_before[$b]=$g; done < "$out/memcpy_before"
 while read -r b _ g; do copy_after[$b]=$g; done < "$out/memcpy_after"
@@ -103,3 +119,13 @@ for n in "${ranks[@]}"; do
     echo "| $n | $(human "$b") | $(cell trainit "$n" "$b") | $(cell alloc "$n" "$b") | $(cell mpi "$n" "$b") | $(cell gloo "$n" "$b") | $(ratio mpi "$n" "$b") | $(ratio gloo "$n" "$b") | $c |"
   done
 done
+if ((${#py_module[@]} > 0)); then
+  echo
+  echo "**From Python** (\`bench/coll/py_allreduce.py -n 2 ${py_sizes[*]}\`, numpy float32, \`comm.allreduce(a, out=a)\`), 2 ranks, same run; median µs of one call on rank 0:"
+  echo
+  echo "| size | C (\`bench_coll --one SIZE --in-place\`) | Python module | the same call through bare ctypes | module − bare ctypes |"
+  echo "|---:|---:|---:|---:|---:|"
+  for b in "${py_sizes[@]}"; do
+    echo "| $(human "$b") | ${c_inplace[$b]} | ${py_module[$b]} | ${py_bare[$b]} | $(awk -v m="${py_module[$b]}" -v c="${py_bare[$b]}" 'BEGIN { printf "%.2f", m - c }') |"
+  done
+fi

@@ -1,10 +1,11 @@
-/* mpi_allreduce: MPI_Allreduce (MPI_FLOAT, MPI_SUM, out of place) among the
+/* mpi_allreduce: MPI_Allreduce (MPI_FLOAT, MPI_SUM, out of place, or in
+ * place with MPI_IN_PLACE under --in-place) among the
  * ranks of mpirun, for each size in bytes given on the command line: warm-up
  * calls, then ITERS = clamp(BUDGET / size, MIN, MAX) calls timed one by one
  * on rank 0, as bench_coll times trainit_allreduce. Rank 0 prints one line
  * per size: "BYTES MEDIAN_US ITERS". The result is checked once per size.
  *
- *   mpirun -np N mpi_allreduce [--budget BYTES] SIZE...
+ *   mpirun -np N mpi_allreduce [--budget BYTES] [--in-place] SIZE...
  * Run by bench/coll/compare.sh. */
 #include <mpi.h>
 #include <stdio.h>
@@ -24,10 +25,18 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   double budget = 256.0 * (1 << 20);
+  int in_place = 0;
   int first = 1;
-  if (argc > 2 && strcmp(argv[1], "--budget") == 0) {
-    budget = atof(argv[2]);
-    first = 3;
+  for (;;) {
+    if (argc > first + 1 && strcmp(argv[first], "--budget") == 0) {
+      budget = atof(argv[first + 1]);
+      first += 2;
+    } else if (argc > first && strcmp(argv[first], "--in-place") == 0) {
+      in_place = 1;
+      first += 1;
+    } else {
+      break;
+    }
   }
   size_t max_bytes = 4;
   for (int i = first; i < argc; ++i) {
@@ -51,8 +60,15 @@ int main(int argc, char** argv) {
     const int count = (int)(bytes / sizeof(float));
     double want = budget / (double)bytes;
     int iters = want < 5 ? 5 : want > 20000 ? 20000 : (int)want;
+    /* In place: recv holds this rank's contribution before each warm-up
+     * call (the last one is checked); the timed calls reduce whatever it
+     * holds, which takes the same time. */
+    const void* from = in_place ? MPI_IN_PLACE : send;
     for (int w = 0; w < (iters < 10 ? 1 : 10); ++w) {
-      MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      if (in_place) {
+        memcpy(recv, send, bytes);
+      }
+      MPI_Allreduce(from, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     }
     const float expect = (float)n * (float)(n + 1) / 2.0f;
     if (count > 0 && (recv[0] != expect || recv[count - 1] != expect)) {
@@ -61,7 +77,7 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < iters; ++i) {
       const double t0 = MPI_Wtime();
-      MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Allreduce(from, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       us[i] = (MPI_Wtime() - t0) * 1e6;
     }
     if (rank == 0) {

@@ -33,7 +33,10 @@
 namespace trainit::coll {
 
 inline constexpr uint64_t kArenaMagic = 0x314c4c4f434e5254ULL;  // "TRNCOLL1", little endian
-inline constexpr uint32_t kArenaVersion = 1;
+// 2: a chunked call's staging lacks each rank's own share, and rank 0's
+// descriptor picks the hand-over (protocol.h): ranks of version 1 would
+// read wrong bytes there, so they refuse each other's arenas.
+inline constexpr uint32_t kArenaVersion = 2;
 inline constexpr size_t kLineBytes = 64;
 inline constexpr int kMaxRanks = 1024;
 // What fits in a sequence line beside its seq word and descriptor: the
@@ -69,13 +72,22 @@ struct alignas(kLineBytes) ArenaSleepers {
   std::atomic<uint32_t> count;
 };
 
+// CPUs 0 … kSlotCpus - 1 a slot names one by one.
+inline constexpr int kSlotCpus = 256;
+
 // Per rank, written by that rank only (pid also by a standalone rank 0 at join).
 struct alignas(kLineBytes) ArenaSlot {
   std::atomic<int32_t> pid;
   std::atomic<uint32_t> op;        // the collective in progress (CollOp), 0 when none
   std::atomic<uint64_t> progress;  // collectives completed
   std::atomic<uint64_t> start_ns;  // CLOCK_MONOTONIC when the current one began
+  // The CPUs the rank may run on (its affinity when it attached): the ranks
+  // judge from all of them whether each can have a core of its own.
+  std::atomic<uint64_t> cpus[kSlotCpus / 64];
+  std::atomic<uint32_t> cpus_beyond;  // how many more, numbered kSlotCpus and up
+  std::atomic<int32_t> cpu;           // where the rank last began a wait for its peers (-1: unknown)
 };
+static_assert(sizeof(ArenaSlot) == kLineBytes);
 
 // One of a rank's two sequence lines: data and flag share the cache line.
 struct alignas(kLineBytes) SeqLine {

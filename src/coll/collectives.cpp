@@ -59,6 +59,22 @@ class Reduce {
            (!writer_ || (in_heap(c_, recv_, bytes) && (recv_ == send_ || !overlap(send_, bytes, recv_, bytes))));
   }
 
+  // The chunked tier: this rank's share of chunk t, from its own send and
+  // its peers' staging (before), into its staging's out half (now) — for a
+  // writer through its recv, where the share belongs.
+  void fold_share(size_t t, const Chunks& chunks, Window now, Window before) const {
+    const Share mine = share(chunks.len(t), c_->n, c_->rank);
+    const size_t at = (chunks.at(t) + mine.lo) * es_;
+    unsigned char* out = now.out(c_->rank) + mine.lo * es_;
+    if (!writer_) {
+      fold(c_, dtype_, op_, out, before, mine.lo * es_, mine.len(), bytes_of(send_) + at);
+      return;
+    }
+    // In place, the fold overwrites exactly the input it reads: elementwise.
+    fold(c_, dtype_, op_, bytes_of(recv_) + at, before, mine.lo * es_, mine.len(), bytes_of(send_) + at);
+    hand_over(c_, out, bytes_of(recv_) + at, mine.len() * es_);
+  }
+
   // Every writer folds every rank's whole contribution.
   void direct(Window w) const {
     if (writer_) {
@@ -84,8 +100,14 @@ class Reduce {
   }
 
   // Chunk t of every send goes into staging at step t; at step t + 1 each
-  // rank folds its share of it into its staging's out half (while chunk
-  // t + 1 goes in), and the writers copy every share from there.
+  // rank folds its share of it (while chunk t + 1 goes in) and puts the
+  // result in its staging's out half, from where the writers copy every
+  // share. What moves between the ranks is handed over with streaming
+  // stores (hand_over). A rank's own share of a chunk is only ever read by
+  // itself: it stays out of staging, the fold reads it from the send buffer
+  // (unchanged until the folded chunk comes back, one step later), and a
+  // writer folds it straight into its recv — for 2 ranks, half the copy into
+  // staging and half the copy out saved.
   int chunked(const Call& call) const {
     const Chunks chunks{count_, kChunkBytes / es_};
     const int me = c_->rank;
@@ -93,11 +115,13 @@ class Reduce {
         chunks.count() + 1,
         [&](size_t t, Window now, Window before) {
           if (t < chunks.count()) {
-            copy(now.in(me), bytes_of(send_) + chunks.at(t) * es_, chunks.len(t) * es_);
+            const Share mine = share(chunks.len(t), c_->n, me);
+            const unsigned char* chunk = bytes_of(send_) + chunks.at(t) * es_;
+            hand_over(c_, now.in(me), chunk, mine.lo * es_);
+            hand_over(c_, now.in(me) + mine.hi * es_, chunk + mine.hi * es_, (chunks.len(t) - mine.hi) * es_);
           }
           if (t > 0) {
-            const Share mine = share(chunks.len(t - 1), c_->n, me);
-            fold(c_, dtype_, op_, now.out(me) + mine.lo * es_, before, mine.lo * es_, mine.len());
+            fold_share(t - 1, chunks, now, before);
           }
         },
         [&](size_t t, Window now) {
@@ -106,8 +130,10 @@ class Reduce {
           }
           for (int p = 0; p < c_->n; ++p) {
             const Share theirs = share(chunks.len(t - 1), c_->n, p);
-            copy(bytes_of(recv_) + (chunks.at(t - 1) + theirs.lo) * es_, now.out(p) + theirs.lo * es_,
-                 theirs.len() * es_);
+            if (p != me) {
+              copy(bytes_of(recv_) + (chunks.at(t - 1) + theirs.lo) * es_, now.out(p) + theirs.lo * es_,
+                   theirs.len() * es_);
+            }
           }
         });
   }

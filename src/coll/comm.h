@@ -14,21 +14,30 @@ struct trainit_comm {
   size_t size;
   int rank;
   int n;
-  uint32_t seq;        // the last step this rank published
-  int64_t timeout_ns;  // TRAINIT_COLL_TIMEOUT, 0: none
-  int spin_max;        // most polls before yielding (few when ranks outnumber cores)
-  int spin_iters;      // polls before yielding now: adapts between kMinSpin and spin_max
-  int yield_iters;     // sched_yield()s before sleeping on the futex
-  int* pidfds;         // per rank: a pidfd of that peer, -1 none yet, -2 use kill(pid, 0)
-  const void** ins;    // per rank: a fold's inputs, past kFoldOnStack ranks (protocol.h)
+  uint32_t seq;                   // the last step this rank published
+  int64_t timeout_ns;             // TRAINIT_COLL_TIMEOUT, 0: none
+  int spin_max;                   // polls before yielding or sleeping (one when ranks outnumber cores)
+  bool placement_known;           // spin_max and yield_iters judged from every rank's CPUs
+  bool oversubscribed;            // the ranks outnumber the CPUs they may run on (as judged)
+  bool stream_handover;           // hand_over() with streaming stores (protocol.h)
+  int handover_forced;            // -1: chosen by measurement (choose_handover), 0 plain, 1 streaming (bench)
+  uint64_t handover_calls;        // chunked calls so far
+  double handover_ns_per_kib[2];  // a moving average of each way's chunked calls (plain, streaming), 0: none yet
+  int yield_iters;                // sched_yield()s before sleeping on the futex (none when they do not)
+  int* pidfds;                    // per rank: a pidfd of that peer, -1 none yet, -2 use kill(pid, 0)
+  const void** ins;               // per rank: a fold's inputs, past kFoldOnStack ranks (protocol.h)
   const trainit::coll::Kernels* kernels;
   unsigned char* heap;  // this rank's share of the arena heap
   size_t heap_bytes;
   unsigned char* heap_all;  // the whole heap: pointers in it are read in place
   size_t heap_all_bytes;
   uint64_t zero_copy_calls;  // large calls that read peers' buffers in place (tests)
-  int64_t death_grace_ns;    // how long a dead peer goes unanswered before this rank aborts
-  int64_t peer_dead_since;   // when this rank first saw a peer dead (0: never)
+  // How each step's wait for peers that had not all published ended (tests, bench):
+  uint64_t waits_spun;      // while polling
+  uint64_t waits_yielded;   // between sched_yield()s
+  uint64_t waits_slept;     // after sleeping on the futex at least once
+  int64_t death_grace_ns;   // how long a dead peer goes unanswered before this rank aborts
+  int64_t peer_dead_since;  // when this rank first saw a peer dead (0: never)
 };
 
 namespace trainit::coll {
@@ -37,11 +46,12 @@ namespace trainit::coll {
 // 0 or a negative errno.
 int comm_attach(trainit_comm** out, void* base, size_t size, int rank);
 
-// Waits until rank peer has published step s: 0, -ECONNABORTED (aborted,
+// Waits until every peer has published step s: 0, -ECONNABORTED (aborted,
 // or a peer died: then the arena is marked aborted for everyone) or
 // -ETIMEDOUT (the deadline passed: the arena is marked aborted too, as the
-// ranks are no longer in step).
-int comm_wait(trainit_comm* c, int peer, uint32_t s, int64_t deadline_ns);
+// ranks are no longer in step). Polls, then yields, then sleeps on the
+// futex of the first peer still missing.
+int comm_wait_all(trainit_comm* c, uint32_t s, int64_t deadline_ns);
 
 // Publishes step s (its line's data written before): release, then wakes
 // sleepers if any.

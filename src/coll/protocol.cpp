@@ -2,7 +2,13 @@
 // calls' offsets, zero copy's buffers, shares), out of line.
 #include "coll/protocol.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 namespace trainit::coll {
 
@@ -27,6 +33,63 @@ unsigned char* Window::buffer(int p, int which) const {
   uint64_t off[2];
   std::memcpy(off, arena_line(c_->base, p, s_)->data, sizeof(off));
   return c_->base + off[which];
+}
+
+void hand_over(const trainit_comm* c, void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__)
+  if (!c->stream_handover) {
+    copy(dst, src, bytes);
+    return;
+  }
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  // Plain stores up to a 16-byte boundary of dst and past the last one.
+  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+  copy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  const size_t body = bytes / 16 * 16;
+  for (size_t i = 0; i < body; i += 16) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+  }
+  copy(d + body, s + body, bytes - body);
+  // Streaming stores are weakly ordered: complete them before the step that
+  // publishes them (a release store orders only ordinary ones).
+  _mm_sfence();
+#else
+  (void)c;
+  copy(dst, src, bytes);
+#endif
+}
+
+Handover choose_handover(trainit_comm* c) {
+  constexpr uint64_t kExploreEvery = 32;
+  const double plain = c->handover_ns_per_kib[0];
+  const double streaming = c->handover_ns_per_kib[1];
+  bool stream = false;
+  if (c->handover_forced >= 0) {
+    stream = c->handover_forced == 1;
+  } else if (c->handover_calls < 4) {
+    stream = c->handover_calls % 2 == 1;  // each way twice at first: the first one of each is not measured
+  } else {
+    const bool explore = c->handover_calls % kExploreEvery == kExploreEvery - 1;
+    stream = (streaming < plain) != explore;
+  }
+  ++c->handover_calls;
+  c->stream_handover = stream;
+  return {stream, comm_now_ns()};
+}
+
+void learn_handover(trainit_comm* c, Handover h, size_t bytes) {
+  if (c->handover_calls <= 2) {
+    return;  // a first call of its way: page faults, cold caches
+  }
+  double per_kib = static_cast<double>(comm_now_ns() - h.start_ns) * 1024.0 / static_cast<double>(bytes);
+  double& avg = c->handover_ns_per_kib[h.stream ? 1 : 0];
+  // One call preempted midway counts as no worse than 4 times the average.
+  per_kib = avg != 0 && per_kib > 4 * avg ? 4 * avg : per_kib;
+  avg = avg == 0 ? per_kib : avg + (per_kib - avg) / 4;
 }
 
 Share share(size_t len, int n, int i) {

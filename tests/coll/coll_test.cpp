@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -1059,6 +1060,91 @@ TEST(CollOversubscribed, FourRanksOnFewCoresRunSmallCollectivesWithoutTickStalls
   expect_all_exit(status, 0);
   std::printf("20000 4-byte allreduces on 4 ranks: %.2f µs each\n", static_cast<double>(t[0]) / 20000 / 1000);
   EXPECT_LT(t[0], 10'000'000'000);
+}
+
+// Oversubscription is judged from every rank's CPUs together, not from a
+// rank's own affinity: ranks pinned one to a CPU each poll for their peers
+// (they each have a core), ranks pinned to one CPU together yield it.
+TEST(CollOversubscribed, RanksPinnedToACpuEachAreNotOversubscribedAndRanksSharingOneAre) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) {
+      cpus.push_back(cpu);
+    }
+  }
+  if (cpus.size() < 2) {
+    GTEST_SKIP() << "one CPU: nothing to pin apart";
+  }
+  for (const bool apart : {true, false}) {
+    Shared shared(sizeof(int) * 2);
+    auto* oversubscribed = shared.as<int>();
+    // Pinned before joining: a rank publishes its CPUs when it joins.
+    const std::string name = unique_name();
+    std::vector<pid_t> pids;
+    for (int r = 0; r < 2; ++r) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        alarm(30);
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[apart ? static_cast<size_t>(r) : 0], &one);
+        if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+          _exit(2);
+        }
+        trainit_comm* comm = nullptr;
+        if (trainit_comm_init(&comm, name.c_str(), r, 2) != 0 || trainit_barrier(comm) != 0) {
+          _exit(3);
+        }
+        oversubscribed[r] = comm->oversubscribed ? 1 : 0;
+        trainit_comm_destroy(comm);
+        _exit(0);
+      }
+      pids.push_back(pid);
+    }
+    for (const pid_t pid : pids) {
+      int ws = 0;
+      ASSERT_EQ(waitpid(pid, &ws, 0), pid);
+      ASSERT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << "status " << ws;
+    }
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(oversubscribed[r], apart ? 0 : 1) << "rank " << r << (apart ? ", pinned apart" : ", pinned together");
+    }
+  }
+}
+
+// A chunked call hands its data over as rank 0 picks (plain or streaming
+// stores), on every rank, and gives the same bytes either way.
+TEST(CollLarge, ChunkedCallsFollowRankZerosHandoverAndGiveTheSameResultEitherWay) {
+  constexpr size_t kCount = (3U << 18) + 5;  // 3 MiB of f32 and a tail: 7 chunks
+  Shared shared(sizeof(int) * 2 * 3);
+  auto* followed = shared.as<int>();
+  const auto status = run_ranks(3, [&](trainit_comm* comm, int r) {
+    std::vector<float> x(kCount);
+    for (int way = 0; way < 2; ++way) {
+      // Rank 0 asks for one way, the others for the other: rank 0's wins.
+      comm->handover_forced = r == 0 ? way : 1 - way;
+      for (size_t i = 0; i < kCount; ++i) {
+        x[i] = static_cast<float>((i * 7 + static_cast<size_t>(r)) % 1000);
+      }
+      CHILD_CHECK(trainit_allreduce(comm, x.data(), x.data(), kCount, TRAINIT_F32, TRAINIT_SUM) == 0, "way %d", way);
+      for (size_t i = 0; i < kCount; ++i) {
+        float want = 0;
+        for (size_t p = 0; p < 3; ++p) {
+          want += static_cast<float>((i * 7 + p) % 1000);
+        }
+        CHILD_CHECK(x[i] == want, "way %d: [%zu] = %g, want %g", way, i, x[i], want);
+      }
+      followed[static_cast<size_t>(r) * 2 + static_cast<size_t>(way)] = comm->stream_handover ? 1 : 0;
+    }
+    return 0;
+  });
+  expect_all_exit(status, 0);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(followed[r * 2], 0) << "rank " << r << " when rank 0 picked plain stores";
+    EXPECT_EQ(followed[r * 2 + 1], 1) << "rank " << r << " when rank 0 picked streaming stores";
+  }
 }
 
 // Standalone joins leave nothing behind: no file in /dev/shm, and the

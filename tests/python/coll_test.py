@@ -285,6 +285,43 @@ def case_plain_buffers_work_without_numpy():
     check_ranks(3, body)
 
 
+def case_allreduce_copies_and_allocates_nothing_of_the_buffers_size():
+    import array
+    import tracemalloc
+    np = need_numpy()
+    size = 1 << 20  # bytes of every buffer below; the module may allocate far less than that
+
+    def peak_of(call):
+        call()  # the first call of a kind may set up what later calls reuse
+        tracemalloc.start()
+        try:
+            call()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    def body(comm):
+        grad = np.ones(size // 4, dtype=np.float32)
+        frozen = np.ones(size // 4, dtype=np.float32)
+        frozen.flags.writeable = False
+        into = np.empty_like(frozen)
+        doubles = array.array("d", bytes(size))
+        raw = bytes(size)
+        sums = bytearray(size)
+        cases = {
+            "numpy in place": lambda: comm.allreduce(grad, out=grad),
+            "numpy, a read-only input into out": lambda: comm.allreduce(frozen, out=into),
+            "array.array in place": lambda: comm.allreduce(doubles, out=doubles),
+            "bytes into a bytearray": lambda: comm.allreduce(raw, out=sums),
+        }
+        for what, call in cases.items():
+            peak = peak_of(call)
+            assert peak < size // 16, "%s: %d bytes allocated during a call on %d bytes" % (what, peak, size)
+        assert into[0] == comm.size and sums[0] == 0, (into[0], sums[0])
+
+    check_ranks(2, body)
+
+
 # --- errors ------------------------------------------------------------------
 
 def expect_error(fn, err, what, cls=tc.CollError):
