@@ -101,9 +101,9 @@ class ReportingLink : public HostLink {
       end_barrier_report();
       stop(notice);
     };
-    events.on_lost = [this, lost = std::move(events.on_lost)](unsigned host) {
+    events.on_lost = [this, lost = std::move(events.on_lost)](unsigned host, const std::string& why) {
       end_barrier_report();
-      lost(host);
+      lost(host, why);
     };
     events.on_restart = [this, restart = std::move(events.on_restart)](unsigned generation, const StopNotice& notice) {
       end_barrier_report();

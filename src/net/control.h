@@ -18,10 +18,18 @@
 //             each client's on_release fires with it, once.
 //   liveness  both sides send a heartbeat every min(heartbeat, peer_loss/4);
 //             a host from which nothing arrived for peer_loss (connection
-//             silent, or closed and not back) is lost: on_lost(host), once
-//             per host (a client's only peer is host 0). Counted from the
-//             host's first handshake: a host that never connected is the
-//             caller's barrier timeout to report, not a loss.
+//             silent, or closed and not back) is lost: on_lost(host, why),
+//             once per host (a client's only peer is host 0). A connection
+//             the peer closes (or resets) while the job runs is a host gone
+//             unless it comes back: it is lost after min(reconnect_grace,
+//             peer_loss) without a new handshake, not after peer_loss of
+//             silence (a killed container's kernel closes its sockets at
+//             once; a live host reconnects within a few hundred ms). Once
+//             the job is ending (a stop or release decided, as this side
+//             knows it) a close is the peer leaving: peer_loss again.
+//             Counted from the host's first handshake: a host that never
+//             connected is the caller's barrier timeout to report, not a
+//             loss.
 //
 //   restart   a host whose rank failed asks for the next generation (a
 //             client's restart(), or host 0's); host 0 begins it everywhere
@@ -104,6 +112,8 @@ struct ControlConfig {
   Duration peer_loss = std::chrono::seconds(10);
   Duration heartbeat = std::chrono::seconds(1);  // sent every min(heartbeat, peer_loss / 4)
   Duration handshake = std::chrono::seconds(5);  // a connection not through its handshake by then is dropped
+  // A host whose connection closed has min(this, peer_loss) to reconnect.
+  Duration reconnect_grace = std::chrono::seconds(1);
 };
 
 // Why a job stops: the failing host's account of it.
@@ -116,10 +126,12 @@ struct StopNotice {
 
 // What the channel tells its host. Every member may be empty.
 struct ControlEvents {
-  std::function<void()> on_go;                       // the barrier is released
-  std::function<void(const StopNotice&)> on_stop;    // another host stopped the job
-  std::function<void(int exit_code)> on_release;     // client: host 0's job ended with this code
-  std::function<void(unsigned host)> on_lost;        // that host has not been heard of for peer_loss
+  std::function<void()> on_go;                     // the barrier is released
+  std::function<void(const StopNotice&)> on_stop;  // another host stopped the job
+  std::function<void(int exit_code)> on_release;   // client: host 0's job ended with this code
+  // That host is gone; `why`: "nothing heard from it for 10.0 s", "its
+  // connection closed and it did not reconnect within 1.0 s".
+  std::function<void(unsigned host, const std::string& why)> on_lost;
   std::function<void(unsigned host)> on_checked_in;  // server: that client checked in (once per host)
   std::function<void(unsigned host)> on_finished;    // server: every rank of that client's host exited 0
   // Another host's rank failed and the job starts again as `generation`
@@ -186,6 +198,8 @@ class ControlServer {
     bool finished = false;
     bool lost = false;
     Clock::time_point last_heard{};
+    // When the host closed its connection, while it has not reconnected.
+    std::optional<Clock::time_point> closed;
   };
 
   ControlServer(Loop& loop, ControlConfig config, ControlEvents events);
@@ -198,6 +212,13 @@ class ControlServer {
   void on_restart(Link* link, const std::string& payload);
   void begin_generation(const StopNotice& notice, const Link* from);
   int on_tick();
+  // The peer closed `link` (not this side, for a broken rule): its host, if
+  // the job still runs, has the reconnect grace to come back.
+  void on_closed_by_peer(const Link* link);
+  int on_grace();
+  // Marks host `index` lost and tells the caller; false when the handler
+  // destroyed this server.
+  bool lose(unsigned index, const std::string& why);
   void maybe_go();
   void refuse(Link* link, const std::string& why);
   // Closes `link` with a (rate-limited) warning: `verb` is "closed" or
@@ -228,6 +249,7 @@ class ControlServer {
   std::unique_ptr<net::PeerWarnings> warnings_;
   SourceHandle accept_io_;
   SourceHandle tick_;
+  SourceHandle grace_timer_;  // at the first closed host's grace's end
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
@@ -275,6 +297,9 @@ class ControlClient {
   void on_welcome(const std::string& payload);
   void on_ready_frame(wire::Frame& frame);
   int on_tick();
+  // Host 0 closed a connection through its handshake: the grace begins.
+  void on_closed_by_host0();
+  int on_grace();
   // Ends the current connection or attempt and tries again after `delay`.
   void retry(Duration delay);
   void protocol_error(const std::string& why);
@@ -305,6 +330,9 @@ class ControlClient {
   bool joined_ = false;  // handshake done once: loss counts from then on
   bool lost_ = false;
   Clock::time_point last_heard_{};
+  // When host 0 closed the connection, while no new one is through its
+  // handshake.
+  std::optional<Clock::time_point> closed_;
   bool checked_in_ = false;
   bool finished_ = false;
   uint32_t generation_ = 0;
@@ -316,6 +344,7 @@ class ControlClient {
   std::string last_warning_;  // since the last handshake done
   SourceHandle retry_timer_;
   SourceHandle tick_;
+  SourceHandle grace_timer_;
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 

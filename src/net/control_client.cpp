@@ -110,9 +110,43 @@ void ControlClient::on_connected(Fd fd) {
           warn(fmt::format("control: closed the connection to host 0 at {}: {}", endpoint_, why));
         } else {
           log_debug("control: connection to host 0 at {} ended: {}", endpoint_, why);
+          if (state_ == State::kReady) {
+            on_closed_by_host0();
+          }
         }
         retry(backoff());
       });
+}
+
+// Host 0 closed the connection (its process died, its container was
+// killed) while the job runs: it has the reconnect grace to take this host
+// back. Once the job is ending, host 0 leaving is no loss: peer_loss only.
+void ControlClient::on_closed_by_host0() {
+  if (stopped_ || released_ || lost_) {
+    return;
+  }
+  const Clock::time_point now = Clock::now();
+  closed_ = now;
+  const Clock::time_point deadline = now + net::reconnect_grace(config_);
+  if (!grace_timer_) {
+    grace_timer_ = loop_.add_timer(
+        deadline, [this] { return on_grace(); }, "control client: reconnect grace");
+  } else {
+    grace_timer_.set_deadline(deadline);
+  }
+}
+
+int ControlClient::on_grace() {
+  if (!closed_ || lost_ || state_ == State::kReady || stopped_ || released_) {
+    return 0;
+  }
+  const Duration grace = net::reconnect_grace(config_);
+  lost_ = true;
+  log_debug("control: host 0 at {} closed the connection {} ms ago; no new one within the grace", endpoint_,
+            std::chrono::duration_cast<milliseconds>(Clock::now() - *closed_).count());
+  closed_.reset();
+  emit(alive_, events_.on_lost, 0U, net::closed_for(grace));
+  return 0;
 }
 
 void ControlClient::retry(Duration delay) {
@@ -193,6 +227,7 @@ void ControlClient::on_welcome(const std::string& payload) {
   }
   state_ = State::kReady;
   joined_ = true;
+  closed_.reset();  // back within the grace
   last_heard_ = Clock::now();
   delay_ = kFirstRetry;
   last_warning_.clear();
@@ -301,7 +336,7 @@ int ControlClient::on_tick() {
     if (state_ == State::kReady) {
       retry(backoff());  // that connection is dead; a new one may still come
     }
-    emit(alive_, events_.on_lost, 0U);
+    emit(alive_, events_.on_lost, 0U, net::silent_for(config_.peer_loss));
   }
   return 0;
 }

@@ -179,4 +179,17 @@ Duration heartbeat_interval(const ControlConfig& config) {
   return std::max<Duration>(std::min<Duration>(config.heartbeat, config.peer_loss / 4), std::chrono::milliseconds(1));
 }
 
+Duration reconnect_grace(const ControlConfig& config) {
+  return std::min<Duration>(config.reconnect_grace, config.peer_loss);
+}
+
+std::string silent_for(Duration silence) {
+  return fmt::format("nothing heard from it for {:.1f} s", std::chrono::duration<double>(silence).count());
+}
+
+std::string closed_for(Duration grace) {
+  return fmt::format("its connection closed and it did not reconnect within {:.1f} s",
+                     std::chrono::duration<double>(grace).count());
+}
+
 }  // namespace trainit::net

@@ -69,6 +69,13 @@ inline constexpr size_t kMaxJobId = 1024;
 [[nodiscard]] std::string describe(const StopNotice& notice);
 // How often heartbeats go out: min(heartbeat, peer_loss / 4), at least 1 ms.
 [[nodiscard]] Duration heartbeat_interval(const ControlConfig& config);
+// How long a host whose connection closed has to reconnect:
+// min(reconnect_grace, peer_loss).
+[[nodiscard]] Duration reconnect_grace(const ControlConfig& config);
+// on_lost's why: "nothing heard from it for 10.0 s", "its connection closed
+// and it did not reconnect within 1.0 s".
+[[nodiscard]] std::string silent_for(Duration silence);
+[[nodiscard]] std::string closed_for(Duration grace);
 // A peer's text fit for a log line: control bytes as '?', at most `max` bytes.
 [[nodiscard]] std::string printable(std::string_view text, size_t max = 200);
 [[nodiscard]] std::string_view view(const Nonce& bytes) noexcept;

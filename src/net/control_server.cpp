@@ -186,6 +186,7 @@ int ControlServer::on_accept() {
             return close_link(link, "closed", why);  // drops it
           }
           log_debug("control: connection from {}{} ended: {}", link->peer, as_host(link->host), why);
+          on_closed_by_peer(link);
           drop(link);
         });
     links_.push_back(std::move(owned));
@@ -295,6 +296,7 @@ void ControlServer::on_hello(Link* link, const std::string& payload) {
   link->conn->set_max_payload(wire::kMaxFrame);
   host.link = link;
   host.joined = true;
+  host.closed.reset();  // back within its grace
   host.last_heard = Clock::now();
   log_debug("control: host {} connected from {}", index, link->peer);
   link->conn->send(Type::kWelcome, auth_ ? net::view(auth_->server_tag(handshake)) : std::string());
@@ -521,19 +523,77 @@ int ControlServer::on_tick() {
                            std::chrono::duration_cast<std::chrono::milliseconds>(hello_deadline()).count()));
   }
   for (unsigned i = 1; i < hosts_.size(); ++i) {
-    Host& host = hosts_[i];
+    const Host& host = hosts_[i];
     if (!host.joined || host.lost || now - host.last_heard <= config_.peer_loss) {
       continue;
     }
-    host.lost = true;
     log_debug("control: nothing heard from host {} for {} ms", i,
               std::chrono::duration_cast<std::chrono::milliseconds>(now - host.last_heard).count());
-    if (host.link != nullptr) {
-      drop(host.link);
-    }
-    if (!emit(alive_, events_.on_lost, i)) {
+    if (!lose(i, net::silent_for(config_.peer_loss))) {
       return 0;
     }
+  }
+  return 0;
+}
+
+bool ControlServer::lose(unsigned index, const std::string& why) {
+  Host& host = hosts_[index];
+  host.lost = true;
+  host.closed.reset();
+  if (host.link != nullptr) {
+    drop(host.link);
+  }
+  return emit(alive_, events_.on_lost, index, why);
+}
+
+// A host's own connection closed by the host (its process died, its
+// container was killed: the kernel closed the socket) while the job runs.
+// A live host reconnects at once (100 ms, then a few hundred ms apart);
+// one that does not within the grace is gone. Once the job is ending, hosts
+// leave: that is no loss, and only peer_loss applies.
+void ControlServer::on_closed_by_peer(const Link* link) {
+  if (link->host <= 0 || stop_ || release_) {
+    return;
+  }
+  Host& host = hosts_[static_cast<size_t>(link->host)];
+  if (host.link != link || host.lost) {
+    return;  // an older connection of a host that reconnected already
+  }
+  const Clock::time_point now = Clock::now();
+  host.closed = now;
+  const Clock::time_point deadline = now + net::reconnect_grace(config_);
+  if (!grace_timer_) {
+    grace_timer_ = loop_.add_timer(
+        deadline, [this] { return on_grace(); }, "control server: reconnect grace");
+  } else if (!grace_timer_.enabled()) {
+    grace_timer_.set_deadline(deadline);
+  }
+  // Else it is armed for an earlier close: on_grace() re-arms it for this one.
+}
+
+int ControlServer::on_grace() {
+  const Clock::time_point now = Clock::now();
+  const Duration grace = net::reconnect_grace(config_);
+  std::optional<Clock::time_point> next;
+  for (unsigned i = 1; i < hosts_.size(); ++i) {
+    const Host& host = hosts_[i];
+    if (!host.closed || host.lost || stop_ || release_) {
+      continue;
+    }
+    if (now - *host.closed < grace) {
+      next = std::min(next.value_or(Clock::time_point::max()), *host.closed + grace);
+      continue;
+    }
+    log_debug("control: host {} closed its connection {} ms ago and has not reconnected", i,
+              std::chrono::duration_cast<std::chrono::milliseconds>(now - *host.closed).count());
+    if (!lose(i, net::closed_for(grace))) {
+      return 0;
+    }
+  }
+  if (next) {
+    grace_timer_.set_deadline(*next);
+  } else {
+    grace_timer_.set_enabled(false);
   }
   return 0;
 }
