@@ -42,6 +42,9 @@ class Connection {
 
   void set_max_payload(size_t max_payload) noexcept { reader_.set_max_payload(max_payload); }
   void send(wire::Type type, std::string_view payload = {});
+  // The same with a frame encoded already (wire::encode): one frame sent to
+  // many connections is encoded once.
+  void send_frame(std::string_view frame);
   // Writes what is queued, waiting for the socket until `until` at the most.
   // Returns whether everything was written.
   bool flush(Clock::time_point until);

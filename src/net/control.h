@@ -54,7 +54,7 @@
 // index. The server takes connections only from `allowed` addresses (the
 // peers' names resolved; empty: any address, where the platform names only
 // host 0 and the secret is the only check). Before its HELLO a connection
-// holds one of kMaxPending slots, at most kMaxPendingPerAddress of them per
+// holds one of max(kMaxPending, host count) slots, at most kMaxPendingPerAddress of them per
 // address, for at most min(handshake, kHelloDeadline); a new connection
 // never waits for a slot: the oldest connection of its own address gives
 // way, or when every slot is taken the oldest of the address holding the
@@ -141,9 +141,9 @@ struct ControlEvents {
 
 class ControlServer {
  public:
-  // Connections before their handshake, at most; a new one past the limit
-  // takes the slot of the oldest (of its address, else of the address with
-  // the most).
+  // Connections before their handshake, at most (or the host count, where
+  // larger); a new one past the limit takes the slot of the oldest (of its
+  // address, else of the address with the most).
   static constexpr size_t kMaxPending = 64;
   // ... and at most this many from one address.
   static constexpr size_t kMaxPendingPerAddress = 4;
@@ -183,6 +183,8 @@ class ControlServer {
 
   // Clients that have not finish()ed yet, ascending.
   [[nodiscard]] std::vector<unsigned> unfinished() const;
+  // Whether every client finish()ed (unfinished() empty, without building it).
+  [[nodiscard]] bool all_finished() const noexcept { return clients_finished_ + 1 == hosts_.size(); }
   // Hosts that have not checked in yet (0 too, until check_in()), ascending.
   [[nodiscard]] std::vector<unsigned> missing() const;
   [[nodiscard]] uint16_t port() const noexcept { return port_; }
@@ -220,6 +222,12 @@ class ControlServer {
   // destroyed this server.
   bool lose(unsigned index, const std::string& why);
   void maybe_go();
+  // Connections waiting for their HELLO, at most: kMaxPending, or one a host
+  // where the job has more (its hosts connect at once and must not evict
+  // each other).
+  [[nodiscard]] size_t max_pending() const noexcept;
+  void evict_from_the_most();
+  void send_to_clients(const std::string& frame, const Link* except = nullptr);
   void refuse(Link* link, const std::string& why);
   // Closes `link` with a (rate-limited) warning: `verb` is "closed" or
   // "refused".
@@ -239,7 +247,9 @@ class ControlServer {
   Fd listen_fd_;
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<Link>> links_;
-  std::vector<Host> hosts_;  // by host index; hosts_[0] is this host
+  std::vector<Host> hosts_;        // by host index; hosts_[0] is this host
+  size_t clients_checked_in_ = 0;  // hosts 1..H-1 checked in, this generation
+  size_t clients_finished_ = 0;    // ... finished
   bool checked_in_ = false;
   bool go_ = false;
   uint32_t generation_ = 0;            // the job's current start: 0, then one more per restart
@@ -250,6 +260,7 @@ class ControlServer {
   SourceHandle accept_io_;
   SourceHandle tick_;
   SourceHandle grace_timer_;  // at the first closed host's grace's end
+  const std::string heartbeat_frame_ = wire::encode(wire::Type::kHeartbeat);
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 

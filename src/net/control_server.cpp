@@ -104,18 +104,49 @@ Duration ControlServer::hello_deadline() const noexcept {
 // connections waiting, so that a host connecting from an address of its own
 // loses its slot only when every slot is held by a different address.
 void ControlServer::make_room(in_addr peer) {
+  // The usual case in one pass without allocating (1,023 hosts connecting
+  // at once make as many calls): its own address's count, and the total.
+  size_t pending = 0;
+  size_t own = 0;
+  Link* own_oldest = nullptr;
+  for (const auto& link : links_) {  // oldest first
+    if (link->host >= 0) {
+      continue;
+    }
+    ++pending;
+    if (same_ipv4(link->address, peer) && own++ == 0) {
+      own_oldest = link.get();
+    }
+  }
+  if (own >= kMaxPendingPerAddress) {
+    return close_link(own_oldest, "closed",
+                      fmt::format("a newer connection from that address took its slot ({} at most per address "
+                                  "before their HELLO)",
+                                  kMaxPendingPerAddress));
+  }
+  if (pending < max_pending()) {
+    return;
+  }
+  evict_from_the_most();
+}
+
+size_t ControlServer::max_pending() const noexcept {
+  return std::max<size_t>(kMaxPending, config_.host_count);
+}
+
+// Every slot is taken: the oldest connection of the address holding the
+// most gives way.
+void ControlServer::evict_from_the_most() {
   struct Address {
     in_addr address;
     size_t pending;
     Link* oldest;
   };
   std::vector<Address> addresses;
-  size_t pending = 0;
   for (const auto& link : links_) {  // oldest first
     if (link->host >= 0) {
       continue;
     }
-    ++pending;
     auto it = std::find_if(addresses.begin(), addresses.end(),
                            [&](const Address& a) { return same_ipv4(a.address, link->address); });
     if (it == addresses.end()) {
@@ -124,17 +155,6 @@ void ControlServer::make_room(in_addr peer) {
       ++it->pending;
     }
   }
-  const auto own =
-      std::find_if(addresses.begin(), addresses.end(), [&](const Address& a) { return same_ipv4(a.address, peer); });
-  if (own != addresses.end() && own->pending >= kMaxPendingPerAddress) {
-    return close_link(own->oldest, "closed",
-                      fmt::format("a newer connection from that address took its slot ({} at most per address "
-                                  "before their HELLO)",
-                                  kMaxPendingPerAddress));
-  }
-  if (pending < kMaxPending) {
-    return;
-  }
   // The first of the most: the oldest among ties, as `addresses` is in the
   // order of each address's oldest connection.
   const auto most = std::max_element(addresses.begin(), addresses.end(),
@@ -142,7 +162,7 @@ void ControlServer::make_room(in_addr peer) {
   close_link(most->oldest, "closed",
              fmt::format("a newer connection took its slot ({} at most before their HELLO, {} of them from that "
                          "address)",
-                         kMaxPending, most->pending));
+                         max_pending(), most->pending));
 }
 
 int ControlServer::on_accept() {
@@ -326,6 +346,7 @@ void ControlServer::on_check_in(Link* link, const std::string& payload) {
   Host& host = hosts_[index];
   if (!host.checked_in) {
     host.checked_in = true;
+    ++clients_checked_in_;
     log_debug("control: host {} checked in", index);
     if (!emit(alive_, events_.on_checked_in, index)) {
       return;
@@ -353,6 +374,7 @@ void ControlServer::on_finished(Link* link, const std::string& payload) {
     return;
   }
   host.finished = true;
+  ++clients_finished_;
   log_debug("control: host {} finished", index);
   (void)emit(alive_, events_.on_finished, index);
 }
@@ -373,17 +395,11 @@ void ControlServer::check_in() {
 }
 
 void ControlServer::maybe_go() {
-  if (go_ || stop_ || !checked_in_ ||
-      !std::all_of(hosts_.begin() + 1, hosts_.end(), [](const Host& h) { return h.checked_in; })) {
+  if (go_ || stop_ || !checked_in_ || clients_checked_in_ < hosts_.size() - 1) {
     return;
   }
   go_ = true;
-  const std::string payload = net::encode_generation(generation_);
-  for (const auto& link : links_) {
-    if (link->host > 0) {
-      link->conn->send(Type::kGo, payload);
-    }
-  }
+  send_to_clients(wire::encode(Type::kGo, net::encode_generation(generation_)));
   emit(alive_, events_.on_go);
 }
 
@@ -400,12 +416,8 @@ void ControlServer::on_stop(Link* link, const std::string& payload) {
     return;
   }
   stop_ = notice;
-  const std::string relayed = net::encode_stop(notice);  // what was checked, not the bytes as they came
-  for (const auto& other : links_) {
-    if (other->host > 0 && other.get() != link) {
-      other->conn->send(Type::kStop, relayed);
-    }
-  }
+  // What was checked, not the bytes as they came.
+  send_to_clients(wire::encode(Type::kStop, net::encode_stop(notice)), link);
   emit(alive_, events_.on_stop, notice);
 }
 
@@ -445,12 +457,9 @@ void ControlServer::begin_generation(const StopNotice& notice, const Link* from)
     host.checked_in = false;
     host.finished = false;
   }
-  const std::string payload = net::encode_restart(generation_, notice);
-  for (const auto& link : links_) {
-    if (link->host > 0 && link.get() != from) {
-      link->conn->send(Type::kRestart, payload);
-    }
-  }
+  clients_checked_in_ = 0;
+  clients_finished_ = 0;
+  send_to_clients(wire::encode(Type::kRestart, net::encode_restart(generation_, notice)), from);
 }
 
 bool ControlServer::stop(const StopNotice& notice) {
@@ -459,12 +468,7 @@ bool ControlServer::stop(const StopNotice& notice) {
     return false;
   }
   stop_ = own_notice(notice, config_.host_count);
-  const std::string payload = net::encode_stop(*stop_);
-  for (const auto& link : links_) {
-    if (link->host > 0) {
-      link->conn->send(Type::kStop, payload);
-    }
-  }
+  send_to_clients(wire::encode(Type::kStop, net::encode_stop(*stop_)));
   return true;
 }
 
@@ -473,10 +477,16 @@ void ControlServer::release(int exit_code) {
     return;
   }
   release_ = exit_code;
-  const std::string payload = net::encode_release(exit_code);
+  send_to_clients(wire::encode(Type::kRelease, net::encode_release(exit_code)));
+}
+
+// One frame to every client through its handshake (but `except`): encoded
+// once, written to each socket at once without waiting for any (what a
+// socket does not take now is queued: a slow host delays no other).
+void ControlServer::send_to_clients(const std::string& frame, const Link* except) {
   for (const auto& link : links_) {
-    if (link->host > 0) {
-      link->conn->send(Type::kRelease, payload);
+    if (link->host > 0 && link.get() != except) {
+      link->conn->send_frame(frame);
     }
   }
 }
@@ -512,7 +522,7 @@ int ControlServer::on_tick() {
   std::vector<Link*> late;
   for (const auto& link : links_) {
     if (link->host > 0) {
-      link->conn->send(Type::kHeartbeat);
+      link->conn->send_frame(heartbeat_frame_);
     } else if (now - link->opened > hello_deadline()) {
       late.push_back(link.get());
     }
