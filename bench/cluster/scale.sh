@@ -260,13 +260,17 @@ wait_all_exited() {
   kill_hosts
 }
 
-# Host 0's counters now: "cpu_ns eth0_rx_bytes eth0_tx_bytes vmhwm_kb".
+# Host 0's counters now: "cpu_ns eth0_rx_bytes eth0_tx_bytes vmhwm_kb
+# listen_drops" (connections its kernel dropped for want of room in the
+# accept queue: each costs a host a SYN retransmission, 1 s and more).
 host0_sample() {
   local p0
   p0=$(trainit_pid 0)
   echo "$(awk '{print $1}' "/proc/$p0/schedstat")" \
     "$(awk '$1 == "eth0:" {print $2, $10}' "/proc/$p0/net/dev")" \
-    "$(awk '/^VmHWM/ {print $2}' "/proc/$p0/status")"
+    "$(awk '/^VmHWM/ {print $2}' "/proc/$p0/status")" \
+    "$(awk '$1 == "TcpExt:" && !names {for (i = 2; i <= NF; i++) col[$i] = i; names = 1; next}
+            $1 == "TcpExt:" {print $col["ListenDrops"]}' "/proc/$p0/net/netstat")"
 }
 
 # One N: the three runs, then a row of figures from scale_report.py in

@@ -89,7 +89,7 @@ def row(base, n, steady):
     print(
         f"| {n} | {ms(start)} | {ms(barrier)} | {ms(fanout)} | {ms(end)} | {ms(lost('cut'))} | {ms(lost('kill'))} "
         f"| {after[3] / 1024:.1f} | {cpu_job:.3f} | {100 * window / steady:.2f} % "
-        f"| {rate[0]:.0f} / {rate[1]:.0f} |"
+        f"| {rate[0]:.0f} / {rate[1]:.0f} | {after[4]:.0f} |"
     )
 
 
@@ -99,9 +99,9 @@ def header():
         "| stop fan-out: failing rank's exit → last host stopping (ms) | stop end to end: → last trainit exited (ms) "
         "| lost, link cut: → every other host stopping (ms) | lost, trainit killed + namespace deleted (ms) "
         "| host 0 VmHWM (MB) | host 0 CPU, whole job (s) | host 0 CPU, steady (heartbeats) "
-        "| host 0 eth0 bytes/s in / out, steady |"
+        "| host 0 eth0 bytes/s in / out, steady | host 0 listen drops |"
     )
-    print("|---:" * 11 + "|")
+    print("|---:" * 12 + "|")
 
 
 if __name__ == "__main__":

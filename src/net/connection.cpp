@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -102,6 +103,11 @@ bool Connection::flush(Clock::time_point until) {
       return false;
     }
   }
+}
+
+bool Connection::has_unread() const noexcept {
+  int queued = 0;
+  return reader_.buffered() > 0 || (::ioctl(fd_.get(), FIONREAD, &queued) == 0 && queued > 0);
 }
 
 int Connection::on_io(uint32_t events) {

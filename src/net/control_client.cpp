@@ -329,6 +329,9 @@ int ControlClient::on_tick() {
               std::chrono::duration_cast<milliseconds>(config_.handshake).count());
     retry(backoff());
   }
+  if (state_ == State::kReady && conn_->has_unread()) {
+    last_heard_ = now;  // host 0's frames wait for this side to read them
+  }
   if (joined_ && !lost_ && now - last_heard_ > config_.peer_loss) {
     lost_ = true;
     log_debug("control: nothing heard from host 0 at {} for {} ms", endpoint_,

@@ -533,8 +533,14 @@ int ControlServer::on_tick() {
                            std::chrono::duration_cast<std::chrono::milliseconds>(hello_deadline()).count()));
   }
   for (unsigned i = 1; i < hosts_.size(); ++i) {
-    const Host& host = hosts_[i];
+    Host& host = hosts_[i];
     if (!host.joined || host.lost || now - host.last_heard <= config_.peer_loss) {
+      continue;
+    }
+    // Its frames may be waiting for this side (a loop held up for seconds,
+    // a starved machine): they are read in this same iteration.
+    if (host.link != nullptr && host.link->conn->has_unread()) {
+      host.last_heard = now;
       continue;
     }
     log_debug("control: nothing heard from host {} for {} ms", i,
