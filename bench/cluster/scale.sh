@@ -22,9 +22,10 @@
 #        container vanished: its connection closes at once).
 # Figures, from trainit's own clock wherever the harness would otherwise
 # count its own polling or the kernel's teardown of a namespace:
-#   start    the bench launching the last host -> every host spawned its
-#            rank ("since" of the status file each rank copies when it
-#            starts: trainit's wall-clock stamp of its spawn);
+#   start    the last trainit's start (its check-in less its resolve_peers
+#            time, from its log) -> every host spawned its rank ("since" of
+#            the status file each rank copies when it starts: trainit's
+#            wall-clock stamp of its spawn);
 #   barrier  the last host's check-in (its log: entering host_barrier) ->
 #            every host spawned its rank;
 #   fan-out  the failing rank's exit (its host's trainit entering stopping)
@@ -33,7 +34,9 @@
 #   e2e      the failing rank's exit -> the last trainit exited (the "since"
 #            of state exit in each final status file);
 #   cut/kill the bench cutting or killing host N-1 -> every other host
-#            entered stopping;
+#            entered stopping ("-" when a host had stopped before: a host
+#            starved of CPU for --peer-loss while 1,024 start at once on a
+#            small machine is lost, rightly, before the cut);
 #   host 0   VmHWM at the end of the steady window; CPU seconds of the whole
 #            job (/proc/PID/schedstat, read until it exits); in the steady
 #            window, where only heartbeats flow: its CPU share and the bytes
@@ -45,10 +48,12 @@
 # namespace of their own and joined by veth pairs to the first: a star, no
 # loop, so no spanning tree is needed and a frame crosses at most two
 # bridges. (macvlan needs a parent device in one namespace with every host's
-# device in another: a bridge is closer to what e2e uses.) The kernel's
-# neighbour table is shared by every namespace and holds 1,024 entries by
-# default (gc_thresh3): host 0 alone needs N-1, so the bench raises the
-# thresholds while it runs and puts them back on exit.
+# device in another: a bridge is closer to what e2e uses.) Two kernel limits
+# are the whole machine's, not a namespace's, and too small for 1,024 hosts
+# on one machine: the neighbour table (gc_thresh3, 1,024 entries: host 0
+# alone needs N-1) and the per-CPU backlog of received frames
+# (netdev_max_backlog, 1,000: one ARP broadcast flooded to N ports queues N
+# frames). The bench raises them while it runs and puts them back on exit.
 #
 # Everything it makes is its own and removed by an EXIT trap, interrupted or
 # not: namespaces scale$$-*, /etc/netns/scale$$-*, the processes in them, a
@@ -78,7 +83,6 @@ install -m 0755 "$TRAINIT_BIN" "$DIR/bin/trainit"
 install -m 0755 "$here/scale_rank.sh" "$DIR/bin/scale_rank.sh"
 NETNS_DIR_WAS_THERE=$([ -d /etc/netns ] && echo 1 || echo 0)
 declare -A saved_sysctl=()
-last=0
 declare -a launcher=() # host i's `unshare` (the parent of its trainit)
 hosts=0
 
@@ -154,22 +158,34 @@ cluster_up() {
   raise_sysctl net.ipv4.neigh.default.gc_thresh1 $((hosts * 2))
   raise_sysctl net.ipv4.neigh.default.gc_thresh2 $((hosts * 4))
   raise_sysctl net.ipv4.neigh.default.gc_thresh3 $((hosts * 8))
+  # A broadcast (an ARP request) flooded to N ports queues N frames at once
+  # on one CPU's backlog (1,000 by default, for the whole machine): past it
+  # the kernel drops them, and a host waits out ARP and SYN retransmissions
+  # (1 s, 3 s). So does host 0's burst of N heartbeats.
+  raise_sysctl net.core.netdev_max_backlog $((hosts * 8))
   {
     echo "netns add $ID-br"
     for ((i = 0; i < hosts; i++)); do echo "netns add $(host_ns "$i")"; done
   } | ip -batch -
   {
+    # No IPv6 anywhere (addrgenmode none: no link-local address, hence no
+    # duplicate address detection, router solicitation or MLD): each of
+    # those multicasts is flooded to every port, N x N frames at start-up.
     for ((b = 0; b < bridges; b++)); do
       echo "link add br$b type bridge"
+      echo "link set br$b addrgenmode none"
       echo "link set br$b up"
     done
     for ((b = 1; b < bridges; b++)); do # each bridge joined to the first
       echo "link add up$b type veth peer name dn$b"
+      echo "link set up$b addrgenmode none"
+      echo "link set dn$b addrgenmode none"
       echo "link set up$b master br0 up"
       echo "link set dn$b master br$b up"
     done
     for ((i = 0; i < hosts; i++)); do
       echo "link add h$i type veth peer name eth0 netns $(host_ns "$i")"
+      echo "link set h$i addrgenmode none"
       echo "link set h$i master br$((i / max_hosts_per_bridge)) up"
     done
   } | ip -n "$ID-br" -batch -
@@ -180,7 +196,7 @@ cluster_up() {
   } >"$hosts_file"
   printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$DIR/resolv.conf"
   for ((i = 0; i < hosts; i++)); do
-    printf 'link set lo up\naddr add %s/20 dev eth0\nlink set eth0 up\n' "$(host_ip "$i")" |
+    printf 'link set lo up\nlink set eth0 addrgenmode none\naddr add %s/20 dev eth0\nlink set eth0 up\n' "$(host_ip "$i")" |
       ip -n "$(host_ns "$i")" -batch -
     mkdir -p "/etc/netns/$(host_ns "$i")"
     ln "$hosts_file" "/etc/netns/$(host_ns "$i")/hosts"
@@ -215,26 +231,32 @@ host_start() {
 }
 
 # Starts every host of run RUN (its own directory of marks, logs and status
-# files) with trainit's extra ARGS; $last is when the last one started.
+# files) with trainit's extra ARGS.
 job_start() {
   local run=$1 i
   shift
   mkdir -p "$DIR/$run/marks"
   mkfifo "$DIR/$run/marks/fail" "$DIR/$run/marks/hold"
   for ((i = 0; i < hosts; i++)); do
-    [ $i != $((hosts - 1)) ] || last=$(now)
     host_start "$i" "$run" -v --mode torchrun --coll-arena off --status-file "$DIR/$run/s$i.json" "$@" -- \
       sh "$DIR/bin/scale_rank.sh" "$DIR/$run/marks" "$DIR/$run/s$i.json" $((hosts - 1))
   done
 }
 
-# Waits until COUNT files match the glob; fails after SECONDS.
-wait_count() {
-  local glob=$1 count=$2 deadline=$((SECONDS + $3)) n
+# Waits until every rank of run RUN started; fails after SECONDS. Returns 1
+# when a host's trainit exited first (the job stopped before it was whole).
+wait_started() {
+  local run=$1 deadline=$((SECONDS + $2)) n i
   for (( ; ; )); do
-    n=$({ compgen -G "$glob" || true; } | wc -l)
-    [ "$n" -lt "$count" ] || return 0
-    [ $SECONDS -lt $deadline ] || fail "$n of $count $glob after $3 s"
+    n=$({ compgen -G "$DIR/$run/marks/started-*" || true; } | wc -l)
+    [ "$n" -lt "$hosts" ] || return 0
+    for i in "${!launcher[@]}"; do
+      kill -0 "${launcher[$i]}" 2>/dev/null || {
+        log "host $i exited with $n of $hosts ranks started"
+        return 1
+      }
+    done
+    [ $SECONDS -lt $deadline ] || fail "$n of $hosts ranks started after $2 s"
     sleep 0.1
   done
 }
@@ -283,37 +305,42 @@ measure() {
 
   log "N=$n: job (the rank on host $((n - 1)) exits 3)"
   job_start job
-  wait_count "$DIR/job/marks/started-*" "$n" "$start_deadline"
+  wait_started job "$start_deadline" || fail "the job stopped before every rank started"
   before=$(host0_sample)
   sleep "$steady"
   after=$(host0_sample)
   trigger=$(now)
   timeout 10 sh -c "echo x >'$DIR/job/marks/fail'" || fail "the failing rank did not take its cue"
   wait_all_exited job 60
-  echo "$last" >"$DIR/job/last_start"
   echo "$trigger" >"$DIR/job/trigger"
   echo "$before" >"$DIR/job/host0_before"
   echo "$after" >"$DIR/job/host0_after"
 
   log "N=$n: cut (host $((n - 1))'s link down, --peer-loss $peer_loss)"
   job_start cut --peer-loss "$peer_loss"
-  wait_count "$DIR/cut/marks/started-*" "$n" "$start_deadline"
-  sleep 1
-  trigger=$(now)
-  ip -n "$ID-br" link set "h$((n - 1))" down
+  if wait_started cut "$start_deadline"; then
+    sleep 1
+    trigger=$(now)
+    ip -n "$ID-br" link set "h$((n - 1))" down
+  else
+    trigger=0 # a host was lost during the start: nothing to measure
+  fi
   echo "$trigger" >"$DIR/cut/trigger"
   wait_all_exited cut $((30 + peer_loss))
   ip -n "$ID-br" link set "h$((n - 1))" up
 
   log "N=$n: kill (host $((n - 1))'s trainit SIGKILLed, its namespace deleted)"
   job_start kill --peer-loss "$peer_loss"
-  wait_count "$DIR/kill/marks/started-*" "$n" "$start_deadline"
-  sleep 1
-  local victim
-  victim=$(trainit_pid $((n - 1)))
-  trigger=$(now)
-  kill -KILL "$victim"
-  ip netns del "$(host_ns $((n - 1)))"
+  if wait_started kill "$start_deadline"; then
+    sleep 1
+    local victim
+    victim=$(trainit_pid $((n - 1)))
+    trigger=$(now)
+    kill -KILL "$victim"
+    ip netns del "$(host_ns $((n - 1)))"
+  else
+    trigger=0
+  fi
   echo "$trigger" >"$DIR/kill/trigger"
   wait_all_exited kill $((30 + peer_loss)) $((n - 1))
 

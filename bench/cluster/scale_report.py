@@ -23,7 +23,7 @@ class Host:
     """One host's moments in one run, in seconds since the epoch."""
 
     def __init__(self, run_dir, i):
-        self.checkin = self.running = self.stopping = self.exit = None
+        self.start = self.checkin = self.running = self.stopping = self.exit = None
         self.code = None
         with open(f"{run_dir}/marks/started-{i}") as f:
             started = json.load(f)
@@ -38,6 +38,7 @@ class Host:
         self.running = spawn + to_running
         if ("host_barrier", "spawn") in durations:
             self.checkin = spawn - durations[("host_barrier", "spawn")]
+            self.start = self.checkin - durations.get(("resolve_peers", "host_barrier"), 0.0)
         if ("running", "stopping") in durations:
             self.stopping = self.running + durations[("running", "stopping")]
         try:
@@ -55,7 +56,7 @@ def read(path):
 
 
 def ms(seconds):
-    return f"{seconds * 1000:.0f}"
+    return "-" if seconds is None else f"{seconds * 1000:.0f}"
 
 
 def latest(values, what):
@@ -71,14 +72,18 @@ def row(base, n, steady):
     if codes != [3]:
         sys.exit(f"scale_report: N={n}: the job's hosts exited {codes}, expected 3 on every host")
     failed = job[n - 1].stopping  # the failing rank's host saw it exit
-    start = latest([h.running for h in job], "a spawn") - float(read(f"{base}/job/last_start")[0])
+    start = latest([h.running for h in job], "a spawn") - latest([h.start for h in job], "a start")
     barrier = latest([h.running for h in job], "a spawn") - latest([h.checkin for h in job], "a check-in")
     fanout = latest([h.stopping for h in job], "a stop") - failed
     end = latest([h.exit for h in job], "an exit") - failed
 
     def lost(run):
         trigger = float(read(f"{base}/{run}/trigger")[0])
+        if trigger == 0:
+            return None  # the job stopped before every rank started
         others = [Host(f"{base}/{run}", i) for i in range(n - 1)]
+        if any(h.stopping is not None and h.stopping < trigger for h in others):
+            return None  # the job had stopped already: nothing to measure
         return latest([h.stopping for h in others], "a stop") - trigger
 
     before = [float(v) for v in read(f"{base}/job/host0_before")]
@@ -95,7 +100,7 @@ def row(base, n, steady):
 
 def header():
     print(
-        "| hosts | last host launched → every rank spawned (ms) | barrier: last check-in → every rank spawned (ms) "
+        "| hosts | last trainit started → every rank spawned (ms) | barrier: last check-in → every rank spawned (ms) "
         "| stop fan-out: failing rank's exit → last host stopping (ms) | stop end to end: → last trainit exited (ms) "
         "| lost, link cut: → every other host stopping (ms) | lost, trainit killed + namespace deleted (ms) "
         "| host 0 VmHWM (MB) | host 0 CPU, whole job (s) | host 0 CPU, steady (heartbeats) "
