@@ -16,7 +16,8 @@
 //             Host 0 then release()s the job once its own ranks are done too.
 //   release   host 0's release(code): "host 0's job ended with this code";
 //             each client's on_release fires with it, once.
-//   liveness  both sides send a heartbeat every min(heartbeat, peer_loss/4);
+//   liveness  both sides send a heartbeat every peer_loss/4, on one grid of
+//             the wall clock for every host (net/control_common.h);
 //             a host from which nothing arrived for peer_loss (connection
 //             silent, or closed and not back) is lost: on_lost(host, why),
 //             once per host (a client's only peer is host 0). A connection
@@ -110,7 +111,9 @@ struct ControlConfig {
   std::string job_id;  // every host's must match (MA_VJ_NAME, say)
   std::string secret;  // empty: none; else every host needs the same
   Duration peer_loss = std::chrono::seconds(10);
-  Duration heartbeat = std::chrono::seconds(1);  // sent every min(heartbeat, peer_loss / 4)
+  // Each side looks after its connections every min(heartbeat, peer_loss / 4);
+  // a heartbeat goes out every peer_loss / 4 (net/control_common.h).
+  Duration heartbeat = std::chrono::seconds(1);
   Duration handshake = std::chrono::seconds(5);  // a connection not through its handshake by then is dropped
   // A host whose connection closed has min(this, peer_loss) to reconnect.
   Duration reconnect_grace = std::chrono::seconds(1);
@@ -214,6 +217,7 @@ class ControlServer {
   void on_restart(Link* link, const std::string& payload);
   void begin_generation(const StopNotice& notice, const Link* from);
   int on_tick();
+  int on_beat();
   // The peer closed `link` (not this side, for a broken rule): its host, if
   // the job still runs, has the reconnect grace to come back.
   void on_closed_by_peer(const Link* link);
@@ -260,6 +264,7 @@ class ControlServer {
   SourceHandle accept_io_;
   SourceHandle tick_;
   SourceHandle grace_timer_;  // at the first closed host's grace's end
+  SourceHandle beat_timer_;
   const std::string heartbeat_frame_ = wire::encode(wire::Type::kHeartbeat);
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
@@ -308,6 +313,7 @@ class ControlClient {
   void on_welcome(const std::string& payload);
   void on_ready_frame(wire::Frame& frame);
   int on_tick();
+  int on_beat();
   // Host 0 closed a connection through its handshake: the grace begins.
   void on_closed_by_host0();
   int on_grace();
@@ -356,6 +362,7 @@ class ControlClient {
   SourceHandle retry_timer_;
   SourceHandle tick_;
   SourceHandle grace_timer_;
+  SourceHandle beat_timer_;
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 

@@ -58,7 +58,10 @@ Result<std::unique_ptr<ControlClient>> ControlClient::connect(Loop& loop, in_add
   c->retry_timer_ = loop.add_timer(
       Clock::now(), [c] { return c->attempt(); }, "control client: connect");
   c->tick_ = loop.add_timer(
-      Clock::now() + c->heartbeat_, [c] { return c->on_tick(); }, "control client: heartbeat");
+      Clock::now() + c->heartbeat_, [c] { return c->on_tick(); }, "control client: connection");
+  c->beat_timer_ = loop.add_timer(
+      net::next_beat(net::beat_interval(c->config_), Duration::zero()), [c] { return c->on_beat(); },
+      "control client: heartbeat");
   return client;
 }
 
@@ -322,9 +325,7 @@ void ControlClient::on_ready_frame(wire::Frame& frame) {
 int ControlClient::on_tick() {
   const Clock::time_point now = Clock::now();
   tick_.set_deadline(now + heartbeat_);
-  if (state_ == State::kReady) {
-    conn_->send(Type::kHeartbeat);
-  } else if (state_ != State::kWaiting && now - attempt_started_ > config_.handshake) {
+  if (state_ != State::kReady && state_ != State::kWaiting && now - attempt_started_ > config_.handshake) {
     log_debug("control: no answer from host 0 at {} within {} ms", endpoint_,
               std::chrono::duration_cast<milliseconds>(config_.handshake).count());
     retry(backoff());
@@ -340,6 +341,14 @@ int ControlClient::on_tick() {
       retry(backoff());  // that connection is dead; a new one may still come
     }
     emit(alive_, events_.on_lost, 0U, net::silent_for(config_.peer_loss));
+  }
+  return 0;
+}
+
+int ControlClient::on_beat() {
+  beat_timer_.set_deadline(net::next_beat(net::beat_interval(config_), Duration::zero()));
+  if (state_ == State::kReady) {
+    conn_->send(Type::kHeartbeat);
   }
   return 0;
 }

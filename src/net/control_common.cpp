@@ -179,6 +179,16 @@ Duration heartbeat_interval(const ControlConfig& config) {
   return std::max<Duration>(std::min<Duration>(config.heartbeat, config.peer_loss / 4), std::chrono::milliseconds(1));
 }
 
+Duration beat_interval(const ControlConfig& config) {
+  return std::max<Duration>(heartbeat_interval(config), config.peer_loss / 4);
+}
+
+Clock::time_point next_beat(Duration interval, Duration offset) {
+  const auto wall = std::chrono::duration_cast<Duration>(std::chrono::system_clock::now().time_since_epoch());
+  const Duration into = (wall - offset) % interval;
+  return Clock::now() + (into < Duration::zero() ? -into : interval - into);
+}
+
 Duration reconnect_grace(const ControlConfig& config) {
   return std::min<Duration>(config.reconnect_grace, config.peer_loss);
 }

@@ -84,7 +84,10 @@ Result<std::unique_ptr<ControlServer>> ControlServer::listen(Loop& loop, uint16_
   s->accept_io_ = loop.add_io(
       s->listen_fd_.get(), EPOLLIN, [s](uint32_t) { return s->on_accept(); }, "control server: accept");
   s->tick_ = loop.add_timer(
-      Clock::now() + s->heartbeat_, [s] { return s->on_tick(); }, "control server: heartbeat");
+      Clock::now() + s->heartbeat_, [s] { return s->on_tick(); }, "control server: connections");
+  const Duration beat = net::beat_interval(s->config_);
+  s->beat_timer_ = loop.add_timer(
+      net::next_beat(beat, beat / 2), [s] { return s->on_beat(); }, "control server: heartbeat");
   return server;
 }
 
@@ -521,9 +524,7 @@ int ControlServer::on_tick() {
   warnings_->tick(now);
   std::vector<Link*> late;
   for (const auto& link : links_) {
-    if (link->host > 0) {
-      link->conn->send_frame(heartbeat_frame_);
-    } else if (now - link->opened > hello_deadline()) {
+    if (link->host < 0 && now - link->opened > hello_deadline()) {
       late.push_back(link.get());
     }
   }
@@ -549,6 +550,13 @@ int ControlServer::on_tick() {
       return 0;
     }
   }
+  return 0;
+}
+
+int ControlServer::on_beat() {
+  const Duration beat = net::beat_interval(config_);
+  beat_timer_.set_deadline(net::next_beat(beat, beat / 2));
+  send_to_clients(heartbeat_frame_);
   return 0;
 }
 
