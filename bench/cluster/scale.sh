@@ -34,9 +34,10 @@
 #   e2e      the failing rank's exit -> the last trainit exited (the "since"
 #            of state exit in each final status file);
 #   cut/kill the bench cutting or killing host N-1 -> every other host
-#            entered stopping ("-" when a host had stopped before: a host
-#            starved of CPU for --peer-loss while 1,024 start at once on a
-#            small machine is lost, rightly, before the cut);
+#            entered stopping. A host starved of CPU for --peer-loss while
+#            1,024 start at once on a small machine is lost, rightly, before
+#            the cut: such a run is made again with twice the peer loss (the
+#            cell says which held; "-": none did);
 #   host 0   VmHWM at the end of the steady window; CPU seconds of the whole
 #            job (/proc/PID/schedstat, read until it exits); in the steady
 #            window, where only heartbeats flow: its CPU share and the bytes
@@ -295,6 +296,40 @@ host0_sample() {
             $1 == "TcpExt:" {print $col["ListenDrops"]}' "/proc/$p0/net/netstat")"
 }
 
+# The run RUN (cut or kill) of the current N: host N-1 cut off or killed
+# once every rank runs. A job that stops before that (a host starved of CPU
+# for --peer-loss while N hosts start on a small machine is lost, rightly) is
+# run again with twice the peer loss, twice at most; the report gives the
+# peer loss that held.
+lost_run() {
+  local run=$1 loss=$peer_loss attempt victim trigger=0
+  local last=$((hosts - 1)) start_deadline=$((60 + hosts / 4))
+  for attempt in 1 2 3; do
+    rm -rf "${DIR:?}/$run"
+    log "N=$hosts: $run, --peer-loss $loss (host $last: $([ "$run" = cut ] && echo "its link cut" ||
+      echo "its trainit SIGKILLed, its namespace deleted"))"
+    job_start "$run" --peer-loss "$loss"
+    if wait_started "$run" "$start_deadline"; then
+      sleep 1
+      if [ "$run" = cut ]; then
+        trigger=$(now)
+        ip -n "$ID-br" link set "h$last" down
+      else
+        victim=$(trainit_pid "$last")
+        trigger=$(now)
+        kill -KILL "$victim"
+        ip netns del "$(host_ns "$last")"
+      fi
+    fi
+    wait_all_exited "$run" $((30 + loss)) "$([ "$run" = kill ] && [ "$trigger" != 0 ] && echo "$last")"
+    [ "$run" != cut ] || ip -n "$ID-br" link set "h$last" up
+    [ "$trigger" = 0 ] || break
+    loss=$((loss * 2))
+  done
+  echo "$trigger" >"$DIR/$run/trigger"
+  echo "$loss" >"$DIR/$run/peer_loss"
+}
+
 # One N: the three runs, then a row of figures from scale_report.py in
 # $DIR/rows.
 measure() {
@@ -316,35 +351,10 @@ measure() {
   echo "$before" >"$DIR/job/host0_before"
   echo "$after" >"$DIR/job/host0_after"
 
-  log "N=$n: cut (host $((n - 1))'s link down, --peer-loss $peer_loss)"
-  job_start cut --peer-loss "$peer_loss"
-  if wait_started cut "$start_deadline"; then
-    sleep 1
-    trigger=$(now)
-    ip -n "$ID-br" link set "h$((n - 1))" down
-  else
-    trigger=0 # a host was lost during the start: nothing to measure
-  fi
-  echo "$trigger" >"$DIR/cut/trigger"
-  wait_all_exited cut $((30 + peer_loss))
-  ip -n "$ID-br" link set "h$((n - 1))" up
+  lost_run cut
+  lost_run kill
 
-  log "N=$n: kill (host $((n - 1))'s trainit SIGKILLed, its namespace deleted)"
-  job_start kill --peer-loss "$peer_loss"
-  if wait_started kill "$start_deadline"; then
-    sleep 1
-    local victim
-    victim=$(trainit_pid $((n - 1)))
-    trigger=$(now)
-    kill -KILL "$victim"
-    ip netns del "$(host_ns $((n - 1)))"
-  else
-    trigger=0
-  fi
-  echo "$trigger" >"$DIR/kill/trigger"
-  wait_all_exited kill $((30 + peer_loss)) $((n - 1))
-
-  python3 "$here/scale_report.py" row "$DIR" "$n" "$steady" >>"$DIR/rows"
+  python3 "$here/scale_report.py" row "$DIR" "$n" "$steady" "$peer_loss" >>"$DIR/rows"
   cluster_down
   [ -n "${SCALE_KEEP:-}" ] && cp -r "$DIR/job" "$SCALE_KEEP/job-$n" || true
   rm -rf "$DIR/job" "$DIR/cut" "$DIR/kill"

@@ -2,8 +2,10 @@
 """The figures of bench/cluster/scale.sh from what its hosts left behind.
 
   scale_report.py header               the table's header
-  scale_report.py row DIR N STEADY     one row: the runs job, cut and kill of
-                                       N hosts under DIR
+  scale_report.py row DIR N STEADY PEER_LOSS
+                                       one row: the runs job, cut and kill of
+                                       N hosts under DIR (PEER_LOSS: the one
+                                       asked for, the cut and kill runs')
 
 Every time is trainit's own where it can be: the spawn stamp ("since") in
 the status file each rank copied when it started, the durations of trainit's
@@ -66,7 +68,7 @@ def latest(values, what):
     return max(values)
 
 
-def row(base, n, steady):
+def row(base, n, steady, default_loss):
     job = [Host(f"{base}/job", i) for i in range(n)]
     codes = sorted({h.code for h in job}, key=str)
     if codes != [3]:
@@ -86,13 +88,18 @@ def row(base, n, steady):
             return None  # the job had stopped already: nothing to measure
         return latest([h.stopping for h in others], "a stop") - trigger
 
+    def lost_cell(run):
+        loss = read(f"{base}/{run}/peer_loss")[0]
+        figure = ms(lost(run))
+        return figure if loss == default_loss else f"{figure} (--peer-loss {loss})"
+
     before = [float(v) for v in read(f"{base}/job/host0_before")]
     after = [float(v) for v in read(f"{base}/job/host0_after")]
     window = (after[0] - before[0]) / 1e9
     cpu_job = float(read(f"{base}/job/cpu0")[0]) / 1e9
     rate = [(a - b) / steady for a, b in zip(after[1:3], before[1:3])]
     print(
-        f"| {n} | {ms(start)} | {ms(barrier)} | {ms(fanout)} | {ms(end)} | {ms(lost('cut'))} | {ms(lost('kill'))} "
+        f"| {n} | {ms(start)} | {ms(barrier)} | {ms(fanout)} | {ms(end)} | {lost_cell('cut')} | {lost_cell('kill')} "
         f"| {after[3] / 1024:.1f} | {cpu_job:.3f} | {100 * window / steady:.2f} % "
         f"| {rate[0]:.0f} / {rate[1]:.0f} | {after[4]:.0f} |"
     )
@@ -113,4 +120,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "header":
         header()
     else:
-        row(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+        row(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
