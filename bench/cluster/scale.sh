@@ -7,7 +7,8 @@
 #
 # Environment: SCALE_STEADY (seconds of the steady window in which host 0's
 # heartbeat work is measured, default 10), SCALE_PEER_LOSS (--peer-loss of
-# the lost-host runs, default 2).
+# the lost-host runs, default 2), SCALE_KEEP (a directory: each N's job run,
+# logs and status files, is copied there, for a closer look).
 #
 # Every host runs with --coll-arena off: the arena's 32 MiB a host are each
 # host's own memory on a real cluster, but 32 GiB for 1,024 hosts on this
@@ -104,7 +105,7 @@ peer_name() { echo "$VJ-$TASK-$1.$VJ"; }
 # host i's trainit (PID 1 of its PID namespace): the child of its launcher.
 trainit_pid() {
   local u=${launcher[$1]:-}
-  [ -n "$u" ] && cat "/proc/$u/task/$u/children" 2>/dev/null | awk '{print $1}'
+  [ -n "$u" ] && awk '{print $1}' "/proc/$u/task/$u/children" 2>/dev/null
 }
 
 kill_hosts() {
@@ -221,6 +222,7 @@ cluster_down() {
 host_start() {
   local i=$1 run=$2
   shift 2
+  # shellcheck disable=SC2016 # $1, $2 are sh -c's own
   ip netns exec "$(host_ns "$i")" unshare --pid --fork --mount-proc --uts --propagation private \
     sh -c 'hostname "$1" && mount -t tmpfs -o mode=1777 tmpfs /tmp && mount -t tmpfs -o mode=0755 tmpfs /run &&
            shift && exec "$@"' sh "$VJ-$TASK-$i" \
@@ -228,7 +230,7 @@ host_start() {
     "VC_TASK_INDEX=$i" "MA_VJ_NAME=$VJ" "MA_TASK_NAME=$TASK" MA_NUM_GPUS=1 \
     "MA_CURRENT_INSTANCE_NAME=$VJ-$TASK-$i" "MA_CURRENT_HOST_IP=$(host_ip "$i")" HOME=/root \
     "$DIR/bin/trainit" "$@" >"$DIR/$run/h$i.out" 2>&1 </dev/null &
-  launcher[$i]=$!
+  launcher[i]=$!
 }
 
 # Starts every host of run RUN (its own directory of marks, logs and status
@@ -302,9 +304,9 @@ host0_sample() {
 # run again with twice the peer loss, twice at most; the report gives the
 # peer loss that held.
 lost_run() {
-  local run=$1 loss=$peer_loss attempt victim trigger=0
+  local run=$1 loss=$peer_loss victim trigger=0
   local last=$((hosts - 1)) start_deadline=$((60 + hosts / 4))
-  for attempt in 1 2 3; do
+  for _ in 1 2 3; do
     rm -rf "${DIR:?}/$run"
     log "N=$hosts: $run, --peer-loss $loss (host $last: $([ "$run" = cut ] && echo "its link cut" ||
       echo "its trainit SIGKILLed, its namespace deleted"))"
@@ -356,7 +358,7 @@ measure() {
 
   python3 "$here/scale_report.py" row "$DIR" "$n" "$steady" "$peer_loss" >>"$DIR/rows"
   cluster_down
-  [ -n "${SCALE_KEEP:-}" ] && cp -r "$DIR/job" "$SCALE_KEEP/job-$n" || true
+  if [ -n "${SCALE_KEEP:-}" ]; then cp -r "$DIR/job" "$SCALE_KEEP/job-$n"; fi
   rm -rf "$DIR/job" "$DIR/cut" "$DIR/kill"
 }
 
