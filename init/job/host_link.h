@@ -63,7 +63,9 @@ class PeerNames {
 struct HostLinkEvents {
   std::function<void()> on_go;                     // every host checked in: the barrier opens
   std::function<void(const StopNotice&)> on_stop;  // another host stopped the job
-  std::function<void(unsigned host)> on_lost;      // nothing heard from that host for --peer-loss
+  // That host is gone: silent for --peer-loss, or its connection closed and
+  // not back within the reconnect grace. `why` says which, in words.
+  std::function<void(unsigned host, const std::string& why)> on_lost;
   // Another host's rank failed: the job starts again as `generation`.
   std::function<void(unsigned generation, const StopNotice&)> on_restart;
   // The job is over everywhere: 0 when every rank of every host exited 0,

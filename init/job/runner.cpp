@@ -386,9 +386,8 @@ class JobRunner {
       }
     };
     events.on_stop = [this](const StopNotice& notice) { on_remote_stop(notice); };
-    events.on_lost = [this](unsigned host) {
-      fail(kUnavailable,
-           fmt::format("host {} lost: nothing heard from it for {:.1f} s", host, seconds(options_.peer_loss)));
+    events.on_lost = [this](unsigned host, const std::string& why) {
+      fail(kUnavailable, fmt::format("host {} lost: {}", host, why));
     };
     events.on_restart = [this](unsigned generation, const StopNotice& notice) {
       on_remote_restart(generation, notice);

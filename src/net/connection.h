@@ -42,10 +42,16 @@ class Connection {
 
   void set_max_payload(size_t max_payload) noexcept { reader_.set_max_payload(max_payload); }
   void send(wire::Type type, std::string_view payload = {});
+  // The same with a frame encoded already (wire::encode): one frame sent to
+  // many connections is encoded once.
+  void send_frame(std::string_view frame);
   // Writes what is queued, waiting for the socket until `until` at the most.
   // Returns whether everything was written.
   bool flush(Clock::time_point until);
   [[nodiscard]] int fd() const noexcept { return fd_.get(); }
+  // Bytes arrived and not handed to on_frame yet (in the socket or held):
+  // a peer whose frames wait for this side to read them is not silent.
+  [[nodiscard]] bool has_unread() const noexcept;
 
  private:
   int on_io(uint32_t events);

@@ -16,12 +16,21 @@
 //             Host 0 then release()s the job once its own ranks are done too.
 //   release   host 0's release(code): "host 0's job ended with this code";
 //             each client's on_release fires with it, once.
-//   liveness  both sides send a heartbeat every min(heartbeat, peer_loss/4);
+//   liveness  both sides send a heartbeat every peer_loss/4, on one grid of
+//             the wall clock for every host (net/control_common.h);
 //             a host from which nothing arrived for peer_loss (connection
-//             silent, or closed and not back) is lost: on_lost(host), once
-//             per host (a client's only peer is host 0). Counted from the
-//             host's first handshake: a host that never connected is the
-//             caller's barrier timeout to report, not a loss.
+//             silent, or closed and not back) is lost: on_lost(host, why),
+//             once per host (a client's only peer is host 0). A connection
+//             the peer closes (or resets) while the job runs is a host gone
+//             unless it comes back: it is lost after min(reconnect_grace,
+//             peer_loss) without a new handshake, not after peer_loss of
+//             silence (a killed container's kernel closes its sockets at
+//             once; a live host reconnects within a few hundred ms). Once
+//             the job is ending (a stop or release decided, as this side
+//             knows it) a close is the peer leaving: peer_loss again.
+//             Counted from the host's first handshake: a host that never
+//             connected is the caller's barrier timeout to report, not a
+//             loss.
 //
 //   restart   a host whose rank failed asks for the next generation (a
 //             client's restart(), or host 0's); host 0 begins it everywhere
@@ -46,7 +55,7 @@
 // index. The server takes connections only from `allowed` addresses (the
 // peers' names resolved; empty: any address, where the platform names only
 // host 0 and the secret is the only check). Before its HELLO a connection
-// holds one of kMaxPending slots, at most kMaxPendingPerAddress of them per
+// holds one of max(kMaxPending, host count) slots, at most kMaxPendingPerAddress of them per
 // address, for at most min(handshake, kHelloDeadline); a new connection
 // never waits for a slot: the oldest connection of its own address gives
 // way, or when every slot is taken the oldest of the address holding the
@@ -102,8 +111,12 @@ struct ControlConfig {
   std::string job_id;  // every host's must match (MA_VJ_NAME, say)
   std::string secret;  // empty: none; else every host needs the same
   Duration peer_loss = std::chrono::seconds(10);
-  Duration heartbeat = std::chrono::seconds(1);  // sent every min(heartbeat, peer_loss / 4)
+  // Each side looks after its connections every min(heartbeat, peer_loss / 4);
+  // a heartbeat goes out every peer_loss / 4 (net/control_common.h).
+  Duration heartbeat = std::chrono::seconds(1);
   Duration handshake = std::chrono::seconds(5);  // a connection not through its handshake by then is dropped
+  // A host whose connection closed has min(this, peer_loss) to reconnect.
+  Duration reconnect_grace = std::chrono::seconds(1);
 };
 
 // Why a job stops: the failing host's account of it.
@@ -116,10 +129,12 @@ struct StopNotice {
 
 // What the channel tells its host. Every member may be empty.
 struct ControlEvents {
-  std::function<void()> on_go;                       // the barrier is released
-  std::function<void(const StopNotice&)> on_stop;    // another host stopped the job
-  std::function<void(int exit_code)> on_release;     // client: host 0's job ended with this code
-  std::function<void(unsigned host)> on_lost;        // that host has not been heard of for peer_loss
+  std::function<void()> on_go;                     // the barrier is released
+  std::function<void(const StopNotice&)> on_stop;  // another host stopped the job
+  std::function<void(int exit_code)> on_release;   // client: host 0's job ended with this code
+  // That host is gone; `why`: "nothing heard from it for 10.0 s", "its
+  // connection closed and it did not reconnect within 1.0 s".
+  std::function<void(unsigned host, const std::string& why)> on_lost;
   std::function<void(unsigned host)> on_checked_in;  // server: that client checked in (once per host)
   std::function<void(unsigned host)> on_finished;    // server: every rank of that client's host exited 0
   // Another host's rank failed and the job starts again as `generation`
@@ -129,9 +144,9 @@ struct ControlEvents {
 
 class ControlServer {
  public:
-  // Connections before their handshake, at most; a new one past the limit
-  // takes the slot of the oldest (of its address, else of the address with
-  // the most).
+  // Connections before their handshake, at most (or the host count, where
+  // larger); a new one past the limit takes the slot of the oldest (of its
+  // address, else of the address with the most).
   static constexpr size_t kMaxPending = 64;
   // ... and at most this many from one address.
   static constexpr size_t kMaxPendingPerAddress = 4;
@@ -171,6 +186,8 @@ class ControlServer {
 
   // Clients that have not finish()ed yet, ascending.
   [[nodiscard]] std::vector<unsigned> unfinished() const;
+  // Whether every client finish()ed (unfinished() empty, without building it).
+  [[nodiscard]] bool all_finished() const noexcept { return clients_finished_ + 1 == hosts_.size(); }
   // Hosts that have not checked in yet (0 too, until check_in()), ascending.
   [[nodiscard]] std::vector<unsigned> missing() const;
   [[nodiscard]] uint16_t port() const noexcept { return port_; }
@@ -186,6 +203,8 @@ class ControlServer {
     bool finished = false;
     bool lost = false;
     Clock::time_point last_heard{};
+    // When the host closed its connection, while it has not reconnected.
+    std::optional<Clock::time_point> closed;
   };
 
   ControlServer(Loop& loop, ControlConfig config, ControlEvents events);
@@ -198,7 +217,21 @@ class ControlServer {
   void on_restart(Link* link, const std::string& payload);
   void begin_generation(const StopNotice& notice, const Link* from);
   int on_tick();
+  int on_beat();
+  // The peer closed `link` (not this side, for a broken rule): its host, if
+  // the job still runs, has the reconnect grace to come back.
+  void on_closed_by_peer(const Link* link);
+  int on_grace();
+  // Marks host `index` lost and tells the caller; false when the handler
+  // destroyed this server.
+  bool lose(unsigned index, const std::string& why);
   void maybe_go();
+  // Connections waiting for their HELLO, at most: kMaxPending, or one a host
+  // where the job has more (its hosts connect at once and must not evict
+  // each other).
+  [[nodiscard]] size_t max_pending() const noexcept;
+  void evict_from_the_most();
+  void send_to_clients(const std::string& frame, const Link* except = nullptr);
   void refuse(Link* link, const std::string& why);
   // Closes `link` with a (rate-limited) warning: `verb` is "closed" or
   // "refused".
@@ -218,7 +251,9 @@ class ControlServer {
   Fd listen_fd_;
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<Link>> links_;
-  std::vector<Host> hosts_;  // by host index; hosts_[0] is this host
+  std::vector<Host> hosts_;        // by host index; hosts_[0] is this host
+  size_t clients_checked_in_ = 0;  // hosts 1..H-1 checked in, this generation
+  size_t clients_finished_ = 0;    // ... finished
   bool checked_in_ = false;
   bool go_ = false;
   uint32_t generation_ = 0;            // the job's current start: 0, then one more per restart
@@ -228,6 +263,9 @@ class ControlServer {
   std::unique_ptr<net::PeerWarnings> warnings_;
   SourceHandle accept_io_;
   SourceHandle tick_;
+  SourceHandle grace_timer_;  // at the first closed host's grace's end
+  SourceHandle beat_timer_;
+  const std::string heartbeat_frame_ = wire::encode(wire::Type::kHeartbeat);
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
@@ -275,6 +313,10 @@ class ControlClient {
   void on_welcome(const std::string& payload);
   void on_ready_frame(wire::Frame& frame);
   int on_tick();
+  int on_beat();
+  // Host 0 closed a connection through its handshake: the grace begins.
+  void on_closed_by_host0();
+  int on_grace();
   // Ends the current connection or attempt and tries again after `delay`.
   void retry(Duration delay);
   void protocol_error(const std::string& why);
@@ -305,6 +347,9 @@ class ControlClient {
   bool joined_ = false;  // handshake done once: loss counts from then on
   bool lost_ = false;
   Clock::time_point last_heard_{};
+  // When host 0 closed the connection, while no new one is through its
+  // handshake.
+  std::optional<Clock::time_point> closed_;
   bool checked_in_ = false;
   bool finished_ = false;
   uint32_t generation_ = 0;
@@ -316,6 +361,8 @@ class ControlClient {
   std::string last_warning_;  // since the last handshake done
   SourceHandle retry_timer_;
   SourceHandle tick_;
+  SourceHandle grace_timer_;
+  SourceHandle beat_timer_;
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 

@@ -61,7 +61,10 @@ Result<std::unique_ptr<ControlClient>> ControlClient::connect(Loop& loop, in_add
   c->retry_timer_ = loop.add_timer(
       Clock::now(), [c] { return c->attempt(); }, "control client: connect");
   c->tick_ = loop.add_timer(
-      Clock::now() + c->heartbeat_, [c] { return c->on_tick(); }, "control client: heartbeat");
+      Clock::now() + c->heartbeat_, [c] { return c->on_tick(); }, "control client: connection");
+  c->beat_timer_ = loop.add_timer(
+      net::next_beat(net::beat_interval(c->config_), Duration::zero()), [c] { return c->on_beat(); },
+      "control client: heartbeat");
   return client;
 }
 
@@ -113,9 +116,43 @@ void ControlClient::on_connected(Fd fd) {
           warn(fmt::format("control: closed the connection to host 0 at {}: {}", endpoint_, why));
         } else {
           log_debug("control: connection to host 0 at {} ended: {}", endpoint_, why);
+          if (state_ == State::kReady) {
+            on_closed_by_host0();
+          }
         }
         retry(backoff());
       });
+}
+
+// Host 0 closed the connection (its process died, its container was
+// killed) while the job runs: it has the reconnect grace to take this host
+// back. Once the job is ending, host 0 leaving is no loss: peer_loss only.
+void ControlClient::on_closed_by_host0() {
+  if (stopped_ || released_ || lost_) {
+    return;
+  }
+  const Clock::time_point now = Clock::now();
+  closed_ = now;
+  const Clock::time_point deadline = now + net::reconnect_grace(config_);
+  if (!grace_timer_) {
+    grace_timer_ = loop_.add_timer(
+        deadline, [this] { return on_grace(); }, "control client: reconnect grace");
+  } else {
+    grace_timer_.set_deadline(deadline);
+  }
+}
+
+int ControlClient::on_grace() {
+  if (!closed_ || lost_ || state_ == State::kReady || stopped_ || released_) {
+    return 0;
+  }
+  const Duration grace = net::reconnect_grace(config_);
+  lost_ = true;
+  log_debug("control: host 0 at {} closed the connection {} ms ago; no new one within the grace", endpoint_,
+            std::chrono::duration_cast<milliseconds>(Clock::now() - *closed_).count());
+  closed_.reset();
+  emit(alive_, events_.on_lost, 0U, net::closed_for(grace));
+  return 0;
 }
 
 void ControlClient::retry(Duration delay) {
@@ -196,6 +233,7 @@ void ControlClient::on_welcome(const std::string& payload) {
   }
   state_ = State::kReady;
   joined_ = true;
+  closed_.reset();  // back within the grace
   last_heard_ = Clock::now();
   delay_ = kFirstRetry;
   last_warning_.clear();
@@ -290,12 +328,13 @@ void ControlClient::on_ready_frame(wire::Frame& frame) {
 int ControlClient::on_tick() {
   const Clock::time_point now = Clock::now();
   tick_.set_deadline(now + heartbeat_);
-  if (state_ == State::kReady) {
-    conn_->send(Type::kHeartbeat);
-  } else if (state_ != State::kWaiting && now - attempt_started_ > config_.handshake) {
+  if (state_ != State::kReady && state_ != State::kWaiting && now - attempt_started_ > config_.handshake) {
     log_debug("control: no answer from host 0 at {} within {} ms", endpoint_,
               std::chrono::duration_cast<milliseconds>(config_.handshake).count());
     retry(backoff());
+  }
+  if (state_ == State::kReady && conn_->has_unread()) {
+    last_heard_ = now;  // host 0's frames wait for this side to read them
   }
   if (joined_ && !lost_ && now - last_heard_ > config_.peer_loss) {
     lost_ = true;
@@ -304,7 +343,15 @@ int ControlClient::on_tick() {
     if (state_ == State::kReady) {
       retry(backoff());  // that connection is dead; a new one may still come
     }
-    emit(alive_, events_.on_lost, 0U);
+    emit(alive_, events_.on_lost, 0U, net::silent_for(config_.peer_loss));
+  }
+  return 0;
+}
+
+int ControlClient::on_beat() {
+  beat_timer_.set_deadline(net::next_beat(net::beat_interval(config_), Duration::zero()));
+  if (state_ == State::kReady) {
+    conn_->send(Type::kHeartbeat);
   }
   return 0;
 }

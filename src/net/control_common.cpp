@@ -179,4 +179,27 @@ Duration heartbeat_interval(const ControlConfig& config) {
   return std::max<Duration>(std::min<Duration>(config.heartbeat, config.peer_loss / 4), std::chrono::milliseconds(1));
 }
 
+Duration beat_interval(const ControlConfig& config) {
+  return std::max<Duration>(heartbeat_interval(config), config.peer_loss / 4);
+}
+
+Clock::time_point next_beat(Duration interval, Duration offset) {
+  const auto wall = std::chrono::duration_cast<Duration>(std::chrono::system_clock::now().time_since_epoch());
+  const Duration into = (wall - offset) % interval;
+  return Clock::now() + (into < Duration::zero() ? -into : interval - into);
+}
+
+Duration reconnect_grace(const ControlConfig& config) {
+  return std::min<Duration>(config.reconnect_grace, config.peer_loss);
+}
+
+std::string silent_for(Duration silence) {
+  return fmt::format("nothing heard from it for {:.1f} s", std::chrono::duration<double>(silence).count());
+}
+
+std::string closed_for(Duration grace) {
+  return fmt::format("its connection closed and it did not reconnect within {:.1f} s",
+                     std::chrono::duration<double>(grace).count());
+}
+
 }  // namespace trainit::net

@@ -67,8 +67,25 @@ inline constexpr size_t kMaxJobId = 1024;
 
 // "exit code 3 from host 2, rank 17: segfault" for log lines.
 [[nodiscard]] std::string describe(const StopNotice& notice);
-// How often heartbeats go out: min(heartbeat, peer_loss / 4), at least 1 ms.
+// How often each side looks after its connections (hello deadlines, silent
+// peers): min(heartbeat, peer_loss / 4), at least 1 ms.
 [[nodiscard]] Duration heartbeat_interval(const ControlConfig& config);
+// How often a heartbeat goes out: peer_loss / 4 (four to a peer-loss
+// window: three may be late or lost), and not more often than the above.
+[[nodiscard]] Duration beat_interval(const ControlConfig& config);
+// When the next heartbeat goes out: the next point of a grid of `interval`
+// on the wall clock, shifted by `offset`. Every host of a job keeps the same
+// grid (their clocks are synchronised, or nearly): host 0 then reads a burst
+// of heartbeats a wake-up (up to 32 a call) instead of one at a time, 1,023
+// times an interval; its own go out between the bursts (offset interval/2).
+[[nodiscard]] Clock::time_point next_beat(Duration interval, Duration offset);
+// How long a host whose connection closed has to reconnect:
+// min(reconnect_grace, peer_loss).
+[[nodiscard]] Duration reconnect_grace(const ControlConfig& config);
+// on_lost's why: "nothing heard from it for 10.0 s", "its connection closed
+// and it did not reconnect within 1.0 s".
+[[nodiscard]] std::string silent_for(Duration silence);
+[[nodiscard]] std::string closed_for(Duration grace);
 // A peer's text fit for a log line: control bytes as '?', at most `max` bytes.
 [[nodiscard]] std::string printable(std::string_view text, size_t max = 200);
 [[nodiscard]] std::string_view view(const Nonce& bytes) noexcept;

@@ -84,7 +84,10 @@ Result<std::unique_ptr<ControlServer>> ControlServer::listen(Loop& loop, uint16_
   s->accept_io_ = loop.add_io(
       s->listen_fd_.get(), EPOLLIN, [s](uint32_t) { return s->on_accept(); }, "control server: accept");
   s->tick_ = loop.add_timer(
-      Clock::now() + s->heartbeat_, [s] { return s->on_tick(); }, "control server: heartbeat");
+      Clock::now() + s->heartbeat_, [s] { return s->on_tick(); }, "control server: connections");
+  const Duration beat = net::beat_interval(s->config_);
+  s->beat_timer_ = loop.add_timer(
+      net::next_beat(beat, beat / 2), [s] { return s->on_beat(); }, "control server: heartbeat");
   return server;
 }
 
@@ -104,18 +107,49 @@ Duration ControlServer::hello_deadline() const noexcept {
 // connections waiting, so that a host connecting from an address of its own
 // loses its slot only when every slot is held by a different address.
 void ControlServer::make_room(in_addr peer) {
+  // The usual case in one pass without allocating (1,023 hosts connecting
+  // at once make as many calls): its own address's count, and the total.
+  size_t pending = 0;
+  size_t own = 0;
+  Link* own_oldest = nullptr;
+  for (const auto& link : links_) {  // oldest first
+    if (link->host >= 0) {
+      continue;
+    }
+    ++pending;
+    if (same_ipv4(link->address, peer) && own++ == 0) {
+      own_oldest = link.get();
+    }
+  }
+  if (own >= kMaxPendingPerAddress) {
+    return close_link(own_oldest, "closed",
+                      fmt::format("a newer connection from that address took its slot ({} at most per address "
+                                  "before their HELLO)",
+                                  kMaxPendingPerAddress));
+  }
+  if (pending < max_pending()) {
+    return;
+  }
+  evict_from_the_most();
+}
+
+size_t ControlServer::max_pending() const noexcept {
+  return std::max<size_t>(kMaxPending, config_.host_count);
+}
+
+// Every slot is taken: the oldest connection of the address holding the
+// most gives way.
+void ControlServer::evict_from_the_most() {
   struct Address {
     in_addr address;
     size_t pending;
     Link* oldest;
   };
   std::vector<Address> addresses;
-  size_t pending = 0;
   for (const auto& link : links_) {  // oldest first
     if (link->host >= 0) {
       continue;
     }
-    ++pending;
     auto it = std::find_if(addresses.begin(), addresses.end(),
                            [&](const Address& a) { return same_ipv4(a.address, link->address); });
     if (it == addresses.end()) {
@@ -124,17 +158,6 @@ void ControlServer::make_room(in_addr peer) {
       ++it->pending;
     }
   }
-  const auto own =
-      std::find_if(addresses.begin(), addresses.end(), [&](const Address& a) { return same_ipv4(a.address, peer); });
-  if (own != addresses.end() && own->pending >= kMaxPendingPerAddress) {
-    return close_link(own->oldest, "closed",
-                      fmt::format("a newer connection from that address took its slot ({} at most per address "
-                                  "before their HELLO)",
-                                  kMaxPendingPerAddress));
-  }
-  if (pending < kMaxPending) {
-    return;
-  }
   // The first of the most: the oldest among ties, as `addresses` is in the
   // order of each address's oldest connection.
   const auto most = std::max_element(addresses.begin(), addresses.end(),
@@ -142,7 +165,7 @@ void ControlServer::make_room(in_addr peer) {
   close_link(most->oldest, "closed",
              fmt::format("a newer connection took its slot ({} at most before their HELLO, {} of them from that "
                          "address)",
-                         kMaxPending, most->pending));
+                         max_pending(), most->pending));
 }
 
 int ControlServer::on_accept() {
@@ -186,6 +209,7 @@ int ControlServer::on_accept() {
             return close_link(link, "closed", why);  // drops it
           }
           log_debug("control: connection from {}{} ended: {}", link->peer, as_host(link->host), why);
+          on_closed_by_peer(link);
           drop(link);
         });
     links_.push_back(std::move(owned));
@@ -295,6 +319,7 @@ void ControlServer::on_hello(Link* link, const std::string& payload) {
   link->conn->set_max_payload(wire::kMaxFrame);
   host.link = link;
   host.joined = true;
+  host.closed.reset();  // back within its grace
   host.last_heard = Clock::now();
   log_debug("control: host {} connected from {}", index, link->peer);
   link->conn->send(Type::kWelcome, auth_ ? net::view(auth_->server_tag(handshake)) : std::string());
@@ -324,6 +349,7 @@ void ControlServer::on_check_in(Link* link, const std::string& payload) {
   Host& host = hosts_[index];
   if (!host.checked_in) {
     host.checked_in = true;
+    ++clients_checked_in_;
     log_debug("control: host {} checked in", index);
     if (!emit(alive_, events_.on_checked_in, index)) {
       return;
@@ -351,6 +377,7 @@ void ControlServer::on_finished(Link* link, const std::string& payload) {
     return;
   }
   host.finished = true;
+  ++clients_finished_;
   log_debug("control: host {} finished", index);
   (void)emit(alive_, events_.on_finished, index);
 }
@@ -371,17 +398,11 @@ void ControlServer::check_in() {
 }
 
 void ControlServer::maybe_go() {
-  if (go_ || stop_ || !checked_in_ ||
-      !std::all_of(hosts_.begin() + 1, hosts_.end(), [](const Host& h) { return h.checked_in; })) {
+  if (go_ || stop_ || !checked_in_ || clients_checked_in_ < hosts_.size() - 1) {
     return;
   }
   go_ = true;
-  const std::string payload = net::encode_generation(generation_);
-  for (const auto& link : links_) {
-    if (link->host > 0) {
-      link->conn->send(Type::kGo, payload);
-    }
-  }
+  send_to_clients(wire::encode(Type::kGo, net::encode_generation(generation_)));
   emit(alive_, events_.on_go);
 }
 
@@ -398,12 +419,8 @@ void ControlServer::on_stop(Link* link, const std::string& payload) {
     return;
   }
   stop_ = notice;
-  const std::string relayed = net::encode_stop(notice);  // what was checked, not the bytes as they came
-  for (const auto& other : links_) {
-    if (other->host > 0 && other.get() != link) {
-      other->conn->send(Type::kStop, relayed);
-    }
-  }
+  // What was checked, not the bytes as they came.
+  send_to_clients(wire::encode(Type::kStop, net::encode_stop(notice)), link);
   emit(alive_, events_.on_stop, notice);
 }
 
@@ -443,12 +460,9 @@ void ControlServer::begin_generation(const StopNotice& notice, const Link* from)
     host.checked_in = false;
     host.finished = false;
   }
-  const std::string payload = net::encode_restart(generation_, notice);
-  for (const auto& link : links_) {
-    if (link->host > 0 && link.get() != from) {
-      link->conn->send(Type::kRestart, payload);
-    }
-  }
+  clients_checked_in_ = 0;
+  clients_finished_ = 0;
+  send_to_clients(wire::encode(Type::kRestart, net::encode_restart(generation_, notice)), from);
 }
 
 bool ControlServer::stop(const StopNotice& notice) {
@@ -457,12 +471,7 @@ bool ControlServer::stop(const StopNotice& notice) {
     return false;
   }
   stop_ = own_notice(notice, config_.host_count);
-  const std::string payload = net::encode_stop(*stop_);
-  for (const auto& link : links_) {
-    if (link->host > 0) {
-      link->conn->send(Type::kStop, payload);
-    }
-  }
+  send_to_clients(wire::encode(Type::kStop, net::encode_stop(*stop_)));
   return true;
 }
 
@@ -471,10 +480,16 @@ void ControlServer::release(int exit_code) {
     return;
   }
   release_ = exit_code;
-  const std::string payload = net::encode_release(exit_code);
+  send_to_clients(wire::encode(Type::kRelease, net::encode_release(exit_code)));
+}
+
+// One frame to every client through its handshake (but `except`): encoded
+// once, written to each socket at once without waiting for any (what a
+// socket does not take now is queued: a slow host delays no other).
+void ControlServer::send_to_clients(const std::string& frame, const Link* except) {
   for (const auto& link : links_) {
-    if (link->host > 0) {
-      link->conn->send(Type::kRelease, payload);
+    if (link->host > 0 && link.get() != except) {
+      link->conn->send_frame(frame);
     }
   }
 }
@@ -509,9 +524,7 @@ int ControlServer::on_tick() {
   warnings_->tick(now);
   std::vector<Link*> late;
   for (const auto& link : links_) {
-    if (link->host > 0) {
-      link->conn->send(Type::kHeartbeat);
-    } else if (now - link->opened > hello_deadline()) {
+    if (link->host < 0 && now - link->opened > hello_deadline()) {
       late.push_back(link.get());
     }
   }
@@ -525,15 +538,86 @@ int ControlServer::on_tick() {
     if (!host.joined || host.lost || now - host.last_heard <= config_.peer_loss) {
       continue;
     }
-    host.lost = true;
+    // Its frames may be waiting for this side (a loop held up for seconds,
+    // a starved machine): they are read in this same iteration.
+    if (host.link != nullptr && host.link->conn->has_unread()) {
+      host.last_heard = now;
+      continue;
+    }
     log_debug("control: nothing heard from host {} for {} ms", i,
               std::chrono::duration_cast<std::chrono::milliseconds>(now - host.last_heard).count());
-    if (host.link != nullptr) {
-      drop(host.link);
-    }
-    if (!emit(alive_, events_.on_lost, i)) {
+    if (!lose(i, net::silent_for(config_.peer_loss))) {
       return 0;
     }
+  }
+  return 0;
+}
+
+int ControlServer::on_beat() {
+  const Duration beat = net::beat_interval(config_);
+  beat_timer_.set_deadline(net::next_beat(beat, beat / 2));
+  send_to_clients(heartbeat_frame_);
+  return 0;
+}
+
+bool ControlServer::lose(unsigned index, const std::string& why) {
+  Host& host = hosts_[index];
+  host.lost = true;
+  host.closed.reset();
+  if (host.link != nullptr) {
+    drop(host.link);
+  }
+  return emit(alive_, events_.on_lost, index, why);
+}
+
+// A host's own connection closed by the host (its process died, its
+// container was killed: the kernel closed the socket) while the job runs.
+// A live host reconnects at once (100 ms, then a few hundred ms apart);
+// one that does not within the grace is gone. Once the job is ending, hosts
+// leave: that is no loss, and only peer_loss applies.
+void ControlServer::on_closed_by_peer(const Link* link) {
+  if (link->host <= 0 || stop_ || release_) {
+    return;
+  }
+  Host& host = hosts_[static_cast<size_t>(link->host)];
+  if (host.link != link || host.lost) {
+    return;  // an older connection of a host that reconnected already
+  }
+  const Clock::time_point now = Clock::now();
+  host.closed = now;
+  const Clock::time_point deadline = now + net::reconnect_grace(config_);
+  if (!grace_timer_) {
+    grace_timer_ = loop_.add_timer(
+        deadline, [this] { return on_grace(); }, "control server: reconnect grace");
+  } else if (!grace_timer_.enabled()) {
+    grace_timer_.set_deadline(deadline);
+  }
+  // Else it is armed for an earlier close: on_grace() re-arms it for this one.
+}
+
+int ControlServer::on_grace() {
+  const Clock::time_point now = Clock::now();
+  const Duration grace = net::reconnect_grace(config_);
+  std::optional<Clock::time_point> next;
+  for (unsigned i = 1; i < hosts_.size(); ++i) {
+    const Host& host = hosts_[i];
+    if (!host.closed || host.lost || stop_ || release_) {
+      continue;
+    }
+    if (now - *host.closed < grace) {
+      next = std::min(next.value_or(Clock::time_point::max()), *host.closed + grace);
+      continue;
+    }
+    log_debug("control: host {} closed its connection {} ms ago and has not reconnected", i,
+              std::chrono::duration_cast<std::chrono::milliseconds>(now - *host.closed).count());
+    if (!lose(i, net::closed_for(grace))) {
+      return 0;
+    }
+  }
+  if (next) {
+    grace_timer_.set_deadline(*next);
+  } else {
+    grace_timer_.set_enabled(false);
   }
   return 0;
 }

@@ -60,7 +60,7 @@ class JobHostLink : public ::testing::Test {
     HostLinkEvents events;
     events.on_go = [&heard] { ++heard.go; };
     events.on_stop = [&heard](const StopNotice& notice) { heard.stops.push_back(notice); };
-    events.on_lost = [](unsigned host) { ADD_FAILURE() << "host " << host << " lost"; };
+    events.on_lost = [](unsigned host, const std::string&) { ADD_FAILURE() << "host " << host << " lost"; };
     events.on_restart = [&heard](unsigned generation, const StopNotice&) { heard.restarts.push_back(generation); };
     events.on_job_done = [&heard](int code, const std::string& why) { heard.done.emplace_back(code, why); };
     auto link = open_host_link(loop_, settings, std::move(events));

@@ -170,7 +170,7 @@ class JobBarrierReport : public JobWaitReport {
     HostLinkEvents events;
     events.on_go = [this] { ++go_; };
     events.on_stop = [](const StopNotice&) {};
-    events.on_lost = [](unsigned host) { ADD_FAILURE() << "host " << host << " lost"; };
+    events.on_lost = [](unsigned host, const std::string&) { ADD_FAILURE() << "host " << host << " lost"; };
     events.on_restart = [](unsigned, const StopNotice&) {};
     events.on_job_done = [](int, const std::string&) {};
     auto link = open_host_link(loop_, settings, std::move(events));

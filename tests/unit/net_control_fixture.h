@@ -22,6 +22,7 @@ struct Seen {
   std::vector<StopNotice> stops;
   std::vector<int> releases;
   std::vector<unsigned> lost;
+  std::vector<std::string> lost_why;
   std::vector<unsigned> checked_in;
   std::vector<unsigned> finished;
   std::vector<std::pair<unsigned, StopNotice>> restarts;
@@ -32,7 +33,10 @@ inline ControlEvents record(Seen& seen) {
   events.on_go = [&seen] { ++seen.go; };
   events.on_stop = [&seen](const StopNotice& notice) { seen.stops.push_back(notice); };
   events.on_release = [&seen](int code) { seen.releases.push_back(code); };
-  events.on_lost = [&seen](unsigned host) { seen.lost.push_back(host); };
+  events.on_lost = [&seen](unsigned host, const std::string& why) {
+    seen.lost.push_back(host);
+    seen.lost_why.push_back(why);
+  };
   events.on_checked_in = [&seen](unsigned host) { seen.checked_in.push_back(host); };
   events.on_finished = [&seen](unsigned host) { seen.finished.push_back(host); };
   events.on_restart = [&seen](unsigned generation, const StopNotice& notice) {
@@ -59,6 +63,7 @@ class NetControl : public ::testing::Test {
     c.secret = std::move(secret);
     c.peer_loss = peer_loss_;
     c.handshake = handshake_;
+    c.reconnect_grace = reconnect_grace_;
     return c;
   }
 
@@ -110,6 +115,7 @@ class NetControl : public ::testing::Test {
 
   Duration peer_loss_ = 10s;
   Duration handshake_ = 5s;
+  Duration reconnect_grace_ = 1s;
   Loop loop_;
   LogCapture log_;  // outlives the channels, whose destructors may log
   Seen server_seen_;

@@ -343,6 +343,94 @@ TEST_F(NetControl, AClientLosesHost0WhenItStopsResponding) {
   EXPECT_LT(after, peer_loss_ + 200ms);
 }
 
+// A connection that closes: the host has the reconnect grace, not the whole
+// peer_loss, to come back.
+
+// Host 1 played by hand through its handshake; true once welcomed.
+bool join_by_hand(Loop& loop, RawPeer& peer, unsigned index, unsigned count) {
+  wire::Frame frame;
+  return peer.connected() && step_until(loop, [&] { return peer.next(frame); }) &&
+         frame.type == wire::Type::kChallenge &&
+         peer.send(wire::Type::kHello, wire::PayloadWriter().u32(index).u32(count).u8(0).bytes("job-7").data()) &&
+         step_until(loop, [&] { return peer.next(frame); }) && frame.type == wire::Type::kWelcome;
+}
+
+TEST_F(NetControl, AClientWhoseConnectionClosesIsLostAfterTheGraceNotAfterPeerLoss) {
+  reconnect_grace_ = 300ms;  // peer_loss: 10 s
+  start_server(3);
+  add_client(1, 3);
+  add_client(2, 3);
+  pass_the_barrier();
+  clients_[1]->channel.reset();  // host 2's process is gone: its socket closes
+  const auto closed = Clock::now();
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !server_seen_.lost.empty(); }, 3s));
+  const auto after = Clock::now() - closed;
+  EXPECT_EQ(server_seen_.lost, std::vector<unsigned>{2});
+  EXPECT_EQ(server_seen_.lost_why.at(0), "its connection closed and it did not reconnect within 0.3 s");
+  EXPECT_GE(after, reconnect_grace_ - 20ms);
+  EXPECT_LT(after, reconnect_grace_ + 200ms);
+  step_for(loop_, 400ms);
+  EXPECT_EQ(server_seen_.lost, std::vector<unsigned>{2});  // once; host 1 is fine
+}
+
+TEST_F(NetControl, AClientThatReconnectsWithinTheGraceIsNotLost) {
+  reconnect_grace_ = 300ms;
+  start_server(2);
+  auto first = std::make_unique<RawPeer>(server_->port());
+  ASSERT_TRUE(join_by_hand(loop_, *first, 1, 2));
+  first.reset();  // closed; back 100 ms later on a new connection
+  step_for(loop_, 100ms);
+  RawPeer second(server_->port());
+  ASSERT_TRUE(join_by_hand(loop_, second, 1, 2));
+  for (int i = 0; i < 5; ++i) {  // heartbeats, well past the grace
+    ASSERT_TRUE(second.send(wire::Type::kHeartbeat));
+    step_for(loop_, 100ms);
+  }
+  EXPECT_TRUE(server_seen_.lost.empty());
+}
+
+TEST_F(NetControl, AClientThatStopsRespondingWithoutClosingTakesPeerLoss) {
+  peer_loss_ = 600ms;
+  reconnect_grace_ = 100ms;
+  start_server(2);
+  RawPeer peer(server_->port());
+  ASSERT_TRUE(join_by_hand(loop_, peer, 1, 2));
+  const auto welcomed = Clock::now();
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !server_seen_.lost.empty(); }, 3s));
+  EXPECT_GE(Clock::now() - welcomed, peer_loss_ - 20ms);
+  EXPECT_EQ(server_seen_.lost_why.at(0), "nothing heard from it for 0.6 s");
+}
+
+TEST_F(NetControl, AClientLeavingAfterTheStopIsNotLostWithinPeerLoss) {
+  reconnect_grace_ = 100ms;
+  start_server(2);
+  add_client(1, 2);
+  pass_the_barrier();
+  server_->stop({3, 0, 0, "rank 0 failed"});
+  ASSERT_TRUE(step_until(loop_, [&] { return clients_[0]->seen.stops.size() == 1; }));
+  clients_[0]->channel.reset();  // it stops and exits, as it should
+  step_for(loop_, 500ms);
+  EXPECT_TRUE(server_seen_.lost.empty());
+}
+
+TEST_F(NetControl, AClientLosesHost0AfterTheGraceWhenItsConnectionCloses) {
+  reconnect_grace_ = 300ms;  // peer_loss: 10 s
+  start_server(2);
+  Client& one = add_client(1, 2);
+  pass_the_barrier();
+  server_.reset();  // host 0 is gone; nothing listens any more
+  const auto gone = Clock::now();
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !one.seen.lost.empty(); }, 3s));
+  const auto after = Clock::now() - gone;
+  EXPECT_EQ(one.seen.lost, std::vector<unsigned>{0});
+  EXPECT_EQ(one.seen.lost_why.at(0), "its connection closed and it did not reconnect within 0.3 s");
+  EXPECT_GE(after, reconnect_grace_ - 20ms);
+  EXPECT_LT(after, reconnect_grace_ + 200ms);
+}
+
 // --- Connections refused ----------------------------------------------------
 
 struct BadBytes {
