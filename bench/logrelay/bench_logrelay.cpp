@@ -23,6 +23,7 @@
 // ranks + 2 the console writer competes with the ranks for a core, so some
 // lines may be dropped even on /dev/null (the last column says how many).
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -192,13 +193,30 @@ double run_direct(const Config& c, const std::string& block, int ranks) {
   return seconds_since(start);
 }
 
+// CPU seconds (user + system) this process's threads used so far: the loop
+// thread's and the console writer's. The ranks are other processes.
+double cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+struct RelayRun {
+  double seconds = 0;  // wall time, first fork to every byte written
+  double cpu = 0;      // CPU seconds of the relay's process: the loop and the console writer
+};
+
 // Ranks write to their stdout, a LogRelay pipe.
-double run_relay(const Config& c, const std::string& block, int ranks, int console_fd, uint64_t* dropped) {
+RelayRun run_relay(const Config& c, const std::string& block, int ranks, int console_fd, uint64_t* dropped) {
   const uint64_t each = c.total / static_cast<uint64_t>(ranks);
   Loop loop;
   if (loop.init() < 0) {
     die("loop init failed");
   }
+  const double cpu_start = cpu_seconds();
   auto start = std::chrono::steady_clock::now();
   std::optional<ConsoleWriter> console;
   if (console_fd >= 0) {
@@ -242,7 +260,7 @@ double run_relay(const Config& c, const std::string& block, int ranks, int conso
   if (!relay->flush_console(std::chrono::seconds(10))) {
     die("console did not drain");
   }
-  double took = seconds_since(start);
+  const RelayRun run{seconds_since(start), cpu_seconds() - cpu_start};
   for (int i = 0; i < ranks; ++i) {
     if (relay->bytes(static_cast<size_t>(i)) != each) {
       die("rank " + std::to_string(i) + " relayed " + std::to_string(relay->bytes(static_cast<size_t>(i))) +
@@ -254,7 +272,7 @@ double run_relay(const Config& c, const std::string& block, int ranks, int conso
   }
   *dropped += relay->console_dropped();
   relay.reset();
-  return took;
+  return run;
 }
 
 std::string dropped_cell(uint64_t dropped, uint64_t relayed) {
@@ -328,12 +346,13 @@ int main(int argc, char** argv) {
 
   std::printf(
       "| ranks | direct to files, MB/s | relay: files + console (/dev/null), MB/s | relay / direct | "
-      "relay: files only, MB/s | console bytes dropped, all relay runs |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|\n");
+      "relay: files + console, CPU s/GB | relay: files only, MB/s | relay: files only, CPU s/GB | "
+      "console bytes dropped, all relay runs |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int ranks : c.ranks) {
     std::vector<double> direct;
-    std::vector<double> relay;
-    std::vector<double> files_only;
+    std::vector<RelayRun> relay;
+    std::vector<RelayRun> files_only;
     uint64_t dropped = 0;
     uint64_t unused = 0;
     // One untimed round first: on a VM the first pass after a pause pays for
@@ -358,17 +377,40 @@ int main(int argc, char** argv) {
       }
     }
     const double mb = static_cast<double>(c.total) / 1e6;
+    const double gb = static_cast<double>(c.total) / 1e9;
     auto rate = [&](const std::vector<double>& times) { return times.empty() ? 0 : mb / median(times); };
+    auto relay_rate = [&](const std::vector<RelayRun>& runs) {
+      std::vector<double> times;
+      for (const RelayRun& r : runs) {
+        times.push_back(r.seconds);
+      }
+      return rate(times);
+    };
+    // CPU seconds per GB relayed: the median, and the spread of the runs.
+    auto cpu_cell = [&](const std::vector<RelayRun>& runs) -> std::string {
+      if (runs.empty()) {
+        return "-";
+      }
+      std::vector<double> per_gb;
+      for (const RelayRun& r : runs) {
+        per_gb.push_back(r.cpu / gb);
+      }
+      const auto [lo, hi] = std::minmax_element(per_gb.begin(), per_gb.end());
+      char text[64];
+      std::snprintf(text, sizeof(text), "%.2f (%.2f–%.2f)", median(per_gb), *lo, *hi);
+      return text;
+    };
     auto cell = [](double v, const char* format) {
       char text[32];
       std::snprintf(text, sizeof(text), format, v);
       return v > 0 ? std::string(text) : std::string("-");
     };
     const double d = rate(direct);
-    const double r = rate(relay);
-    const double f = rate(files_only);
-    std::printf("| %d | %s | %s | %s | %s | %s |\n", ranks, cell(d, "%.0f").c_str(), cell(r, "%.0f").c_str(),
-                cell(d > 0 ? r / d : 0, "%.2f").c_str(), cell(f, "%.0f").c_str(),
+    const double r = relay_rate(relay);
+    const double f = relay_rate(files_only);
+    std::printf("| %d | %s | %s | %s | %s | %s | %s | %s |\n", ranks, cell(d, "%.0f").c_str(), cell(r, "%.0f").c_str(),
+                cell(d > 0 ? r / d : 0, "%.2f").c_str(), cpu_cell(relay).c_str(), cell(f, "%.0f").c_str(),
+                cpu_cell(files_only).c_str(),
                 r > 0 ? dropped_cell(dropped, c.total * static_cast<uint64_t>(relay.size())).c_str() : "-");
     std::fflush(stdout);
   }

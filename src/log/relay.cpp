@@ -28,6 +28,8 @@ struct LogRelay::Rank {
   std::string partial;  // the unterminated line, at most kMaxLine bytes
   size_t pipe_size = 0;
   uint64_t bytes = 0;
+  uint64_t spliced = 0;
+  bool splice = false;  // files only: the pipe goes to the file by splice(2); the file is off O_APPEND
   bool closed = false;
 };
 
@@ -67,6 +69,19 @@ Result<Fd> open_log_file(const std::string& path) {
     return Error{errno_string(e), e};
   }
   return fd;
+}
+
+// Turns O_APPEND on or off for `fd`. Off fails on an append-only file
+// (chattr +a: EPERM).
+bool set_append(const Fd& fd, bool on) {
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  return flags >= 0 && ::fcntl(fd.get(), F_SETFL, on ? flags | O_APPEND : flags & ~O_APPEND) == 0;
+}
+
+// splice(2) refuses this file (its file system has no splice_write, or the
+// descriptor is O_APPEND after all): the bytes stay in the pipe.
+bool splice_refused(int e) {
+  return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP;
 }
 
 // Moves `fd` above 2 when trainit was started with a standard descriptor
@@ -172,6 +187,8 @@ Result<Fd> LogRelay::add_rank(const RankLog& log) {
                                file.error().errnum});
     } else {
       rank.file = std::move(*file);
+      // Files only: splice(2), which takes no O_APPEND descriptor.
+      rank.splice = console_ == nullptr && set_append(rank.file, false);
     }
   }
 
@@ -189,12 +206,26 @@ Result<Fd> LogRelay::add_rank(const RankLog& log) {
   return write_end;
 }
 
+// One step of relaying the rank's pipe: splice_once() for a file alone,
+// else read_once(). Returns bytes relayed, 0 at EOF, -EAGAIN when the pipe is
+// empty, or -errno.
+ssize_t LogRelay::relay_once(Rank& rank) {
+  if (rank.splice) {
+    const ssize_t n = splice_once(rank);
+    if (rank.splice) {
+      return n;
+    }
+    // The file refused splice(2) or failed: the pipe is read this time and from now on.
+  }
+  return read_once(rank);
+}
+
 // One read from the rank's pipe, through to the file and the console. With a
 // console, the read goes straight into a console record (after the rank's
 // held lines, then its unfinished line) when the ring has room for them all,
-// and into buffer_ when it has not: those lines are then held. Returns bytes
-// read, 0 at EOF, -EAGAIN when the pipe is empty, or -errno.
-ssize_t LogRelay::relay_once(Rank& rank) {
+// and into buffer_ when it has not: those lines are then held. Returns as
+// relay_once().
+ssize_t LogRelay::read_once(Rank& rank) {
   std::span<char> room;
   if (console_ != nullptr && show_held(rank, kMinConsoleRead)) {
     room = console_->begin(rank.prefix, rank.partial, kMinConsoleRead, kReadSize);
@@ -224,6 +255,54 @@ ssize_t LogRelay::relay_once(Rank& rank) {
                              file_error});
   }
   return n;
+}
+
+// Files only: what the pipe holds, up to its size, moves to the end of the
+// file in the kernel. Returns as relay_once(). A file that fails (ENOSPC, EIO)
+// took nothing of this chunk (or a short count was returned): reported once,
+// closed, and the splicing ends, as it does when splice(2) is refused; the
+// caller then reads the pipe (see relay_once()).
+ssize_t LogRelay::splice_once(Rank& rank) {
+  // The file's end now, for this chunk: another descriptor of this file
+  // (another rank's, a rank that ran before) may have written since.
+  ssize_t n = ::lseek(rank.file.get(), 0, SEEK_END);
+  if (n >= 0) {
+    do {
+      n = ::splice(rank.pipe.get(), nullptr, rank.file.get(), nullptr, rank.pipe_size, SPLICE_F_NONBLOCK);
+    } while (n < 0 && errno == EINTR);
+  }
+  if (n >= 0) {
+    rank.bytes += static_cast<uint64_t>(n);
+    rank.spliced += static_cast<uint64_t>(n);
+    return n;
+  }
+  const int e = errno;
+  if (e == EAGAIN) {
+    return -EAGAIN;
+  }
+  if (splice_refused(e)) {
+    stop_splicing(rank);
+    return -e;
+  }
+  rank.splice = false;
+  rank.file.reset();
+  report(rank.index, Error{fmt::format("log file {}: write: {}; the rank's output goes to the console only", rank.path,
+                                       errno_string(e)),
+                           e});
+  return -e;
+}
+
+// Back to reads and writes for this rank's file, O_APPEND again (or, should
+// that fail, no file: a write at its start would overwrite it).
+void LogRelay::stop_splicing(Rank& rank) {
+  rank.splice = false;
+  if (!set_append(rank.file, true)) {
+    const int e = errno;
+    rank.file.reset();
+    report(rank.index, Error{fmt::format("log file {}: O_APPEND: {}; the rank's output goes to the console only",
+                                         rank.path, errno_string(e)),
+                             e});
+  }
 }
 
 int LogRelay::on_readable(Rank& rank) {
@@ -401,6 +480,7 @@ void LogRelay::close_rank(Rank& rank) {
   rank.io.reset();  // out of the epoll set before the descriptor closes
   rank.pipe.reset();
   rank.file.reset();
+  rank.splice = false;
   if (console_ == nullptr) {
     return;
   }
@@ -493,6 +573,10 @@ uint64_t LogRelay::console_dropped() const {
 
 uint64_t LogRelay::bytes(size_t rank) const {
   return rank < ranks_.size() ? ranks_[rank]->bytes : 0;
+}
+
+uint64_t LogRelay::spliced(size_t rank) const {
+  return rank < ranks_.size() ? ranks_[rank]->spliced : 0;
 }
 
 }  // namespace trainit

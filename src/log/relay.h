@@ -2,6 +2,16 @@
 // loop drains. Every byte read goes, raw, into the rank's log file; each whole
 // line goes, with the rank's prefix, to the console.
 //
+// Files only (no console): nothing of a rank's output is looked at or
+// rewritten (rank output is the rank's own: it is not redacted), so it moves
+// from the pipe to the file with splice(2), in the kernel: one copy instead
+// of a read and a write, in chunks as large as the pipe. splice(2) refuses
+// an O_APPEND descriptor, so such a file's descriptor is opened O_APPEND and
+// then switched off it, and each chunk goes at the file's end as it is then,
+// found just before (what O_APPEND does, for every writer in this thread).
+// Where splice(2) cannot be had (a file system without it, an append-only
+// file) the rank goes the read and write way, with O_APPEND again.
+//
 // Contract:
 //   - Files are lossless. Everything read from a pipe is written to the file
 //     before the next read, until EOF or finish(); a rank killed mid-line loses
@@ -60,7 +70,7 @@ namespace trainit {
 
 struct RankLog {
   std::string prefix;     // console prefix for each whole line, e.g. "[rank 3] "
-  std::string file_path;  // the rank's log file (created 0644, O_APPEND|O_CLOEXEC); empty: console only
+  std::string file_path;  // the rank's log file (created 0640, appended to); empty: console only
 };
 
 class LogRelay {
@@ -126,9 +136,10 @@ class LogRelay {
   // still held at the deadline are dropped. Returns whether it did.
   bool flush_console(std::chrono::milliseconds timeout);
 
-  [[nodiscard]] bool all_closed() const;            // every pipe saw EOF (or finish() ran)
-  [[nodiscard]] uint64_t console_dropped() const;   // bytes not shown on the console
-  [[nodiscard]] uint64_t bytes(size_t rank) const;  // bytes relayed for rank (index in add order)
+  [[nodiscard]] bool all_closed() const;              // every pipe saw EOF (or finish() ran)
+  [[nodiscard]] uint64_t console_dropped() const;     // bytes not shown on the console
+  [[nodiscard]] uint64_t bytes(size_t rank) const;    // bytes relayed for rank (index in add order)
+  [[nodiscard]] uint64_t spliced(size_t rank) const;  // of those, bytes moved to its file by splice(2)
   [[nodiscard]] size_t ranks() const { return ranks_.size(); }
   [[nodiscard]] const std::vector<Error>& errors() const { return errors_; }  // every failure reported
 
@@ -137,6 +148,9 @@ class LogRelay {
 
   int on_readable(Rank& rank);
   ssize_t relay_once(Rank& rank);
+  ssize_t read_once(Rank& rank);
+  ssize_t splice_once(Rank& rank);
+  void stop_splicing(Rank& rank);
   int to_file(Rank& rank, const char* data, size_t n);
   void drain_pipe(Rank& rank);
   void to_console(Rank& rank, const char* data, size_t n, bool queued);

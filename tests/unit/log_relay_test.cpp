@@ -4,7 +4,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -606,6 +608,170 @@ TEST_F(LogRelayTest, NoConsoleMeansFilesOnlyAndNoThread) {
   EXPECT_EQ(read_file(dir_ + "/r.log"), "a\nb");
   EXPECT_EQ(relay.console_dropped(), 0u);
   EXPECT_TRUE(relay.flush_console(0ms));
+}
+
+// --- files only: splice(2) ----------------------------------------------------
+
+// Writes `total` bytes of the Random stream of `seed` to stdout in 64 KiB
+// blocks, then `tail` (a line without its '\n'); in a rank.
+void write_random(uint64_t seed, size_t total, std::string_view tail) {
+  static char block[65536];
+  Random random{seed};
+  for (size_t done = 0; done < total; done += sizeof(block)) {
+    random.fill(block, sizeof(block));
+    write_all(1, block, sizeof(block));
+  }
+  write_all(1, tail.data(), tail.size());
+}
+
+// fnv1a of what write_random() writes.
+uint64_t random_hash(uint64_t seed, size_t total, std::string_view tail) {
+  uint64_t hash = kFnvBasis;
+  std::vector<char> block(65536);
+  Random random{seed};
+  for (size_t done = 0; done < total; done += block.size()) {
+    random.fill(block.data(), block.size());
+    hash = fnv1a(hash, block.data(), block.size());
+  }
+  return fnv1a(hash, tail.data(), tail.size());
+}
+
+TEST_F(LogRelayTest, FilesOnlyOutputMovesByteExactToTheFileBySplice) {
+  constexpr size_t kTotal = 32 << 20;
+  constexpr uint64_t kSeed = 0xfeed;
+  constexpr std::string_view kTail = "the last line, unterminated";
+  auto& relay = make_relay(-1);
+  const std::string file = dir_ + "/rank0.log";
+  Fd out = add("[rank 0] ", file);
+  bool gone = false;
+  int status = -1;
+  watch(fork_rank(out, [&] { write_random(kSeed, kTotal, kTail); }), &gone, &status);
+  ASSERT_TRUE(step_until([&] { return gone && relay.all_closed(); }));
+  EXPECT_EQ(status, 0);
+  const std::string got = read_file(file);
+  EXPECT_EQ(got.size(), kTotal + kTail.size());
+  EXPECT_EQ(fnv1a(kFnvBasis, got.data(), got.size()), random_hash(kSeed, kTotal, kTail));
+  EXPECT_EQ(relay.bytes(0), kTotal + kTail.size());
+  EXPECT_EQ(relay.spliced(0), relay.bytes(0)) << "every byte took the in-kernel path";
+  EXPECT_TRUE(relay.errors().empty());
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+}
+
+// The runner drains a rank's pipe when it exits, while a grandchild may still
+// hold the pipe open: what the rank wrote before it was killed is in the file
+// then, without waiting for EOF.
+TEST_F(LogRelayTest, FilesOnlyARanksLastBytesAreInTheFileWhenItIsKilled) {
+  constexpr size_t kTotal = 8 << 20;
+  constexpr uint64_t kSeed = 0xdead;
+  constexpr std::string_view kTail = "killed in the middle of this line";
+  auto& relay = make_relay(-1);
+  const std::string file = dir_ + "/rank0.log";
+  Fd out = add("[rank 0] ", file);
+  Fd grandchild(::fcntl(out.get(), F_DUPFD_CLOEXEC, 3));  // keeps the pipe from EOF
+  ASSERT_TRUE(grandchild);
+  bool gone = false;
+  int status = 0;
+  watch(fork_rank(out,
+                  [&] {
+                    write_random(kSeed, kTotal, kTail);
+                    ::raise(SIGKILL);
+                  }),
+        &gone, &status);
+  ASSERT_TRUE(step_until([&] { return gone; }));
+  EXPECT_EQ(status, 128 + SIGKILL);
+  relay.drain(0);
+  EXPECT_FALSE(relay.all_closed()) << "the grandchild still holds the pipe";
+  const std::string got = read_file(file);
+  EXPECT_EQ(got.size(), kTotal + kTail.size());
+  EXPECT_EQ(fnv1a(kFnvBasis, got.data(), got.size()), random_hash(kSeed, kTotal, kTail));
+  EXPECT_EQ(relay.spliced(0), kTotal + kTail.size());
+  relay.finish();
+  EXPECT_TRUE(relay.all_closed());
+}
+
+// splice(2) takes no O_APPEND descriptor; each chunk still goes at the end of
+// the file as it is then, after what was there and what others added since.
+TEST_F(LogRelayTest, FilesOnlyAppendsAfterWhatOthersWroteToTheFile) {
+  const std::string file = dir_ + "/rank0.log";
+  ASSERT_TRUE(write_all(Fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0640)).get(), "before\n", 7));
+  auto& relay = make_relay(-1);
+  Fd first = add("[rank 0] ", file);
+  Fd second = add("[rank 0, again] ", file);  // a second relay descriptor of the same file
+  Fd outside(::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+  ASSERT_TRUE(outside);
+  auto relay_now = [&](Fd& end, std::string_view text) {
+    ASSERT_TRUE(write_all(end.get(), text.data(), text.size()));
+    ASSERT_EQ(loop_.run_once(1000), 1);
+  };
+  relay_now(first, "one\n");
+  ASSERT_TRUE(write_all(outside.get(), "outside\n", 8));
+  relay_now(second, "two\n");
+  relay_now(first, "three\n");
+  first.reset();
+  second.reset();
+  ASSERT_TRUE(step_until([&] { return relay.all_closed(); }));
+  EXPECT_EQ(read_file(file), "before\none\noutside\ntwo\nthree\n");
+  EXPECT_EQ(relay.spliced(0) + relay.spliced(1), 14u);
+}
+
+TEST_F(LogRelayTest, FilesOnlyAFullFilesystemIsReportedOnceAndTheRankRunsToItsEnd) {
+  const std::string mnt = mount_tmpfs("full", "size=1m");
+  if (mnt.empty()) {
+    GTEST_SKIP() << "mount(tmpfs) failed with EPERM: needs root (CAP_SYS_ADMIN)";
+  }
+  auto& relay = make_relay(-1);
+  const std::string data = text_lines(4 << 20, 11);
+  const std::string file = mnt + "/rank0.log";
+  Fd out = add("[rank 0] ", file);
+  bool gone = false;
+  int status = -1;
+  watch(fork_rank(out, [&] { write_all(1, data.data(), data.size()); }), &gone, &status);
+  ASSERT_TRUE(step_until([&] { return gone && relay.all_closed(); }));
+  EXPECT_EQ(status, 0) << "the rank was neither blocked nor killed by the full disk";
+  EXPECT_EQ(relay.bytes(0), data.size()) << "the pipe is read to its end after the file failed";
+  ASSERT_EQ(reported_.size(), 1u);
+  EXPECT_EQ(reported_[0], std::make_pair(size_t{0}, ENOSPC));
+  ASSERT_EQ(relay.errors().size(), 1u);
+  EXPECT_NE(relay.errors()[0].message.find(file), std::string::npos) << relay.errors()[0].message;
+  // What the file holds is the start of the output, byte for byte.
+  const std::string got = read_file(file);
+  EXPECT_GT(got.size(), 0u);
+  EXPECT_LE(got.size(), 1u << 20);
+  EXPECT_EQ(got, data.substr(0, got.size()));
+  EXPECT_EQ(relay.spliced(0), got.size());
+}
+
+// An append-only file (chattr +a) cannot be switched off O_APPEND, which
+// splice(2) would need: its rank goes the read and write way.
+TEST_F(LogRelayTest, FilesOnlyAnAppendOnlyFileIsRelayedByReadsAndWrites) {
+  const std::string file = dir_ + "/rank0.log";
+  Fd created(::open(file.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0640));
+  ASSERT_TRUE(created);
+  int attributes = 0;
+  if (::ioctl(created.get(), FS_IOC_GETFLAGS, &attributes) < 0 ||
+      (attributes |= FS_APPEND_FL, ::ioctl(created.get(), FS_IOC_SETFLAGS, &attributes) < 0)) {
+    GTEST_SKIP() << "cannot make " << file << " append-only here: " << std::strerror(errno);
+  }
+  struct ClearAppendOnly {  // or TearDown could not remove it
+    int fd;
+    int attributes;
+    ~ClearAppendOnly() {
+      attributes &= ~FS_APPEND_FL;
+      ::ioctl(fd, FS_IOC_SETFLAGS, &attributes);
+    }
+  } clear{created.get(), attributes};
+  auto& relay = make_relay(-1);
+  const std::string data = text_lines(1 << 20, 13);
+  Fd out = add("[rank 0] ", file);
+  bool gone = false;
+  watch(fork_rank(out, [&] { write_all(1, data.data(), data.size()); }), &gone);
+  ASSERT_TRUE(step_until([&] { return gone && relay.all_closed(); }));
+  EXPECT_TRUE(relay.errors().empty());
+  EXPECT_EQ(relay.spliced(0), 0u);
+  EXPECT_EQ(relay.bytes(0), data.size());
+  EXPECT_EQ(read_file(file), data);
 }
 
 // --- console lines -----------------------------------------------------------
