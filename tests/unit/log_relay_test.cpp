@@ -676,7 +676,7 @@ TEST_F(LogRelayTest, FilesOnlyARanksLastBytesAreInTheFileWhenItIsKilled) {
   watch(fork_rank(out,
                   [&] {
                     write_random(kSeed, kTotal, kTail);
-                    ::raise(SIGKILL);
+                    (void)::raise(SIGKILL);
                   }),
         &gone, &status);
   ASSERT_TRUE(step_until([&] { return gone; }));
