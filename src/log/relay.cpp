@@ -29,7 +29,8 @@ struct LogRelay::Rank {
   size_t pipe_size = 0;
   uint64_t bytes = 0;
   uint64_t spliced = 0;
-  bool splice = false;  // files only: the pipe goes to the file by splice(2); the file is off O_APPEND
+  bool splice = false;     // the pipe goes to the file by splice(2); the file is off O_APPEND
+  bool no_splice = false;  // the file refused splice(2): reads and writes for good
   bool closed = false;
 };
 
@@ -127,6 +128,12 @@ void LogRelay::report(size_t rank, Error error) {
   }
 }
 
+// Whether rank output is shown on a console: there is one, and it has not
+// failed. Where it is not, the ranks' files are fed by splice(2).
+bool LogRelay::console_shown() const {
+  return console_ != nullptr && !console_reported_;
+}
+
 void LogRelay::check_console() {
   if (console_reported_ || console_ == nullptr) {
     return;
@@ -187,8 +194,9 @@ Result<Fd> LogRelay::add_rank(const RankLog& log) {
                                file.error().errnum});
     } else {
       rank.file = std::move(*file);
-      // Files only: splice(2), which takes no O_APPEND descriptor.
-      rank.splice = console_ == nullptr && set_append(rank.file, false);
+      if (!console_shown()) {
+        start_splicing(rank);
+      }
     }
   }
 
@@ -210,6 +218,9 @@ Result<Fd> LogRelay::add_rank(const RankLog& log) {
 // else read_once(). Returns bytes relayed, 0 at EOF, -EAGAIN when the pipe is
 // empty, or -errno.
 ssize_t LogRelay::relay_once(Rank& rank) {
+  if (!rank.splice && !rank.no_splice && rank.file && !console_shown()) {
+    start_splicing(rank);  // the console failed since the last step
+  }
   if (rank.splice) {
     const ssize_t n = splice_once(rank);
     if (rank.splice) {
@@ -274,6 +285,9 @@ ssize_t LogRelay::splice_once(Rank& rank) {
   if (n >= 0) {
     rank.bytes += static_cast<uint64_t>(n);
     rank.spliced += static_cast<uint64_t>(n);
+    if (console_ != nullptr) {
+      console_->drop(static_cast<uint64_t>(n));  // counted as not shown, as the failed console's writer counts
+    }
     return n;
   }
   const int e = errno;
@@ -292,10 +306,26 @@ ssize_t LogRelay::splice_once(Rank& rank) {
   return -e;
 }
 
+// From now on the rank's pipe goes to its file by splice(2), which takes no
+// O_APPEND descriptor; an append-only file (chattr +a) cannot be taken off
+// it, and is read and written. A rank's held lines and its unfinished line
+// will never be shown: they are in the file already, and counted as dropped.
+void LogRelay::start_splicing(Rank& rank) {
+  if (console_ != nullptr) {
+    drop_held(rank);
+    console_->drop(rank.partial.size());
+    rank.partial.clear();
+    rank.partial.shrink_to_fit();
+  }
+  rank.splice = set_append(rank.file, false);
+  rank.no_splice = !rank.splice;
+}
+
 // Back to reads and writes for this rank's file, O_APPEND again (or, should
 // that fail, no file: a write at its start would overwrite it).
 void LogRelay::stop_splicing(Rank& rank) {
   rank.splice = false;
+  rank.no_splice = true;
   if (!set_append(rank.file, true)) {
     const int e = errno;
     rank.file.reset();

@@ -2,10 +2,13 @@
 // loop drains. Every byte read goes, raw, into the rank's log file; each whole
 // line goes, with the rank's prefix, to the console.
 //
-// Files only (no console): nothing of a rank's output is looked at or
-// rewritten (rank output is the rank's own: it is not redacted), so it moves
-// from the pipe to the file with splice(2), in the kernel: one copy instead
-// of a read and a write, in chunks as large as the pipe. splice(2) refuses
+// Files only (no console, or once the console failed for good: its writer's
+// write(2) failed, or it could not start): nothing of a rank's output is
+// looked at or rewritten (rank output is the rank's own: it is not
+// redacted), so it moves from the pipe to the file with splice(2), in the
+// kernel: one copy instead of a read and a write, in chunks as large as the
+// pipe. After a console failure, what is spliced counts as not shown
+// (console_dropped()), as do the lines held back then. splice(2) refuses
 // an O_APPEND descriptor, so such a file's descriptor is opened O_APPEND and
 // then switched off it, and each chunk goes at the file's end as it is then,
 // found just before (what O_APPEND does, for every writer in this thread).
@@ -150,7 +153,9 @@ class LogRelay {
   ssize_t relay_once(Rank& rank);
   ssize_t read_once(Rank& rank);
   ssize_t splice_once(Rank& rank);
+  void start_splicing(Rank& rank);
   void stop_splicing(Rank& rank);
+  [[nodiscard]] bool console_shown() const;
   int to_file(Rank& rank, const char* data, size_t n);
   void drain_pipe(Rank& rank);
   void to_console(Rank& rank, const char* data, size_t n, bool queued);

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -772,6 +773,48 @@ TEST_F(LogRelayTest, FilesOnlyAnAppendOnlyFileIsRelayedByReadsAndWrites) {
   EXPECT_EQ(relay.spliced(0), 0u);
   EXPECT_EQ(relay.bytes(0), data.size());
   EXPECT_EQ(read_file(file), data);
+}
+
+// A console whose reader is gone fails at its writer's first write(2), for
+// good: from then on the ranks' files are fed by splice(2), every byte still
+// reaches them, and every byte is counted as not shown.
+TEST_F(LogRelayTest, AfterTheConsoleFailsTheFilesAreSplicedAndKeepEveryByte) {
+  constexpr size_t kTotal = 8 << 20;
+  constexpr uint64_t kSeed = 0xc0de;
+  constexpr std::string_view kTail = "no newline at the end";
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Fd console(fds[1]);
+  ::close(fds[0]);  // nobody will ever read it: EPIPE (SIGPIPE stays blocked in the writer)
+  auto& relay = make_relay(console.get());
+  const std::string file = dir_ + "/rank0.log";
+  Fd out = add("[rank 0] ", file);
+  // Lines until the failure is noticed: the relay reports it once.
+  std::string before;
+  auto console_failed = [&] {
+    return std::any_of(reported_.begin(), reported_.end(), [](const auto& r) { return r.first == LogRelay::kConsole; });
+  };
+  const auto until = Clock::now() + 10s;
+  while (!console_failed() && Clock::now() < until) {
+    const std::string line = "before the failure, held or unfinished " + std::to_string(before.size()) + "\npart";
+    ASSERT_TRUE(write_all(out.get(), line.data(), line.size()));
+    before += line;
+    EXPECT_GE(loop_.run_once(100), 0);
+  }
+  ASSERT_TRUE(console_failed());
+  EXPECT_EQ(relay.errors().front().errnum, EPIPE);
+  bool gone = false;
+  watch(fork_rank(out, [&] { write_random(kSeed, kTotal, kTail); }), &gone);
+  ASSERT_TRUE(step_until([&] { return gone && relay.all_closed(); }));
+  const std::string got = read_file(file);
+  ASSERT_EQ(got.size(), before.size() + kTotal + kTail.size());
+  EXPECT_EQ(got.substr(0, before.size()), before);
+  EXPECT_EQ(fnv1a(kFnvBasis, got.data() + before.size(), got.size() - before.size()),
+            random_hash(kSeed, kTotal, kTail));
+  EXPECT_EQ(relay.spliced(0), kTotal + kTail.size()) << "after the failure, every byte went by splice(2)";
+  relay.flush_console(1s);  // the writer discards what it was given, counting it
+  EXPECT_EQ(relay.console_dropped(), relay.bytes(0));
+  EXPECT_EQ(relay.errors().size(), 1u) << "the console's failure alone";
 }
 
 // --- console lines -----------------------------------------------------------
