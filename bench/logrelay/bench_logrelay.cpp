@@ -73,18 +73,22 @@ struct Config {
   std::string dir;
   std::vector<int> ranks = {1, 4};
   size_t ring = size_t{8} << 20;  // the console's ring (trainit's own is 512 KiB)
+  size_t write = kBlock;          // bytes per write(2) of a rank
   std::string only;               // "direct", "relay" or "files": run that case alone (for profiling)
 };
 
 [[noreturn]] void usage(int code) {
   std::printf(
-      "usage: bench_logrelay [--total MiB] [--runs N] [--dir DIR] [--quick]\n"
+      "usage: bench_logrelay [--total MiB] [--runs N] [--dir DIR] [--quick] [--ranks N] [--ring KiB] [--write B] "
+      "[--only CASE]\n"
       "  --total MiB  bytes all ranks write together, in MiB (default 1024)\n"
       "  --runs N     runs of each case, median reported (default 5)\n"
       "  --dir DIR    where the log files go (default: a new dir under $TMPDIR or /tmp)\n"
       "  --quick      --total 256 --runs 3\n"
       "  --ranks N    only N ranks (default: 1, then 4)\n"
       "  --ring KiB   the console's ring (default 8192; trainit's is 512)\n"
+      "  --write B    bytes per write(2) of a rank (default 65536; 4096: a pipe's\n"
+      "               copy loop, 8192: a block-buffered print, ~100: a line-buffered one)\n"
       "  --only CASE  run one case alone, for a profiler: direct, relay or files\n");
   std::exit(code);
 }
@@ -109,6 +113,8 @@ Config parse(int argc, char** argv) {
       c.only = value();
     } else if (a == "--ranks") {
       c.ranks = {std::stoi(value())};
+    } else if (a == "--write") {
+      c.write = std::clamp<size_t>(std::stoull(value()), 1, kBlock);
     } else if (a == "--ring") {
       c.ring = std::stoull(value()) << 10;
     } else if (a == "--quick") {
@@ -142,12 +148,13 @@ std::string make_block() {
   return block;
 }
 
-void write_blocks(int fd, const std::string& block, uint64_t bytes) {
+// `bytes` bytes of `block` over and over, in write(2)s of at most `size`.
+void write_blocks(int fd, const std::string& block, uint64_t bytes, size_t size) {
   for (uint64_t done = 0; done < bytes; done += block.size()) {
     const char* p = block.data();
     size_t n = block.size();
     while (n > 0) {
-      ssize_t w = ::write(fd, p, n);
+      ssize_t w = ::write(fd, p, std::min(n, size));
       if (w < 0 && errno == EINTR) {
         continue;
       }
@@ -187,7 +194,7 @@ double run_direct(const Config& c, const std::string& block, int ranks) {
       if (fd < 0) {
         ::_exit(1);
       }
-      write_blocks(fd, block, each);
+      write_blocks(fd, block, each, c.write);
       ::_exit(0);
     }
     pids.push_back(pid);
@@ -246,7 +253,7 @@ RelayRun run_relay(const Config& c, const std::string& block, int ranks, int con
       ::dup2(out->get(), 1);
       ::dup2(out->get(), 2);
       ::close_range(3, ~0U, 0);
-      write_blocks(1, block, each);
+      write_blocks(1, block, each, c.write);
       ::_exit(0);
     }
     out->reset();
@@ -348,8 +355,8 @@ int main(int argc, char** argv) {
   struct utsname u {};
   ::uname(&u);
   std::printf(
-      "bench_logrelay: %s %s, %u CPUs; %.0f MiB in total per case, 64 KiB writes of %zu-byte lines on average\n",
-      u.sysname, u.release, std::thread::hardware_concurrency(), static_cast<double>(c.total) / (1 << 20),
+      "bench_logrelay: %s %s, %u CPUs; %.0f MiB in total per case, %zu-byte writes of %zu-byte lines on average\n",
+      u.sysname, u.release, std::thread::hardware_concurrency(), static_cast<double>(c.total) / (1 << 20), c.write,
       block.size() / lines);
   std::printf("files in %s (%s); console ring %zu KiB; median of %d runs, interleaved\n\n", c.dir.c_str(),
               filesystem_of(c.dir).c_str(), c.ring >> 10, c.runs);
