@@ -31,6 +31,7 @@ struct LogRelay::Rank {
   uint64_t spliced = 0;
   bool splice = false;     // the pipe goes to the file by splice(2); the file is off O_APPEND
   bool no_splice = false;  // the file refused splice(2): reads and writes for good
+  bool paused = false;     // its pipe is out of the loop's watch until resume_ fires
   bool closed = false;
 };
 
@@ -342,6 +343,8 @@ int LogRelay::on_readable(Rank& rank) {
       log_debug("log pipe of rank #{}: read: {}", rank.index, errno_string(static_cast<int>(-n)));
     }
     close_rank(rank);  // EOF: every writer is gone
+  } else if (n > 0 && static_cast<size_t>(n) < kBatchBelow) {
+    pause(rank);  // it writes little at a time: let its pipe fill a while
   }
   if (console_ != nullptr) {
     console_->publish();
@@ -499,6 +502,61 @@ void LogRelay::retry_held() {
   check_console();
   if (!all) {
     arm_retry();
+  }
+}
+
+// Leaves the rank's pipe out of the loop's watch until resume_ fires,
+// batch_delay_ from the first of the pauses it ends. drain() and finish()
+// read a paused pipe all the same.
+void LogRelay::pause(Rank& rank) {
+  if (batch_delay_.count() <= 0) {
+    return;
+  }
+  rank.io.set_enabled(false);
+  if (rank.io.enabled()) {
+    return;
+  }
+  rank.paused = true;
+  if (resume_armed_) {
+    return;
+  }
+  const auto deadline = Clock::now() + batch_delay_;
+  if (!resume_) {
+    resume_ = loop_.add_timer(
+        deadline,
+        [this] {
+          resume_paused();
+          return 0;
+        },
+        "paused log pipes");
+  } else {
+    resume_.set_deadline(deadline);
+  }
+  resume_armed_ = true;
+}
+
+// Watches every paused pipe again: what it holds is read at the next wake-up.
+void LogRelay::resume_paused() {
+  resume_armed_ = false;
+  bool again = false;
+  for (auto& rank : ranks_) {
+    if (rank->paused && !rank->closed) {
+      rank->io.set_enabled(true);
+      if (!rank->io.enabled()) {  // epoll_ctl failed (ENOMEM): read it at the next resume instead
+        drain_pipe(*rank);
+        again = again || !rank->closed;
+        continue;
+      }
+    }
+    rank->paused = false;
+  }
+  if (console_ != nullptr) {
+    console_->publish();
+    check_console();
+  }
+  if (again) {
+    resume_.set_deadline(Clock::now() + batch_delay_);
+    resume_armed_ = true;
   }
 }
 

@@ -93,6 +93,14 @@ class LogRelay {
   // room for them, and how often they are offered to it again.
   static constexpr size_t kHeldTail = 8 << 10;
   static constexpr std::chrono::milliseconds kHeldRetry{50};
+  // A rank that writes little at a time (a line, a 4 KiB buffer) would wake
+  // the loop, and the console writer, for every write: after a step that
+  // took less than kBatchBelow, its pipe is left alone for kBatchDelay (by
+  // default) and read in one go then. Output reaches the file and the
+  // console at most that much later; a rank that writes faster fills more
+  // than kBatchBelow per step and is never paused.
+  static constexpr size_t kBatchBelow = 64 << 10;
+  static constexpr std::chrono::microseconds kBatchDelay{1000};
 
   // Called on the loop thread, once per failure, with the rank's index (or
   // kConsole for the console) and an Error naming the path and the errno.
@@ -113,6 +121,9 @@ class LogRelay {
   // Where failures go. The default handler logs each as a warning through the
   // diagnostic logger; the runner may route them to its own reporting instead.
   void set_error_handler(ErrorFn fn) { on_error_ = std::move(fn); }
+  // How long a pipe that gave little is left alone (kBatchDelay); 0: read
+  // at every wake-up (tests that step the loop one read at a time).
+  void set_batch_delay(std::chrono::microseconds delay) { batch_delay_ = delay; }
 
   // Opens the rank's file (reporting a failure once, then console only) and a
   // pipe; returns the pipe's write end (O_CLOEXEC) for the child's stdout and
@@ -165,6 +176,8 @@ class LogRelay {
   void drop_held(Rank& rank);
   void arm_retry();
   void retry_held();
+  void pause(Rank& rank);
+  void resume_paused();
   void close_rank(Rank& rank);
   void report(size_t rank, Error error);
   void check_console();
@@ -175,6 +188,9 @@ class LogRelay {
   std::unique_ptr<char[]> buffer_;  // kDirectReadSize, allocated at the first add_rank()
   SourceHandle retry_;              // timer: offers held lines again; made at the first hold
   bool retry_armed_ = false;
+  SourceHandle resume_;  // timer: watches paused pipes again; made at the first pause
+  bool resume_armed_ = false;
+  std::chrono::microseconds batch_delay_ = kBatchDelay;
   std::vector<Error> errors_;
   ErrorFn on_error_;
   bool console_reported_ = false;
