@@ -1,6 +1,7 @@
 // bench_logrelay: the log relay's throughput. 1 and 4 ranks (forked child
 // processes) write TOTAL bytes between them, in 64 KiB blocks of text lines
-// (40 to 160 bytes each, like a training log), as fast as they can. Three
+// (40 to 160 bytes each, like a training log), as fast as they can (--write B:
+// in write(2)s of B bytes, as a line-buffered print does with ~100). Three
 // ways, interleaved round-robin in one run, printed as one markdown table:
 //
 //   - direct: each rank writes its own log file itself (O_APPEND): the floor;

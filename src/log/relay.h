@@ -20,6 +20,10 @@
 //     before the next read, until EOF or finish(); a rank killed mid-line loses
 //     nothing that reached the pipe. File writes are blocking (regular files
 //     cannot be otherwise) and happen on the loop thread.
+//   - Reads are batched: a pipe that gave less than kBatchBelow at a step is
+//     left alone for kBatchDelay (1 ms), so a rank writing a line at a time
+//     costs a wake-up per millisecond, not per line; its output reaches the
+//     file and the console that much later. drain() and finish() never wait.
 //   - The console never stalls a rank or the loop. Lines go through the
 //     bounded ring of the process's ConsoleWriter, drained by its writer
 //     thread (log/console.h), the same ring trainit's own log lines take, in
