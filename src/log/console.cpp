@@ -420,6 +420,11 @@ void ConsoleWriter::drop(uint64_t bytes) noexcept {
 // Each stream's "not shown" notice, where something was dropped.
 bool ConsoleWriter::append_notices() noexcept {
   char text[kNoticeMax];
+  if (error() < 0) {
+    // Stdout failed for good: there is nowhere to say it, and the writer
+    // would count the notice's own text as rank output lost.
+    notice_pending_ = 0;
+  }
   if (notice_pending_ > 0) {
     auto end = fmt::format_to_n(text, sizeof(text), "[trainit] {} bytes of rank output not shown on the console\n",
                                 notice_pending_);

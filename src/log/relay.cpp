@@ -28,6 +28,10 @@ struct LogRelay::Rank {
   std::string partial;  // the unterminated line, at most kMaxLine bytes
   size_t pipe_size = 0;
   uint64_t bytes = 0;
+  uint64_t spliced = 0;
+  bool splice = false;     // the pipe goes to the file by splice(2); the file is off O_APPEND
+  bool no_splice = false;  // the file refused splice(2): reads and writes for good
+  bool paused = false;     // its pipe is out of the loop's watch until resume_ fires
   bool closed = false;
 };
 
@@ -67,6 +71,19 @@ Result<Fd> open_log_file(const std::string& path) {
     return Error{errno_string(e), e};
   }
   return fd;
+}
+
+// Turns O_APPEND on or off for `fd`. Off fails on an append-only file
+// (chattr +a: EPERM).
+bool set_append(const Fd& fd, bool on) {
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  return flags >= 0 && ::fcntl(fd.get(), F_SETFL, on ? flags | O_APPEND : flags & ~O_APPEND) == 0;
+}
+
+// splice(2) refuses this file (its file system has no splice_write, or the
+// descriptor is O_APPEND after all): the bytes stay in the pipe.
+bool splice_refused(int e) {
+  return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP;
 }
 
 // Moves `fd` above 2 when trainit was started with a standard descriptor
@@ -110,6 +127,12 @@ void LogRelay::report(size_t rank, Error error) {
     // stop receiving bytes. The failure is in errors() all the same.
     log_debug("log relay error handler threw");
   }
+}
+
+// Whether rank output is shown on a console: there is one, and it has not
+// failed. Where it is not, the ranks' files are fed by splice(2).
+bool LogRelay::console_shown() const {
+  return console_ != nullptr && !console_reported_;
 }
 
 void LogRelay::check_console() {
@@ -172,6 +195,9 @@ Result<Fd> LogRelay::add_rank(const RankLog& log) {
                                file.error().errnum});
     } else {
       rank.file = std::move(*file);
+      if (!console_shown()) {
+        start_splicing(rank);
+      }
     }
   }
 
@@ -189,12 +215,29 @@ Result<Fd> LogRelay::add_rank(const RankLog& log) {
   return write_end;
 }
 
+// One step of relaying the rank's pipe: splice_once() for a file alone,
+// else read_once(). Returns bytes relayed, 0 at EOF, -EAGAIN when the pipe is
+// empty, or -errno.
+ssize_t LogRelay::relay_once(Rank& rank) {
+  if (!rank.splice && !rank.no_splice && rank.file && !console_shown()) {
+    start_splicing(rank);  // the console failed since the last step
+  }
+  if (rank.splice) {
+    const ssize_t n = splice_once(rank);
+    if (rank.splice) {
+      return n;
+    }
+    // The file refused splice(2) or failed: the pipe is read this time and from now on.
+  }
+  return read_once(rank);
+}
+
 // One read from the rank's pipe, through to the file and the console. With a
 // console, the read goes straight into a console record (after the rank's
 // held lines, then its unfinished line) when the ring has room for them all,
-// and into buffer_ when it has not: those lines are then held. Returns bytes
-// read, 0 at EOF, -EAGAIN when the pipe is empty, or -errno.
-ssize_t LogRelay::relay_once(Rank& rank) {
+// and into buffer_ when it has not: those lines are then held. Returns as
+// relay_once().
+ssize_t LogRelay::read_once(Rank& rank) {
   std::span<char> room;
   if (console_ != nullptr && show_held(rank, kMinConsoleRead)) {
     room = console_->begin(rank.prefix, rank.partial, kMinConsoleRead, kReadSize);
@@ -226,6 +269,73 @@ ssize_t LogRelay::relay_once(Rank& rank) {
   return n;
 }
 
+// Files only: what the pipe holds, up to its size, moves to the end of the
+// file in the kernel. Returns as relay_once(). A file that fails (ENOSPC, EIO)
+// took nothing of this chunk (or a short count was returned): reported once,
+// closed, and the splicing ends, as it does when splice(2) is refused; the
+// caller then reads the pipe (see relay_once()).
+ssize_t LogRelay::splice_once(Rank& rank) {
+  // The file's end now, for this chunk: another descriptor of this file
+  // (another rank's, a rank that ran before) may have written since.
+  ssize_t n = ::lseek(rank.file.get(), 0, SEEK_END);
+  if (n >= 0) {
+    do {
+      n = ::splice(rank.pipe.get(), nullptr, rank.file.get(), nullptr, rank.pipe_size, SPLICE_F_NONBLOCK);
+    } while (n < 0 && errno == EINTR);
+  }
+  if (n >= 0) {
+    rank.bytes += static_cast<uint64_t>(n);
+    rank.spliced += static_cast<uint64_t>(n);
+    if (console_ != nullptr) {
+      console_->drop(static_cast<uint64_t>(n));  // counted as not shown, as the failed console's writer counts
+    }
+    return n;
+  }
+  const int e = errno;
+  if (e == EAGAIN) {
+    return -EAGAIN;
+  }
+  if (splice_refused(e)) {
+    stop_splicing(rank);
+    return -e;
+  }
+  rank.splice = false;
+  rank.file.reset();
+  report(rank.index, Error{fmt::format("log file {}: write: {}; the rank's output goes to the console only", rank.path,
+                                       errno_string(e)),
+                           e});
+  return -e;
+}
+
+// From now on the rank's pipe goes to its file by splice(2), which takes no
+// O_APPEND descriptor; an append-only file (chattr +a) cannot be taken off
+// it, and is read and written. A rank's held lines and its unfinished line
+// will never be shown: they are in the file already, and counted as dropped.
+void LogRelay::start_splicing(Rank& rank) {
+  if (console_ != nullptr) {
+    drop_held(rank);
+    console_->drop(rank.partial.size());
+    rank.partial.clear();
+    rank.partial.shrink_to_fit();
+  }
+  rank.splice = set_append(rank.file, false);
+  rank.no_splice = !rank.splice;
+}
+
+// Back to reads and writes for this rank's file, O_APPEND again (or, should
+// that fail, no file: a write at its start would overwrite it).
+void LogRelay::stop_splicing(Rank& rank) {
+  rank.splice = false;
+  rank.no_splice = true;
+  if (!set_append(rank.file, true)) {
+    const int e = errno;
+    rank.file.reset();
+    report(rank.index, Error{fmt::format("log file {}: O_APPEND: {}; the rank's output goes to the console only",
+                                         rank.path, errno_string(e)),
+                             e});
+  }
+}
+
 int LogRelay::on_readable(Rank& rank) {
   ssize_t n = relay_once(rank);
   if (n == 0 || (n < 0 && n != -EAGAIN)) {
@@ -233,6 +343,8 @@ int LogRelay::on_readable(Rank& rank) {
       log_debug("log pipe of rank #{}: read: {}", rank.index, errno_string(static_cast<int>(-n)));
     }
     close_rank(rank);  // EOF: every writer is gone
+  } else if (n > 0 && static_cast<size_t>(n) < kBatchBelow) {
+    pause(rank);  // it writes little at a time: let its pipe fill a while
   }
   if (console_ != nullptr) {
     console_->publish();
@@ -393,6 +505,61 @@ void LogRelay::retry_held() {
   }
 }
 
+// Leaves the rank's pipe out of the loop's watch until resume_ fires,
+// batch_delay_ from the first of the pauses it ends. drain() and finish()
+// read a paused pipe all the same.
+void LogRelay::pause(Rank& rank) {
+  if (batch_delay_.count() <= 0) {
+    return;
+  }
+  rank.io.set_enabled(false);
+  if (rank.io.enabled()) {
+    return;
+  }
+  rank.paused = true;
+  if (resume_armed_) {
+    return;
+  }
+  const auto deadline = Clock::now() + batch_delay_;
+  if (!resume_) {
+    resume_ = loop_.add_timer(
+        deadline,
+        [this] {
+          resume_paused();
+          return 0;
+        },
+        "paused log pipes");
+  } else {
+    resume_.set_deadline(deadline);
+  }
+  resume_armed_ = true;
+}
+
+// Watches every paused pipe again: what it holds is read at the next wake-up.
+void LogRelay::resume_paused() {
+  resume_armed_ = false;
+  bool again = false;
+  for (auto& rank : ranks_) {
+    if (rank->paused && !rank->closed) {
+      rank->io.set_enabled(true);
+      if (!rank->io.enabled()) {  // epoll_ctl failed (ENOMEM): read it at the next resume instead
+        drain_pipe(*rank);
+        again = again || !rank->closed;
+        continue;
+      }
+    }
+    rank->paused = false;
+  }
+  if (console_ != nullptr) {
+    console_->publish();
+    check_console();
+  }
+  if (again) {
+    resume_.set_deadline(Clock::now() + batch_delay_);
+    resume_armed_ = true;
+  }
+}
+
 void LogRelay::close_rank(Rank& rank) {
   if (rank.closed) {
     return;
@@ -401,6 +568,7 @@ void LogRelay::close_rank(Rank& rank) {
   rank.io.reset();  // out of the epoll set before the descriptor closes
   rank.pipe.reset();
   rank.file.reset();
+  rank.splice = false;
   if (console_ == nullptr) {
     return;
   }
@@ -493,6 +661,10 @@ uint64_t LogRelay::console_dropped() const {
 
 uint64_t LogRelay::bytes(size_t rank) const {
   return rank < ranks_.size() ? ranks_[rank]->bytes : 0;
+}
+
+uint64_t LogRelay::spliced(size_t rank) const {
+  return rank < ranks_.size() ? ranks_[rank]->spliced : 0;
 }
 
 }  // namespace trainit

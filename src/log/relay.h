@@ -2,11 +2,28 @@
 // loop drains. Every byte read goes, raw, into the rank's log file; each whole
 // line goes, with the rank's prefix, to the console.
 //
+// Files only (no console, or once the console failed for good: its writer's
+// write(2) failed, or it could not start): nothing of a rank's output is
+// looked at or rewritten (rank output is the rank's own: it is not
+// redacted), so it moves from the pipe to the file with splice(2), in the
+// kernel: one copy instead of a read and a write, in chunks as large as the
+// pipe. After a console failure, what is spliced counts as not shown
+// (console_dropped()), as do the lines held back then. splice(2) refuses
+// an O_APPEND descriptor, so such a file's descriptor is opened O_APPEND and
+// then switched off it, and each chunk goes at the file's end as it is then,
+// found just before (what O_APPEND does, for every writer in this thread).
+// Where splice(2) cannot be had (a file system without it, an append-only
+// file) the rank goes the read and write way, with O_APPEND again.
+//
 // Contract:
 //   - Files are lossless. Everything read from a pipe is written to the file
 //     before the next read, until EOF or finish(); a rank killed mid-line loses
 //     nothing that reached the pipe. File writes are blocking (regular files
 //     cannot be otherwise) and happen on the loop thread.
+//   - Reads are batched: a pipe that gave less than kBatchBelow at a step is
+//     left alone for kBatchDelay (1 ms), so a rank writing a line at a time
+//     costs a wake-up per millisecond, not per line; its output reaches the
+//     file and the console that much later. drain() and finish() never wait.
 //   - The console never stalls a rank or the loop. Lines go through the
 //     bounded ring of the process's ConsoleWriter, drained by its writer
 //     thread (log/console.h), the same ring trainit's own log lines take, in
@@ -60,7 +77,7 @@ namespace trainit {
 
 struct RankLog {
   std::string prefix;     // console prefix for each whole line, e.g. "[rank 3] "
-  std::string file_path;  // the rank's log file (created 0644, O_APPEND|O_CLOEXEC); empty: console only
+  std::string file_path;  // the rank's log file (created 0640, appended to); empty: console only
 };
 
 class LogRelay {
@@ -80,6 +97,14 @@ class LogRelay {
   // room for them, and how often they are offered to it again.
   static constexpr size_t kHeldTail = 8 << 10;
   static constexpr std::chrono::milliseconds kHeldRetry{50};
+  // A rank that writes little at a time (a line, a 4 KiB buffer) would wake
+  // the loop, and the console writer, for every write: after a step that
+  // took less than kBatchBelow, its pipe is left alone for kBatchDelay (by
+  // default) and read in one go then. Output reaches the file and the
+  // console at most that much later; a rank that writes faster fills more
+  // than kBatchBelow per step and is never paused.
+  static constexpr size_t kBatchBelow = 64 << 10;
+  static constexpr std::chrono::microseconds kBatchDelay{1000};
 
   // Called on the loop thread, once per failure, with the rank's index (or
   // kConsole for the console) and an Error naming the path and the errno.
@@ -100,6 +125,9 @@ class LogRelay {
   // Where failures go. The default handler logs each as a warning through the
   // diagnostic logger; the runner may route them to its own reporting instead.
   void set_error_handler(ErrorFn fn) { on_error_ = std::move(fn); }
+  // How long a pipe that gave little is left alone (kBatchDelay); 0: read
+  // at every wake-up (tests that step the loop one read at a time).
+  void set_batch_delay(std::chrono::microseconds delay) { batch_delay_ = delay; }
 
   // Opens the rank's file (reporting a failure once, then console only) and a
   // pipe; returns the pipe's write end (O_CLOEXEC) for the child's stdout and
@@ -126,9 +154,10 @@ class LogRelay {
   // still held at the deadline are dropped. Returns whether it did.
   bool flush_console(std::chrono::milliseconds timeout);
 
-  [[nodiscard]] bool all_closed() const;            // every pipe saw EOF (or finish() ran)
-  [[nodiscard]] uint64_t console_dropped() const;   // bytes not shown on the console
-  [[nodiscard]] uint64_t bytes(size_t rank) const;  // bytes relayed for rank (index in add order)
+  [[nodiscard]] bool all_closed() const;              // every pipe saw EOF (or finish() ran)
+  [[nodiscard]] uint64_t console_dropped() const;     // bytes not shown on the console
+  [[nodiscard]] uint64_t bytes(size_t rank) const;    // bytes relayed for rank (index in add order)
+  [[nodiscard]] uint64_t spliced(size_t rank) const;  // of those, bytes moved to its file by splice(2)
   [[nodiscard]] size_t ranks() const { return ranks_.size(); }
   [[nodiscard]] const std::vector<Error>& errors() const { return errors_; }  // every failure reported
 
@@ -137,6 +166,11 @@ class LogRelay {
 
   int on_readable(Rank& rank);
   ssize_t relay_once(Rank& rank);
+  ssize_t read_once(Rank& rank);
+  ssize_t splice_once(Rank& rank);
+  void start_splicing(Rank& rank);
+  void stop_splicing(Rank& rank);
+  [[nodiscard]] bool console_shown() const;
   int to_file(Rank& rank, const char* data, size_t n);
   void drain_pipe(Rank& rank);
   void to_console(Rank& rank, const char* data, size_t n, bool queued);
@@ -146,6 +180,8 @@ class LogRelay {
   void drop_held(Rank& rank);
   void arm_retry();
   void retry_held();
+  void pause(Rank& rank);
+  void resume_paused();
   void close_rank(Rank& rank);
   void report(size_t rank, Error error);
   void check_console();
@@ -156,6 +192,9 @@ class LogRelay {
   std::unique_ptr<char[]> buffer_;  // kDirectReadSize, allocated at the first add_rank()
   SourceHandle retry_;              // timer: offers held lines again; made at the first hold
   bool retry_armed_ = false;
+  SourceHandle resume_;  // timer: watches paused pipes again; made at the first pause
+  bool resume_armed_ = false;
+  std::chrono::microseconds batch_delay_ = kBatchDelay;
   std::vector<Error> errors_;
   ErrorFn on_error_;
   bool console_reported_ = false;

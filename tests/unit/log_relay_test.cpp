@@ -4,12 +4,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -608,11 +611,273 @@ TEST_F(LogRelayTest, NoConsoleMeansFilesOnlyAndNoThread) {
   EXPECT_TRUE(relay.flush_console(0ms));
 }
 
+// --- files only: splice(2) ----------------------------------------------------
+
+// Writes `total` bytes of the Random stream of `seed` to stdout in 64 KiB
+// blocks, then `tail` (a line without its '\n'); in a rank.
+void write_random(uint64_t seed, size_t total, std::string_view tail) {
+  static char block[65536];
+  Random random{seed};
+  for (size_t done = 0; done < total; done += sizeof(block)) {
+    random.fill(block, sizeof(block));
+    write_all(1, block, sizeof(block));
+  }
+  write_all(1, tail.data(), tail.size());
+}
+
+// fnv1a of what write_random() writes.
+uint64_t random_hash(uint64_t seed, size_t total, std::string_view tail) {
+  uint64_t hash = kFnvBasis;
+  std::vector<char> block(65536);
+  Random random{seed};
+  for (size_t done = 0; done < total; done += block.size()) {
+    random.fill(block.data(), block.size());
+    hash = fnv1a(hash, block.data(), block.size());
+  }
+  return fnv1a(hash, tail.data(), tail.size());
+}
+
+TEST_F(LogRelayTest, FilesOnlyOutputMovesByteExactToTheFileBySplice) {
+  constexpr size_t kTotal = 32 << 20;
+  constexpr uint64_t kSeed = 0xfeed;
+  constexpr std::string_view kTail = "the last line, unterminated";
+  auto& relay = make_relay(-1);
+  const std::string file = dir_ + "/rank0.log";
+  Fd out = add("[rank 0] ", file);
+  bool gone = false;
+  int status = -1;
+  watch(fork_rank(out, [&] { write_random(kSeed, kTotal, kTail); }), &gone, &status);
+  ASSERT_TRUE(step_until([&] { return gone && relay.all_closed(); }));
+  EXPECT_EQ(status, 0);
+  const std::string got = read_file(file);
+  EXPECT_EQ(got.size(), kTotal + kTail.size());
+  EXPECT_EQ(fnv1a(kFnvBasis, got.data(), got.size()), random_hash(kSeed, kTotal, kTail));
+  EXPECT_EQ(relay.bytes(0), kTotal + kTail.size());
+  EXPECT_EQ(relay.spliced(0), relay.bytes(0)) << "every byte took the in-kernel path";
+  EXPECT_TRUE(relay.errors().empty());
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+}
+
+// The runner drains a rank's pipe when it exits, while a grandchild may still
+// hold the pipe open: what the rank wrote before it was killed is in the file
+// then, without waiting for EOF.
+TEST_F(LogRelayTest, FilesOnlyARanksLastBytesAreInTheFileWhenItIsKilled) {
+  constexpr size_t kTotal = 8 << 20;
+  constexpr uint64_t kSeed = 0xdead;
+  constexpr std::string_view kTail = "killed in the middle of this line";
+  auto& relay = make_relay(-1);
+  const std::string file = dir_ + "/rank0.log";
+  Fd out = add("[rank 0] ", file);
+  Fd grandchild(::fcntl(out.get(), F_DUPFD_CLOEXEC, 3));  // keeps the pipe from EOF
+  ASSERT_TRUE(grandchild);
+  bool gone = false;
+  int status = 0;
+  watch(fork_rank(out,
+                  [&] {
+                    write_random(kSeed, kTotal, kTail);
+                    (void)::raise(SIGKILL);
+                  }),
+        &gone, &status);
+  ASSERT_TRUE(step_until([&] { return gone; }));
+  EXPECT_EQ(status, 128 + SIGKILL);
+  relay.drain(0);
+  EXPECT_FALSE(relay.all_closed()) << "the grandchild still holds the pipe";
+  const std::string got = read_file(file);
+  EXPECT_EQ(got.size(), kTotal + kTail.size());
+  EXPECT_EQ(fnv1a(kFnvBasis, got.data(), got.size()), random_hash(kSeed, kTotal, kTail));
+  EXPECT_EQ(relay.spliced(0), kTotal + kTail.size());
+  relay.finish();
+  EXPECT_TRUE(relay.all_closed());
+}
+
+// splice(2) takes no O_APPEND descriptor; each chunk still goes at the end of
+// the file as it is then, after what was there and what others added since.
+TEST_F(LogRelayTest, FilesOnlyAppendsAfterWhatOthersWroteToTheFile) {
+  const std::string file = dir_ + "/rank0.log";
+  ASSERT_TRUE(write_all(Fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0640)).get(), "before\n", 7));
+  auto& relay = make_relay(-1);
+  relay.set_batch_delay(0us);  // one read per step below
+  Fd first = add("[rank 0] ", file);
+  Fd second = add("[rank 0, again] ", file);  // a second relay descriptor of the same file
+  Fd outside(::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+  ASSERT_TRUE(outside);
+  auto relay_now = [&](Fd& end, std::string_view text) {
+    ASSERT_TRUE(write_all(end.get(), text.data(), text.size()));
+    ASSERT_EQ(loop_.run_once(1000), 1);
+  };
+  relay_now(first, "one\n");
+  ASSERT_TRUE(write_all(outside.get(), "outside\n", 8));
+  relay_now(second, "two\n");
+  relay_now(first, "three\n");
+  first.reset();
+  second.reset();
+  ASSERT_TRUE(step_until([&] { return relay.all_closed(); }));
+  EXPECT_EQ(read_file(file), "before\none\noutside\ntwo\nthree\n");
+  EXPECT_EQ(relay.spliced(0) + relay.spliced(1), 14u);
+}
+
+TEST_F(LogRelayTest, FilesOnlyAFullFilesystemIsReportedOnceAndTheRankRunsToItsEnd) {
+  const std::string mnt = mount_tmpfs("full", "size=1m");
+  if (mnt.empty()) {
+    GTEST_SKIP() << "mount(tmpfs) failed with EPERM: needs root (CAP_SYS_ADMIN)";
+  }
+  auto& relay = make_relay(-1);
+  const std::string data = text_lines(4 << 20, 11);
+  const std::string file = mnt + "/rank0.log";
+  Fd out = add("[rank 0] ", file);
+  bool gone = false;
+  int status = -1;
+  watch(fork_rank(out, [&] { write_all(1, data.data(), data.size()); }), &gone, &status);
+  ASSERT_TRUE(step_until([&] { return gone && relay.all_closed(); }));
+  EXPECT_EQ(status, 0) << "the rank was neither blocked nor killed by the full disk";
+  EXPECT_EQ(relay.bytes(0), data.size()) << "the pipe is read to its end after the file failed";
+  ASSERT_EQ(reported_.size(), 1u);
+  EXPECT_EQ(reported_[0], std::make_pair(size_t{0}, ENOSPC));
+  ASSERT_EQ(relay.errors().size(), 1u);
+  EXPECT_NE(relay.errors()[0].message.find(file), std::string::npos) << relay.errors()[0].message;
+  // What the file holds is the start of the output, byte for byte.
+  const std::string got = read_file(file);
+  EXPECT_GT(got.size(), 0u);
+  EXPECT_LE(got.size(), 1u << 20);
+  EXPECT_EQ(got, data.substr(0, got.size()));
+  EXPECT_EQ(relay.spliced(0), got.size());
+}
+
+// An append-only file (chattr +a) cannot be switched off O_APPEND, which
+// splice(2) would need: its rank goes the read and write way.
+TEST_F(LogRelayTest, FilesOnlyAnAppendOnlyFileIsRelayedByReadsAndWrites) {
+  const std::string file = dir_ + "/rank0.log";
+  Fd created(::open(file.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0640));
+  ASSERT_TRUE(created);
+  int attributes = 0;
+  if (::ioctl(created.get(), FS_IOC_GETFLAGS, &attributes) < 0) {
+    GTEST_SKIP() << "no file attributes here: " << std::strerror(errno);
+  }
+  attributes |= FS_APPEND_FL;
+  if (::ioctl(created.get(), FS_IOC_SETFLAGS, &attributes) < 0) {
+    GTEST_SKIP() << "cannot make " << file << " append-only here (needs CAP_LINUX_IMMUTABLE): " << std::strerror(errno);
+  }
+  struct ClearAppendOnly {  // or TearDown could not remove it
+    int fd;
+    int attributes;
+    ~ClearAppendOnly() {
+      attributes &= ~FS_APPEND_FL;
+      ::ioctl(fd, FS_IOC_SETFLAGS, &attributes);
+    }
+  } clear{created.get(), attributes};
+  auto& relay = make_relay(-1);
+  const std::string data = text_lines(1 << 20, 13);
+  Fd out = add("[rank 0] ", file);
+  bool gone = false;
+  watch(fork_rank(out, [&] { write_all(1, data.data(), data.size()); }), &gone);
+  ASSERT_TRUE(step_until([&] { return gone && relay.all_closed(); }));
+  EXPECT_TRUE(relay.errors().empty());
+  EXPECT_EQ(relay.spliced(0), 0u);
+  EXPECT_EQ(relay.bytes(0), data.size());
+  EXPECT_EQ(read_file(file), data);
+}
+
+// A console whose reader is gone fails at its writer's first write(2), for
+// good: from then on the ranks' files are fed by splice(2), every byte still
+// reaches them, and every byte is counted as not shown.
+TEST_F(LogRelayTest, AfterTheConsoleFailsTheFilesAreSplicedAndKeepEveryByte) {
+  constexpr size_t kTotal = 8 << 20;
+  constexpr uint64_t kSeed = 0xc0de;
+  constexpr std::string_view kTail = "no newline at the end";
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Fd console(fds[1]);
+  ::close(fds[0]);  // nobody will ever read it: EPIPE (SIGPIPE stays blocked in the writer)
+  auto& relay = make_relay(console.get());
+  const std::string file = dir_ + "/rank0.log";
+  Fd out = add("[rank 0] ", file);
+  // Lines until the failure is noticed: the relay reports it once.
+  std::string before;
+  auto console_failed = [&] {
+    return std::any_of(reported_.begin(), reported_.end(), [](const auto& r) { return r.first == LogRelay::kConsole; });
+  };
+  const auto until = Clock::now() + 10s;
+  while (!console_failed() && Clock::now() < until) {
+    const std::string line = "before the failure, held or unfinished " + std::to_string(before.size()) + "\npart";
+    ASSERT_TRUE(write_all(out.get(), line.data(), line.size()));
+    before += line;
+    EXPECT_GE(loop_.run_once(100), 0);
+  }
+  ASSERT_TRUE(console_failed());
+  EXPECT_EQ(relay.errors().front().errnum, EPIPE);
+  bool gone = false;
+  watch(fork_rank(out, [&] { write_random(kSeed, kTotal, kTail); }), &gone);
+  ASSERT_TRUE(step_until([&] { return gone && relay.all_closed(); }));
+  const std::string got = read_file(file);
+  ASSERT_EQ(got.size(), before.size() + kTotal + kTail.size());
+  EXPECT_EQ(got.substr(0, before.size()), before);
+  EXPECT_EQ(fnv1a(kFnvBasis, got.data() + before.size(), got.size() - before.size()),
+            random_hash(kSeed, kTotal, kTail));
+  EXPECT_EQ(relay.bytes(0), got.size());
+  // After the failure every byte went by splice(2): the random stream, and
+  // what of the lines before it was still in the pipe then.
+  EXPECT_GE(relay.spliced(0), kTotal + kTail.size());
+  relay.flush_console(1s);  // the writer discards what it was given, counting it
+  EXPECT_EQ(relay.console_dropped(), relay.bytes(0));
+  EXPECT_EQ(relay.errors().size(), 1u) << "the console's failure alone";
+}
+
+// --- batches -----------------------------------------------------------------
+
+// A rank that writes a line at a time is not read at every write: after a
+// read that took little, its pipe is left alone for kBatchDelay, and what it
+// wrote meanwhile is read in one go, in order, to the file and the console.
+TEST_F(LogRelayTest, ARankWritingLittleAtATimeIsReadInBatches) {
+  ConsoleCapture console;
+  auto& relay = make_relay(console.fd());
+  const std::string file = dir_ + "/r.log";
+  Fd out = add("[r] ", file);
+  ASSERT_TRUE(write_all(out.get(), "one\n", 4));
+  ASSERT_EQ(loop_.run_once(1000), 1);
+  ASSERT_EQ(relay.bytes(0), 4u);
+  ASSERT_TRUE(write_all(out.get(), "two\n", 4));
+  ASSERT_TRUE(write_all(out.get(), "three\n", 6));
+  // The pipe is out of the watch: this step reads nothing (at most the
+  // pause ends in it, and the pipe is watched again from the next one).
+  EXPECT_GE(loop_.run_once(0), 0);
+  EXPECT_EQ(relay.bytes(0), 4u) << "read at once although the last read took 4 bytes";
+  ASSERT_TRUE(step_until([&] { return relay.bytes(0) == 14; }, 5s));
+  EXPECT_EQ(read_file(file), "one\ntwo\nthree\n");
+  out.reset();
+  ASSERT_TRUE(step_until([&] { return relay.all_closed(); }, 5s)) << "EOF on a paused pipe is seen";
+  relay_.reset();
+  EXPECT_EQ(console.take(), "[r] one\n[r] two\n[r] three\n");
+}
+
+// The runner drains a rank's pipe when the rank exits, paused or not: its
+// last words are in the file and shown before anything logged about its end.
+TEST_F(LogRelayTest, APausedPipeIsDrainedWhenItsRankExits) {
+  ConsoleCapture console;
+  auto& relay = make_relay(console.fd());
+  const std::string file = dir_ + "/r.log";
+  Fd out = add("[r] ", file);
+  Fd grandchild(::fcntl(out.get(), F_DUPFD_CLOEXEC, 3));  // keeps the pipe from EOF
+  ASSERT_TRUE(write_all(out.get(), "working\n", 8));
+  ASSERT_EQ(loop_.run_once(1000), 1);  // a small read: paused
+  ASSERT_TRUE(write_all(out.get(), "Traceback: the last words", 25));
+  out.reset();
+  relay.drain(0);
+  EXPECT_EQ(relay.bytes(0), 33u);
+  EXPECT_EQ(read_file(file), "working\nTraceback: the last words");
+  relay.finish();
+  EXPECT_TRUE(relay.all_closed());
+  relay_.reset();
+  EXPECT_EQ(console.take(), "[r] working\n[r] Traceback: the last words\n");
+}
+
 // --- console lines -----------------------------------------------------------
 
 TEST_F(LogRelayTest, TheConsoleGetsWholeLinesWithTheirRanksPrefix) {
   ConsoleCapture console;
   auto& relay = make_relay(console.fd());
+  relay.set_batch_delay(0us);  // one read per step below
   Fd a = add("[rank 0] ", dir_ + "/0.log");
   Fd b = add("[rank 1] ", "");  // console only
   auto put = [&](Fd& fd, std::string_view s) {
@@ -657,6 +922,7 @@ TEST_F(LogRelayTest, LongLinesAreSplitAndBytesPassAsTheyAre) {
 TEST_F(LogRelayTest, ALineLongerThanTheLimitIsCutAsItComesAcrossReads) {
   ConsoleCapture console;
   auto& relay = make_relay(console.fd());
+  relay.set_batch_delay(0us);  // one read per step below
   Fd out = add("> ", dir_ + "/r.log");
   constexpr size_t kMax = LogRelay::kMaxLine;
   auto put = [&](const std::string& s) {
