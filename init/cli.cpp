@@ -539,7 +539,8 @@ constexpr OptionSpec kOptions[] = {
                                                        "exit 75)"}),
     seconds_option<&Options::peer_loss>({.name = "peer-loss",
                                          .help = "a host not heard from this long is lost: the job\n"
-                                                 "stops everywhere (default 10)"}),
+                                                 "stops everywhere (default 10); one whose connection\n"
+                                                 "closes is lost unless it reconnects within 1 s"}),
     {.name = "control-port",
      .value_name = "PORT",
      .values = "a port in 1-65535",
