@@ -148,9 +148,19 @@ const char* preflight_step(int code) {
   }
 }
 
+// Gives the memfd its size: 0 or an errno. Committed, shmem pages the
+// memory limit refuses are ENOSPC/ENOMEM here, not a SIGBUS in a rank in the
+// middle of training.
+int give_size(int fd, size_t bytes, CollArena::Pages pages) {
+  if (pages == CollArena::Pages::kCommitted) {
+    return ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  }
+  return ::ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+}
+
 }  // namespace
 
-Result<CollArena> CollArena::create(unsigned ranks, size_t heap, uint64_t job_id) {
+Result<CollArena> CollArena::create(unsigned ranks, size_t heap, uint64_t job_id, Pages pages) {
   const size_t bytes = coll::coll_arena_size(static_cast<int>(ranks), heap);
   if (bytes == 0) {
     return Error{fmt::format("collective arena: {} local ranks and a {} heap are out of range (at most {} ranks)",
@@ -162,9 +172,7 @@ Result<CollArena> CollArena::create(unsigned ranks, size_t heap, uint64_t job_id
   if (!arena.fd_) {
     return Error{fmt::format("collective arena: memfd_create: {}", errno_string(errno)), errno};
   }
-  // Committed now: shmem pages the memory limit refuses are ENOSPC/ENOMEM
-  // here, not a SIGBUS in a rank in the middle of training.
-  if (int r = ::posix_fallocate(arena.fd_.get(), 0, static_cast<off_t>(bytes)); r != 0) {
+  if (int r = give_size(arena.fd_.get(), bytes, pages); r != 0) {
     return Error{fmt::format("collective arena: cannot commit {} for {} local ranks: {} (lower --coll-arena, or "
                              "raise the container's memory limit)",
                              mib(bytes), ranks, errno_string(r)),
@@ -288,37 +296,38 @@ std::vector<CollArena::Hang> CollArena::hangs(Duration limit) const {
   return out;
 }
 
-Result<void> coll_preflight(unsigned ranks, Duration timeout) {
-  auto arena = CollArena::create(ranks, 0, 0);
+Result<CollPreflight> CollPreflight::start(unsigned ranks) {
+  // Its few pages are touched by the helpers: none committed up front.
+  auto arena = CollArena::create(ranks, 0, 0, CollArena::Pages::kOnTouch);
   if (!arena) {
     return arena.error();
   }
-  std::vector<pid_t> helpers;
+  CollPreflight preflight(std::move(*arena));
+  preflight.helpers_.reserve(ranks);
   for (unsigned r = 0; r < ranks; ++r) {
     pid_t pid = ::fork();
     if (pid < 0) {
       const int e = errno;
-      arena->abort();
-      for (pid_t h : helpers) {
-        ::kill(h, SIGKILL);
-        ::waitpid(h, nullptr, 0);
-      }
-      return Error{fmt::format("collective preflight: fork: {}", errno_string(e)), e};
+      return Error{fmt::format("collective preflight: fork: {}", errno_string(e)), e};  // ~CollPreflight kills
     }
     if (pid == 0) {
-      preflight_helper(arena->fd(), r, ranks);
+      preflight_helper(preflight.arena_.fd(), r, ranks);
     }
-    helpers.push_back(pid);
+    preflight.helpers_.push_back(pid);
   }
+  return preflight;
+}
+
+Result<void> CollPreflight::wait(Duration timeout) {
   // Each helper's end, polled: a few milliseconds in all.
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = started_ + timeout;
   std::string failure;
-  size_t left = helpers.size();
-  std::vector<bool> done(helpers.size(), false);
+  size_t left = helpers_.size();
+  std::vector<bool> done(helpers_.size(), false);
   while (left > 0) {
-    for (size_t i = 0; i < helpers.size(); ++i) {
+    for (size_t i = 0; i < helpers_.size(); ++i) {
       int status = 0;
-      if (done[i] || ::waitpid(helpers[i], &status, WNOHANG) != helpers[i]) {
+      if (done[i] || ::waitpid(helpers_[i], &status, WNOHANG) != helpers_[i]) {
         continue;
       }
       done[i] = true;
@@ -326,30 +335,59 @@ Result<void> coll_preflight(unsigned ranks, Duration timeout) {
       if (failure.empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         failure = WIFEXITED(status) ? fmt::format("local slot {}: {}", i, preflight_step(WEXITSTATUS(status)))
                                     : fmt::format("local slot {}: killed by signal {}", i, WTERMSIG(status));
-        arena->abort();  // the others return at once
+        arena_.abort();  // the others return at once
       }
     }
     if (left > 0 && Clock::now() > deadline) {
       if (failure.empty()) {
         failure = fmt::format("not done within {:.1f} s", std::chrono::duration<double>(timeout).count());
       }
-      arena->abort();
-      for (size_t i = 0; i < helpers.size(); ++i) {
-        if (!done[i]) {
-          ::kill(helpers[i], SIGKILL);
-          ::waitpid(helpers[i], nullptr, 0);
-          done[i] = true;
-        }
-      }
-      left = 0;
-    } else if (left > 0) {
+      break;
+    }
+    if (left > 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
+  // Those not done are killed and reaped; those done are not waited for again.
+  std::vector<pid_t> still;
+  for (size_t i = 0; i < helpers_.size(); ++i) {
+    if (!done[i]) {
+      still.push_back(helpers_[i]);
+    }
+  }
+  helpers_ = std::move(still);
+  kill_helpers();
   if (!failure.empty()) {
-    return Error{fmt::format("collective preflight across {} local slots: {}", ranks, failure), EPROTO};
+    return Error{fmt::format("collective preflight across {} local slots: {}", arena_.ranks(), failure), EPROTO};
   }
   return {};
+}
+
+void CollPreflight::kill_helpers() noexcept {
+  if (helpers_.empty()) {
+    return;
+  }
+  arena_.abort();
+  for (pid_t h : helpers_) {
+    ::kill(h, SIGKILL);
+    ::waitpid(h, nullptr, 0);
+  }
+  helpers_.clear();
+}
+
+CollPreflight::CollPreflight(CollPreflight&& other) noexcept
+    : arena_(std::move(other.arena_)), helpers_(std::exchange(other.helpers_, {})), started_(other.started_) {}
+
+CollPreflight::~CollPreflight() {
+  kill_helpers();
+}
+
+Result<void> coll_preflight(unsigned ranks, Duration timeout) {
+  auto preflight = CollPreflight::start(ranks);
+  if (!preflight) {
+    return preflight.error();
+  }
+  return preflight->wait(timeout);
 }
 
 }  // namespace trainit

@@ -37,9 +37,14 @@ inline constexpr size_t kDefaultCollHeap = size_t{32} << 20;
 
 class CollArena {
  public:
-  // An arena for `ranks` local ranks with `heap` bytes for trainit_alloc,
-  // committed; the error names the size and what refused it.
-  static Result<CollArena> create(unsigned ranks, size_t heap, uint64_t job_id);
+  // Its pages: all committed at once (a job's arena: what the memory limit
+  // refuses is an error here, not a SIGBUS in a rank mid-training), or each
+  // when first touched (the preflight's, which touches a few).
+  enum class Pages { kCommitted, kOnTouch };
+
+  // An arena for `ranks` local ranks with `heap` bytes for trainit_alloc;
+  // the error names the size and what refused it.
+  static Result<CollArena> create(unsigned ranks, size_t heap, uint64_t job_id, Pages pages = Pages::kCommitted);
 
   CollArena(CollArena&& other) noexcept;
   CollArena& operator=(CollArena&& other) noexcept;
@@ -88,8 +93,32 @@ class CollArena {
 
 // The arena's self-test before any rank starts: `ranks` helper processes
 // (forked, not exec'd) join an arena of their own through the library, as
-// ranks do, and run a barrier and an allreduce whose result each checks;
-// within `timeout`. Reaps its helpers itself. The error says what failed.
+// ranks do, and run a barrier and an allreduce whose result each checks.
+// start() forks them and returns: they run on the other cores while the
+// caller commits the job's arena; wait() reaps them within `timeout` (from
+// the start) and says what failed. One not waited for is aborted: its
+// helpers are killed and reaped.
+class CollPreflight {
+ public:
+  [[nodiscard]] static Result<CollPreflight> start(unsigned ranks);
+  [[nodiscard]] Result<void> wait(Duration timeout);
+
+  CollPreflight(CollPreflight&& other) noexcept;
+  CollPreflight& operator=(CollPreflight&&) = delete;
+  CollPreflight(const CollPreflight&) = delete;
+  CollPreflight& operator=(const CollPreflight&) = delete;
+  ~CollPreflight();
+
+ private:
+  explicit CollPreflight(CollArena arena) : arena_(std::move(arena)), started_(Clock::now()) {}
+  void kill_helpers() noexcept;
+
+  CollArena arena_;
+  std::vector<pid_t> helpers_;
+  Clock::time_point started_;
+};
+
+// start() and wait() in one.
 [[nodiscard]] Result<void> coll_preflight(unsigned ranks, Duration timeout);
 
 }  // namespace trainit

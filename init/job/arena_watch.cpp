@@ -32,14 +32,20 @@ Result<void> ArenaWatch::make(unsigned local_ranks) {
   if (!settings_.heap || local_ranks < 2) {
     return {};
   }
-  if (auto r = coll_preflight(local_ranks, settings_.preflight_timeout); !r) {
-    return Error{r.error().message, r.error().errnum, exit_code::kOsError};
+  // The preflight's helpers run on the other cores while this one commits
+  // the job's arena (zeroing its pages: most of the start's time).
+  auto preflight = CollPreflight::start(local_ranks);
+  if (!preflight) {
+    return Error{preflight.error().message, preflight.error().errnum, exit_code::kOsError};
   }
   uint64_t id = 0;
   if (::getrandom(&id, sizeof id, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof id)) {
     id = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   }
   auto arena = CollArena::create(local_ranks, *settings_.heap, id);
+  if (auto r = preflight->wait(settings_.preflight_timeout); !r) {
+    return Error{r.error().message, r.error().errnum, exit_code::kOsError};
+  }
   if (!arena) {
     return Error{arena.error().message, arena.error().errnum, exit_code::kOsError};
   }
