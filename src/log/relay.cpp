@@ -442,28 +442,28 @@ void LogRelay::hold(Rank& rank, std::string_view a, std::string_view b) {
     console_->drop(start);
   }
   if (!rank.held.empty()) {
-    arm_retry();
+    arm_once(retry_, retry_armed_, kHeldRetry, &LogRelay::retry_held, "held console lines");
   }
 }
 
-// The retry timer fires kHeldRetry from now, unless it is armed already.
-void LogRelay::arm_retry() {
-  if (retry_armed_) {
+void LogRelay::arm_once(SourceHandle& timer, bool& armed, std::chrono::nanoseconds delay, void (LogRelay::*fire)(),
+                        const char* name) {
+  if (armed) {
     return;
   }
-  const auto deadline = Clock::now() + kHeldRetry;
-  if (!retry_) {
-    retry_ = loop_.add_timer(
+  const auto deadline = Clock::now() + delay;
+  if (!timer) {
+    timer = loop_.add_timer(
         deadline,
-        [this] {
-          retry_held();
+        [this, fire] {
+          (this->*fire)();
           return 0;
         },
-        "held console lines");
+        name);
   } else {
-    retry_.set_deadline(deadline);
+    timer.set_deadline(deadline);
   }
-  retry_armed_ = true;
+  armed = true;
 }
 
 // Shows the rank's held lines, after the drop notice, when the ring has room
@@ -501,7 +501,7 @@ void LogRelay::retry_held() {
   console_->publish();
   check_console();
   if (!all) {
-    arm_retry();
+    arm_once(retry_, retry_armed_, kHeldRetry, &LogRelay::retry_held, "held console lines");
   }
 }
 
@@ -517,22 +517,7 @@ void LogRelay::pause(Rank& rank) {
     return;
   }
   rank.paused = true;
-  if (resume_armed_) {
-    return;
-  }
-  const auto deadline = Clock::now() + batch_delay_;
-  if (!resume_) {
-    resume_ = loop_.add_timer(
-        deadline,
-        [this] {
-          resume_paused();
-          return 0;
-        },
-        "paused log pipes");
-  } else {
-    resume_.set_deadline(deadline);
-  }
-  resume_armed_ = true;
+  arm_once(resume_, resume_armed_, batch_delay_, &LogRelay::resume_paused, "paused log pipes");
 }
 
 // Watches every paused pipe again: what it holds is read at the next wake-up.
@@ -555,8 +540,7 @@ void LogRelay::resume_paused() {
     check_console();
   }
   if (again) {
-    resume_.set_deadline(Clock::now() + batch_delay_);
-    resume_armed_ = true;
+    arm_once(resume_, resume_armed_, batch_delay_, &LogRelay::resume_paused, "paused log pipes");
   }
 }
 

@@ -178,7 +178,10 @@ class LogRelay {
   bool show_held(Rank& rank, size_t spare);
   bool show_all_held();
   void drop_held(Rank& rank);
-  void arm_retry();
+  // Arms `timer`, a one-shot made at its first use, to call `fire` `delay`
+  // from now, unless it is armed already.
+  void arm_once(SourceHandle& timer, bool& armed, std::chrono::nanoseconds delay, void (LogRelay::*fire)(),
+                const char* name);
   void retry_held();
   void pause(Rank& rank);
   void resume_paused();
