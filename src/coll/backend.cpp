@@ -87,8 +87,21 @@ uint64_t host_violations() {
 }
 
 constexpr trainit_coll_backend kHost = {
-    TRAINIT_COLL_BACKEND_ABI, "host",    host_init,   host_alloc,   host_free,    host_export,     host_import,
-    host_close_import,        host_copy, host_reduce, host_nothing, host_nothing, host_violations,
+    TRAINIT_COLL_BACKEND_ABI,
+    "host",
+    host_init,
+    host_alloc,
+    host_free,
+    host_export,
+    host_import,
+    host_close_import,
+    host_copy,
+    host_reduce,
+    host_nothing,
+    host_nothing,
+    host_violations,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace
@@ -244,6 +257,39 @@ int close_imports(const trainit_coll_backend* b, void* const* peers, int n, int 
   return first;
 }
 
+// Where the backend wants it (allow_import), every rank sends its
+// process_id() to every peer and the exporter allows the peers' ids.
+int allow_peers(const trainit_coll_backend* b, const int* socks, int n, int rank, const void* handle,
+                size_t handle_len) {
+  if (b->allow_import == nullptr || b->process_id == nullptr) {
+    return 0;
+  }
+  int32_t mine = 0;
+  int rc = b->process_id(&mine);
+  for (int peer = 0; rc == 0 && peer < n; ++peer) {
+    if (peer != rank) {
+      rc = coll_send_handle(socks[peer], &mine, sizeof mine, -1);
+    }
+  }
+  int32_t ids[kMaxRanks];
+  size_t count = 0;
+  for (int peer = 0; rc == 0 && peer < n; ++peer) {
+    if (peer == rank) {
+      continue;
+    }
+    size_t len = sizeof ids[count];
+    int fd = -1;
+    rc = coll_recv_handle(socks[peer], &ids[count], &len, &fd);
+    if (fd >= 0) {
+      close(fd);
+      rc = rc != 0 ? rc : -EPROTO;
+    }
+    rc = rc != 0 ? rc : len == sizeof ids[count] ? 0 : -EPROTO;
+    ++count;
+  }
+  return rc != 0 ? rc : b->allow_import(handle, handle_len, ids, count);
+}
+
 // Exports buf, sends its handle and fd to every peer, then imports each
 // peer's into peers[peer].
 int exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank, void** peers) {
@@ -251,6 +297,9 @@ int exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t 
   size_t handle_len = sizeof handle;
   int fd = -1;
   int rc = b->export_handle(buf, bytes, handle, &handle_len, &fd);
+  if (rc == 0) {
+    rc = allow_peers(b, socks, n, rank, handle, handle_len);
+  }
   for (int peer = 0; rc == 0 && peer < n; ++peer) {
     if (peer != rank) {
       rc = coll_send_handle(socks[peer], handle, handle_len, fd);

@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define TRAINIT_COLL_BACKEND_ABI 1u
+#define TRAINIT_COLL_BACKEND_ABI 2u
 #define TRAINIT_COLL_HANDLE_MAX 128
 #define TRAINIT_COLL_BACKEND_ENTRY "trainit_coll_backend_v1"
 
@@ -60,6 +60,13 @@ typedef struct trainit_coll_backend {
   /* Broken IPC rules this process has been refused so far (0 when the
    * backend does not count them). */
   uint64_t (*violations)(void);
+  /* ABI 2. Backends whose exporter must name the processes allowed to import
+   * (AscendCL) fill both; others leave them NULL. process_id: the id of this
+   * process that an exporter must allow (AscendCL: its bare tgid).
+   * allow_import: called by the exporter after export_handle and before the
+   * handle is sent, with the importers' process_id()s. */
+  int (*process_id)(int32_t* id);
+  int (*allow_import)(const void* handle, size_t handle_len, const int32_t* ids, size_t n);
 } trainit_coll_backend;
 
 typedef const trainit_coll_backend* (*trainit_coll_backend_entry_fn)(void);

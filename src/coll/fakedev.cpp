@@ -407,7 +407,7 @@ uint64_t fd_violations() {
 
 constexpr trainit_coll_backend kFakedev = {
     TRAINIT_COLL_BACKEND_ABI, "fakedev", fd_init,   fd_alloc,   fd_free,    fd_export,     fd_import,
-    fd_close_import,          fd_copy,   fd_reduce, fd_nothing, fd_nothing, fd_violations,
+    fd_close_import,          fd_copy,   fd_reduce, fd_nothing, fd_nothing, fd_violations, nullptr, nullptr,
 };
 
 }  // namespace

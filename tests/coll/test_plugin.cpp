@@ -17,6 +17,8 @@ constexpr trainit_coll_backend kBad = {TRAINIT_COLL_BACKEND_ABI + 1,
                                        nullptr,
                                        nullptr,
                                        nullptr,
+                                       nullptr,
+                                       nullptr,
                                        nullptr};
 }  // namespace
 
