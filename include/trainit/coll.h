@@ -32,6 +32,32 @@
  * trainit_alloc() can hand out, split between the ranks (default 32 MiB).
  * Buffers from trainit_alloc() are read by peers in place (no copy) in large
  * collectives when every rank's buffers come from it.
+ *
+ * Device collectives. A communicator reduces the memory of one backend,
+ * chosen when it is made: "host" (plain memory, the default), "cuda",
+ * "ascend", another NAME (libtrainit_coll_NAME.so on the loader's path) or a
+ * plugin's path. trainit_comm_init() and trainit_comm_init_from_env() take
+ * TRAINIT_COLL_BACKEND (unset or empty: "host"); the _backend variants take
+ * it as an argument (NULL: the variable). On a device communicator
+ * trainit_allreduce, trainit_reduce, trainit_reduce_scatter,
+ * trainit_allgather and trainit_broadcast take device pointers of that
+ * backend (from trainit_device_alloc() or the framework's allocator), with
+ * the same arguments, in-place rules, fixed rank-order fold (bitwise equal on
+ * every rank, and equal to the host path's) and -ECONNABORTED instead of a
+ * hang; trainit_alloc() still hands out host memory. A backend that cannot be
+ * loaded fails the init with its errno (-ENOENT: no such plugin, -ENODEV: no
+ * device or driver; trainit_backend_error() says why in words).
+ *
+ * Ordering (device communicators): a call first waits for the work this
+ * process has issued on its device (CUDA: every stream of the context;
+ * Ascend: the device), so inputs written by earlier kernels on any stream
+ * are read complete; when it returns the results are in recv and none of its
+ * own work is outstanding. Peers' device memory is mapped once, at init,
+ * from staging buffers the communicator allocates
+ * (TRAINIT_COLL_DEVICE_STAGING bytes a rank, default 32 MiB; larger calls go
+ * in pieces); a rank started by trainit swaps their handles with its local
+ * peers over sockets trainit made for that start (TRAINIT_COLL_PEER_FDS), a
+ * standalone communicator over sockets rank 0 made.
  */
 #ifndef TRAINIT_COLL_H
 #define TRAINIT_COLL_H
@@ -58,6 +84,12 @@ typedef enum { TRAINIT_SUM, TRAINIT_PROD, TRAINIT_MIN, TRAINIT_MAX } trainit_op;
 
 int trainit_comm_init_from_env(trainit_comm** comm);
 int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size);
+int trainit_comm_init_from_env_backend(trainit_comm** comm, const char* backend);
+int trainit_comm_init_backend(trainit_comm** comm, const char* name, int rank, int size, const char* backend);
+/* The backend's name ("host", "cuda", "ascend", a plugin's own name). */
+const char* trainit_comm_backend(const trainit_comm* comm);
+/* Why the last backend load of this thread failed, in words ("" if none). */
+const char* trainit_backend_error(void);
 int trainit_comm_rank(const trainit_comm* comm);
 int trainit_comm_size(const trainit_comm* comm);
 
@@ -73,6 +105,13 @@ int trainit_barrier(trainit_comm* comm);
 
 void* trainit_alloc(trainit_comm* comm, size_t bytes);
 void trainit_free(trainit_comm* comm, void* ptr);
+
+/* Device memory of the communicator's backend (host memory on "host"). */
+int trainit_device_alloc(trainit_comm* comm, size_t bytes, void** ptr);
+int trainit_device_free(trainit_comm* comm, void* ptr);
+/* Copies bytes between device and host memory either way, or within the
+ * device; done when it returns. */
+int trainit_device_copy(trainit_comm* comm, void* dst, const void* src, size_t bytes);
 
 int trainit_comm_destroy(trainit_comm* comm);
 const char* trainit_strerror(int err);
