@@ -455,6 +455,33 @@ constexpr OptionSpec kOptions[] = {
      },
      .help = "after --hang-timeout: report (default) or stop the\n"
              "job (exit 75)"},
+    {.name = "preflight",
+     .value_name = "WHAT",
+     .values = "none, devices",
+     .apply = [](Options& o, std::string_view value) -> Result<void> {
+       if (value != "none" && value != "devices") {
+         return reason("expected none or devices");
+       }
+       o.preflight_devices = value == "devices";
+       return {};
+     },
+     .show = [](const Options& o) -> std::optional<std::string> {
+       return std::string(o.preflight_devices ? "devices" : "none");
+     },
+     .help = "devices: before the ranks start, check each local\n"
+             "device (open, alloc, join, allreduce, check) with\n"
+             "trainit-device-check; one that fails or hangs fails\n"
+             "the job (exit 79). none (default): no such check"},
+    seconds_option<&Options::preflight_timeout>({.name = "preflight-timeout",
+                                                 .help = "how long a preflight may take: the devices' (then a\n"
+                                                         "device still in its step has hung) and the\n"
+                                                         "collective arena's (default 10)"}),
+    path_option<&Options::device_check>({.name = "device-check",
+                                         .default_text = "trainit-device-check beside the trainit binary, else in "
+                                                         "the library directory it was installed to",
+                                         .help = "the device check --preflight devices runs (default:\n"
+                                                 "trainit-device-check beside trainit, else where\n"
+                                                 "it was installed)"}),
     {.name = "nproc-per-node",
      .value_name = "N",
      .values = "an integer in 1-1024",

@@ -69,6 +69,9 @@ struct Options : PlanOptions {
   std::optional<size_t> coll_arena = kDefaultCollHeap;    // --coll-arena SIZE|off: trainit_alloc's heap
   Duration hang_timeout{0};                               // --hang-timeout SECONDS; 0: no hang detection
   bool hang_stop = false;                                 // --hang-action stop (else report)
+  bool preflight_devices = false;                         // --preflight devices (else none)
+  Duration preflight_timeout = std::chrono::seconds(10);  // --preflight-timeout SECONDS: the devices' and the arena's
+  std::string device_check;                               // --device-check PATH; empty: found (device_preflight.h)
   std::string job_secret_file;                            // --job-secret-file PATH (else TRAINIT_JOB_SECRET)
   std::string as_user;                                    // --as-user NAME: trainit plan only
   // Least privilege: PROGRAM, or every process of a job but sshd.

@@ -15,6 +15,7 @@
 #include "base/exit_code.h"
 #include "base/log.h"
 #include "base/redact.h"
+#include "device_preflight.h"
 #include "job/arena_watch.h"
 #include "job/error_file.h"
 #include "job/host_link.h"
@@ -47,6 +48,7 @@ ArenaSettings arena_settings(const Options& options) {
   settings.heap = options.coll_arena;
   settings.hang_timeout = options.hang_timeout;
   settings.hang_stop = options.hang_stop;
+  settings.preflight_timeout = options.preflight_timeout;
   return settings;
 }
 
@@ -538,6 +540,9 @@ class JobRunner {
     prepare_rank_error_files();
     plan_.rank_table.reset();
     ::malloc_trim(0);
+    if (!check_devices()) {
+      return;
+    }
     if (auto r = arena_.create(local_rank_count()); !r) {
       fail(r.error().exit_code, r.error().message);
       return;
@@ -552,6 +557,36 @@ class JobRunner {
     }
     narrow_own_privileges();
     fire(Event::kDone, fmt::format("{} started", count_of(ranks_.size(), "rank")));
+  }
+
+  // --preflight devices: each local device proves itself before any rank
+  // starts (device_preflight.h), at every start. False after fail() said why.
+  bool check_devices() {
+    if (!options_.preflight_devices) {
+      return true;
+    }
+    std::vector<const ProcessSpec*> ranks;
+    for (const auto& spec : plan_.processes) {
+      if (spec.rank) {
+        ranks.push_back(&spec);
+      }
+    }
+    if (ranks.empty()) {
+      log_warning("--preflight devices: this host starts no rank of its own (mode {}): no device to check",
+                  mode_name(plan_.mode));
+      return true;
+    }
+    auto check = find_device_check(options_.device_check);
+    if (!check) {
+      fail(check.error().exit_code, check.error().message);
+      return false;
+    }
+    const DevicePreflightSettings settings{*check, preflight_backend(env_, plan_.mode), options_.preflight_timeout};
+    if (auto r = run_device_preflight(ranks, settings, pid1_); !r) {
+      fail(r.error().exit_code, r.error().message);
+      return false;
+    }
+    return true;
   }
 
   [[nodiscard]] unsigned local_rank_count() const {

@@ -20,7 +20,8 @@
 // signal N), 128+S when trainit was stopped by signal S, 78 for a bad
 // configuration or table, 75 when the rank table never completed, 73 when a
 // directory or file of the plan could not be created, 76 when a rank broke
-// the collective arena, 70 internal error (docs/reference/exit-codes.md).
+// the collective arena, 79 when a local device failed its preflight
+// (--preflight devices), 70 internal error (docs/reference/exit-codes.md).
 #pragma once
 
 #include "cli.h"

@@ -21,13 +21,15 @@ struct DocumentedVariable {
   bool passed_on;
 };
 inline constexpr DocumentedVariable kDocumentedVariables[] = {
-    {"TRAINIT_JOB_SECRET", false},   // the shared secret of the hosts' control channel
-    {"TRAINIT_COLL_TIMEOUT", true},  // how long a rank's collective waits: the ranks read it
-    {"TRAINIT_COLL_FD", false},      // set by trainit for each rank: its collective arena
-    {"TRAINIT_LOCAL_RANK", false},   // set by trainit for each rank
-    {"TRAINIT_LOCAL_SIZE", false},   // set by trainit for each rank
-    {"TRAINIT_COLL_ID", false},      // set by trainit for each rank: the arena's job-unique id
-    {"TRAINIT_COLL_HEAP", true},     // a standalone communicator's heap: the ranks read it
+    {"TRAINIT_JOB_SECRET", false},    // the shared secret of the hosts' control channel
+    {"TRAINIT_COLL_TIMEOUT", true},   // how long a rank's collective waits: the ranks read it
+    {"TRAINIT_COLL_FD", false},       // set by trainit for each rank: its collective arena
+    {"TRAINIT_LOCAL_RANK", false},    // set by trainit for each rank
+    {"TRAINIT_LOCAL_SIZE", false},    // set by trainit for each rank
+    {"TRAINIT_COLL_ID", false},       // set by trainit for each rank: the arena's job-unique id
+    {"TRAINIT_COLL_HEAP", true},      // a standalone communicator's heap: the ranks read it
+    {"TRAINIT_COLL_BACKEND", true},   // a communicator's backend: the ranks and the device preflight read it
+    {"TRAINIT_FAKEDEV_FAULT", true},  // the fake device's faults, for tests: its plugin reads it
 };
 
 inline constexpr std::string_view kTrainitPrefix = "TRAINIT_";

@@ -5,7 +5,8 @@
 //
 // The job's own code comes first: PROGRAM's (exec mode) or the first failing
 // rank's (job modes), 128+N for death by signal N. trainit's own failures use
-// sysexits.h codes, each for one kind of failure.
+// sysexits.h codes, each for one kind of failure, and one of their own past
+// sysexits' range (79).
 #pragma once
 
 #include <signal.h>
@@ -24,6 +25,7 @@ inline constexpr int kTempFail = 75;        // EX_TEMPFAIL: timed out waiting fo
 inline constexpr int kProtocol = 76;        // EX_PROTOCOL: a rank corrupted the collective arena PID 1 owns
 inline constexpr int kNoPermission = 77;    // EX_NOPERM: trainit may not give --user or --caps; nothing was started
 inline constexpr int kConfig = 78;          // EX_CONFIG: bad configuration or rank table
+inline constexpr int kDeviceFailed = 79;    // trainit's own: a local device failed its preflight; no rank was started
 inline constexpr int kCannotExecute = 126;  // PROGRAM exists but cannot be executed (as a shell says)
 inline constexpr int kNotFound = 127;       // PROGRAM not found (as a shell says)
 inline constexpr int kSignalBase = 128;     // 128+N: died of signal N

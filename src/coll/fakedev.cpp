@@ -12,6 +12,20 @@
 // The memfd's first page is shared bookkeeping (magic, generation, size,
 // exporter, live imports, state) that every process mapping it sees.
 // Synchronous: signal and wait are no-ops.
+//
+// Its device number: what the environment a launcher gives a process names
+// (device_number() in device_check.h): DEVICE_ID, else the visible-devices
+// list (CUDA_VISIBLE_DEVICES, else ASCEND_VISIBLE_DEVICES: its only entry, or
+// entry LOCAL_RANK of several), else LOCAL_RANK, else 0. Read once, by
+// init().
+//
+// Faults for the tests of what uses it (the init's device preflight):
+// TRAINIT_FAKEDEV_FAULT=DEVICE:KIND[,...] (fakedev_fault.h) gives the device
+// of that number a fault, announced on stderr when it strikes:
+//   fail   init() returns -ENODEV;
+//   hang   the first copy or reduce blocks forever;
+//   wrong  every reduce flips the lowest bit of its first result byte.
+// A malformed knob fails init() with -EINVAL.
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -23,10 +37,13 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "coll/backend.h"
+#include "coll/device_check.h"
+#include "coll/fakedev_fault.h"
 #include "coll/kernels.h"
 
 namespace trainit::coll {
@@ -170,7 +187,50 @@ int check_use(const void* p, size_t len, const char* what) {
   return 0;
 }
 
+// This process's device and its fault (init() reads them).
+long device = 0;
+FakedevFault fault = FakedevFault::kNone;
+std::atomic<bool> hang_struck{false};
+std::atomic<bool> wrong_said{false};
+
+__attribute__((format(printf, 1, 2))) void say(const char* fmt, ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  if (vsnprintf(msg, sizeof msg, fmt, ap) < 0) {
+    msg[0] = '\0';
+  }
+  va_end(ap);
+  // A report only: nothing to do when stderr is gone.
+  static_cast<void>(
+      std::fprintf(stderr, "trainit fakedev [%d] device %ld: %s\n", static_cast<int>(getpid()), device, msg));
+}
+
+// The hang fault: the first copy or reduce of the process never returns
+// (until a signal ends the process), as a wedged device's would not.
+void maybe_hang(const char* what) {
+  if (fault == FakedevFault::kHang && !hang_struck.exchange(true)) {
+    say("fault injected (TRAINIT_FAKEDEV_FAULT): %s hangs", what);
+    for (;;) {
+      pause();
+    }
+  }
+}
+
 int fd_init() {
+  device = device_number(std::getenv("DEVICE_ID"), std::getenv("CUDA_VISIBLE_DEVICES"),
+                         std::getenv("ASCEND_VISIBLE_DEVICES"), std::getenv("LOCAL_RANK"));
+  const char* knob = std::getenv("TRAINIT_FAKEDEV_FAULT");
+  const FakedevFaultSpec spec = fakedev_fault(knob, device);
+  if (!spec.valid) {
+    say("TRAINIT_FAKEDEV_FAULT=%s is not DEVICE:fail|hang|wrong[,...]", knob);
+    return -EINVAL;
+  }
+  fault = spec.fault;
+  if (fault == FakedevFault::kFail) {
+    say("fault injected (TRAINIT_FAKEDEV_FAULT): no such device");
+    return -ENODEV;
+  }
   return 0;
 }
 
@@ -353,6 +413,7 @@ int fd_copy(void* dst, const void* src, size_t bytes) {
   if (dst == nullptr || src == nullptr) {
     return -EINVAL;
   }
+  maybe_hang("a copy");
   const Locked guard;
   int rc = check_use(dst, bytes, "copy to");
   if (rc < 0) {
@@ -377,6 +438,7 @@ int fd_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   if (dst == nullptr || src == nullptr) {
     return -EINVAL;
   }
+  maybe_hang("a reduce");
   const Locked guard;
   int rc = check_use(dst, count * size, "reduce into");
   if (rc == 1) {
@@ -394,6 +456,12 @@ int fd_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   }
   const void* ins[2] = {dst, src};
   kernels_best()->fold[dtype][op](dst, ins, 2, count);
+  if (fault == FakedevFault::kWrong) {
+    if (!wrong_said.exchange(true)) {
+      say("fault injected (TRAINIT_FAKEDEV_FAULT): reduce results are wrong");
+    }
+    *static_cast<unsigned char*>(dst) ^= 1U;  // the lowest bit of the first element (little-endian)
+  }
   return 0;
 }
 
@@ -406,8 +474,21 @@ uint64_t fd_violations() {
 }
 
 constexpr trainit_coll_backend kFakedev = {
-    TRAINIT_COLL_BACKEND_ABI, "fakedev", fd_init,   fd_alloc,   fd_free,    fd_export,     fd_import,
-    fd_close_import,          fd_copy,   fd_reduce, fd_nothing, fd_nothing, fd_violations, nullptr, nullptr,
+    TRAINIT_COLL_BACKEND_ABI,
+    "fakedev",
+    fd_init,
+    fd_alloc,
+    fd_free,
+    fd_export,
+    fd_import,
+    fd_close_import,
+    fd_copy,
+    fd_reduce,
+    fd_nothing,
+    fd_nothing,
+    fd_violations,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace

@@ -260,6 +260,9 @@ const std::map<std::string, Sample, std::less<>> kSamples = {
     {"coll-arena", {"64M", "67108864", "off"}},
     {"hang-timeout", {"30", "30", "60"}},
     {"hang-action", {"stop", "stop", "report"}},
+    {"preflight", {"devices", "devices", "none"}},
+    {"preflight-timeout", {"2.5", "2.5", "10"}},
+    {"device-check", {"/opt/trainit-device-check", "/opt/trainit-device-check", "/usr/lib/trainit-device-check"}},
     {"nproc-per-node", {"4", "4", "8"}},
     {"master-port", {"29501", "29501", "29502"}},
     {"rank-table-timeout", {"60", "60", "70"}},
@@ -609,7 +612,8 @@ TEST(Cli, SecondsOptionsReadAndShowSecondsAlike) {
     EXPECT_EQ(bad.error().message, flag + " \"soon\": expected seconds such as 8 or 0.5 (at most 86400)");
     EXPECT_EQ(spec.values, option("grace")->values);
   }
-  EXPECT_EQ(seen, 7u);  // grace, stop-delay, hang-timeout, rank-table-timeout, peer-timeout, barrier-timeout, peer-loss
+  // grace, stop-delay, hang-timeout, preflight-timeout, rank-table-timeout, peer-timeout, barrier-timeout, peer-loss
+  EXPECT_EQ(seen, 8u);
 }
 
 TEST(Cli, EveryOptionSaysItsValuesAndItsDefault) {

@@ -1,0 +1,127 @@
+// The device preflight (--preflight devices, docs/modes/device-preflight.md):
+// before a start's ranks, one trainit-device-check (src/coll/device_check.cpp)
+// per local device, each with the environment the plan gives the rank of that
+// device, proves that the devices open, allocate, meet and sum a known
+// pattern exactly through the collective library. A device that fails, is
+// killed, hangs past the bound or sums wrong fails the job before any rank
+// starts (exit 79), in one line naming the device and the step.
+//
+// PID 1 stays static and loads nothing: only the checks load the backend.
+// It trusts nothing they say: it reads a bounded amount of each pipe, takes
+// only the fixed step names in their order from stdout, and keeps one line
+// of stderr, made printable, as the reason. Every check ends reaped before
+// run_device_preflight() returns, within the bound and a SIGKILL's time.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "base/time.h"
+#include "pid1.h"
+#include "plan/plan.h"
+#include "platform/environment.h"
+
+namespace trainit {
+
+// --- pure parts -------------------------------------------------------------
+
+// What a check wrote to stdout: its steps, one line each, in order. Anything
+// else (a name not in the list, a step out of order, a line or a total too
+// long) marks it broken.
+class StepLog {
+ public:
+  static constexpr size_t kMaxBytes = 256;  // all of the steps take 35
+
+  void feed(std::string_view bytes);
+  // The last step it announced, -1 before the first.
+  [[nodiscard]] int step() const { return step_; }
+  // Its name, or "start" before the first.
+  [[nodiscard]] std::string_view step_name() const;
+  // What it wrote that is no step, in words; nullopt while nothing.
+  [[nodiscard]] const std::optional<std::string>& broken() const { return broken_; }
+
+ private:
+  void line(std::string_view text);
+
+  int step_ = -1;
+  size_t bytes_ = 0;
+  std::string partial_;
+  std::optional<std::string> broken_;
+};
+
+// What a check wrote to stderr: its last non-empty line (at most kMaxLine
+// bytes of it kept), as printable text. Reads any amount, keeps little.
+class ReasonLog {
+ public:
+  static constexpr size_t kMaxLine = 300;
+
+  void feed(std::string_view bytes);
+  [[nodiscard]] std::string reason() const;
+
+ private:
+  std::string partial_;
+  std::string last_;
+};
+
+// How a check ended.
+struct CheckEnd {
+  enum class How {
+    kPassed,  // exit 0 after every step
+    kFailed,  // exit 1 (or another status): this device's failure
+    kPeer,    // exit 2: it gave up waiting for another device's check
+    kKilled,  // a signal ended it
+    kHung,    // still running at the bound: killed
+    kBroken,  // wrote what is no step
+  };
+  std::string device;  // "2"
+  How how = How::kPassed;
+  int status = 0;  // kFailed: the exit status; kKilled: the signal
+  std::string step;
+  std::string reason;  // stderr's last line
+};
+
+// The failure line the checks' ends call for ("device 2: allreduce: ..."),
+// nullopt when every one passed. A device's own failure (in the order they
+// ended) wins over a hang, a hang over a check that gave up waiting for
+// another; the others that failed on their own are counted after it.
+[[nodiscard]] std::optional<std::string> preflight_failure(const std::vector<CheckEnd>& ends, Duration bound);
+
+// The device a rank of the plan uses, as the fake device reads it
+// (device_number() in src/coll/device_check.h).
+[[nodiscard]] std::string device_of(const ProcessSpec& rank);
+
+// The backend the checks load: TRAINIT_COLL_BACKEND from the job's
+// environment; unset, "ascend" on the platform's Ascend hosts (modes ascend,
+// msrun, msrun-exec, or ASCEND_VISIBLE_DEVICES set), else "cuda".
+[[nodiscard]] std::string preflight_backend(const Environment& env, Mode mode);
+
+// trainit-device-check: `given` (--device-check) when set, else beside
+// trainit's own binary (`self`'s directory), else `installed`. The error
+// names where it looked.
+[[nodiscard]] Result<std::string> find_device_check(const std::string& given, const std::string& self,
+                                                    const std::string& installed);
+// The same for this trainit: /proc/self/exe, and the path it was built to
+// install the check at.
+[[nodiscard]] Result<std::string> find_device_check(const std::string& given);
+
+// --- the run ----------------------------------------------------------------
+
+struct DevicePreflightSettings {
+  std::string check;    // trainit-device-check's path
+  std::string backend;  // what the checks load
+  Duration bound = std::chrono::seconds(10);
+};
+
+// Runs one check per rank of `ranks` (each with its environment and working
+// directory, as the job's user) and waits for them within the bound. The
+// error: exit_code::kDeviceFailed and the failure line, or kOsError when a
+// check could not be started.
+[[nodiscard]] Result<void> run_device_preflight(const std::vector<const ProcessSpec*>& ranks,
+                                                const DevicePreflightSettings& settings, const Pid1& pid1);
+
+}  // namespace trainit
