@@ -397,6 +397,32 @@ int fd_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   return 0;
 }
 
+int fd_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
+  const size_t size = dtype_size(dtype);
+  if (size == 0 || op < 0 || op >= kOps || n < 1 || srcs == nullptr) {
+    return -EINVAL;
+  }
+  if (count == 0) {
+    return 0;
+  }
+  const Locked guard;
+  int rc = check_use(dst, count * size, "fold into");
+  if (rc == 1) {
+    return violation(-EFAULT, "fold into host memory %p (device buffers only)", dst);
+  }
+  for (int i = 0; rc == 0 && i < n; ++i) {
+    rc = check_use(srcs[i], count * size, "fold from");
+    if (rc == 1) {
+      return violation(-EFAULT, "fold from host memory %p (device buffers only)", srcs[i]);
+    }
+  }
+  if (rc < 0) {
+    return rc;
+  }
+  kernels_best()->fold[dtype][op](dst, srcs, n, count);
+  return 0;
+}
+
 int fd_nothing() {
   return 0;
 }
@@ -406,8 +432,22 @@ uint64_t fd_violations() {
 }
 
 constexpr trainit_coll_backend kFakedev = {
-    TRAINIT_COLL_BACKEND_ABI, "fakedev", fd_init,   fd_alloc,   fd_free,    fd_export,     fd_import,
-    fd_close_import,          fd_copy,   fd_reduce, fd_nothing, fd_nothing, fd_violations, nullptr, nullptr,
+    TRAINIT_COLL_BACKEND_ABI,
+    "fakedev",
+    fd_init,
+    fd_alloc,
+    fd_free,
+    fd_export,
+    fd_import,
+    fd_close_import,
+    fd_copy,
+    fd_reduce,
+    fd_nothing,
+    fd_nothing,
+    fd_violations,
+    nullptr,
+    nullptr,
+    fd_fold,
 };
 
 }  // namespace
