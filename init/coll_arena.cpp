@@ -21,6 +21,7 @@
 
 #include "base/log.h"
 #include "coll/arena.h"
+#include "coll/comm.h"
 
 namespace trainit {
 namespace {
@@ -117,7 +118,7 @@ int64_t monotonic_ns() {
   ::setenv("TRAINIT_LOCAL_RANK", std::to_string(rank).c_str(), 1);
   ::setenv("TRAINIT_LOCAL_SIZE", std::to_string(ranks).c_str(), 1);
   trainit_comm* comm = nullptr;
-  if (trainit_comm_init_from_env(&comm) != 0)
+  if (coll::comm_init_from_env_host(&comm) != 0)
     ::_exit(10);
   if (trainit_barrier(comm) != 0)
     ::_exit(11);

@@ -2,12 +2,16 @@
 
 #include <fmt/format.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "coll/comm.h"
 
 namespace trainit {
 
@@ -49,6 +53,14 @@ Result<void> ArenaWatch::make(unsigned local_ranks) {
   if (!arena) {
     return Error{arena.error().message, arena.error().errnum, exit_code::kOsError};
   }
+  peer_socks_.clear();
+  if (local_ranks <= coll::kMaxPeerSockRanks) {
+    auto mesh = peer_socket_mesh(local_ranks);
+    if (!mesh) {
+      return mesh.error();
+    }
+    peer_socks_ = std::move(*mesh);
+  }
   id_ = fmt::format("{:016x}", id);
   log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", local_ranks,
            static_cast<double>(arena->bytes()) / (1 << 20));
@@ -60,7 +72,30 @@ std::optional<ArenaSeat> ArenaWatch::next_seat() {
   if (!arena_) {
     return std::nullopt;
   }
-  return ArenaSeat{arena_->fd(), next_local_rank_++, arena_->ranks(), id_};
+  const unsigned rank = next_local_rank_++;
+  ArenaSeat seat{arena_->fd(), rank, arena_->ranks(), id_, {}};
+  if (peer_socks_.size() == size_t{arena_->ranks()} * arena_->ranks() && rank < arena_->ranks()) {
+    for (unsigned p = 0; p < arena_->ranks(); ++p) {
+      seat.peer_socks.push_back(std::move(peer_socks_[size_t{rank} * arena_->ranks() + p]));
+    }
+  }
+  return seat;
+}
+
+Result<std::vector<Fd>> peer_socket_mesh(unsigned ranks) {
+  std::vector<Fd> mesh(size_t{ranks} * ranks);
+  for (unsigned i = 0; i < ranks; ++i) {
+    for (unsigned j = i + 1; j < ranks; ++j) {
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+        return Error{fmt::format("cannot make the sockets between {} local ranks: {}", ranks, std::strerror(errno)),
+                     errno, exit_code::kOsError};
+      }
+      mesh[size_t{i} * ranks + j] = Fd(pair[0]);
+      mesh[size_t{j} * ranks + i] = Fd(pair[1]);
+    }
+  }
+  return mesh;
 }
 
 void ArenaWatch::abort(std::string_view why) {

@@ -33,6 +33,10 @@ struct ArenaSettings {
   Duration preflight_timeout = std::chrono::seconds(10);
 };
 
+// A SOCK_SEQPACKET socketpair between every two of `ranks` local ranks:
+// [i * ranks + j] is rank i's end towards rank j (empty where i == j).
+Result<std::vector<Fd>> peer_socket_mesh(unsigned ranks);
+
 class ArenaWatch {
  public:
   // The job must stop: its exit code and cause.
@@ -51,7 +55,8 @@ class ArenaWatch {
   // Its outcome, an error too, is create()'s: a failure is still reported
   // where it always was, when the ranks are about to start.
   void prepare(unsigned local_ranks);
-  // The next rank's seat; nullopt without an arena.
+  // The next rank's seat, with its sockets to its peers; nullopt without an
+  // arena.
   [[nodiscard]] std::optional<ArenaSeat> next_seat();
 
   // Every collective in flight returns -ECONNABORTED, now and later.
@@ -79,6 +84,7 @@ class ArenaWatch {
   std::optional<unsigned> prepared_for_;  // prepare()'s local ranks, until create() takes it
   Result<void> prepared_;                 // and what it gave
   std::string id_;                        // TRAINIT_COLL_ID
+  std::vector<Fd> peer_socks_;            // ranks x ranks: [i * ranks + j], rank i's end towards j
   std::vector<unsigned> hangs_reported_;
   SourceHandle timer_;
 };

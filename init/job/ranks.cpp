@@ -26,12 +26,25 @@ Result<Started> Launcher::start(const ProcessSpec& spec, const ArenaSeat* seat, 
     pid1_.privileges->set_identity(env);
     o.credentials = pid1_.privileges->credentials();
   }
+  std::vector<int> inherited;
   if (seat) {
     env.push_back(fmt::format("TRAINIT_COLL_FD={}", seat->fd));
     env.push_back(fmt::format("TRAINIT_LOCAL_RANK={}", seat->local_rank));
     env.push_back(fmt::format("TRAINIT_LOCAL_SIZE={}", seat->local_size));
     env.push_back(fmt::format("TRAINIT_COLL_ID={}", seat->id));
-    o.inherit_fd = seat->fd;
+    inherited.push_back(seat->fd);
+    if (!seat->peer_socks.empty()) {
+      std::string fds;
+      for (const Fd& sock : seat->peer_socks) {
+        fds += fds.empty() ? "" : ",";
+        fds += sock ? std::to_string(sock.get()) : "-";
+        if (sock) {
+          inherited.push_back(sock.get());
+        }
+      }
+      env.push_back("TRAINIT_COLL_PEER_FDS=" + fds);
+    }
+    o.inherit_fds = inherited;
   }
   o.argv = spec.argv;
   o.env = &env;

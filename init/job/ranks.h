@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/fd.h"
 #include "base/result.h"
 #include "log/relay.h"
 #include "loop/loop.h"
@@ -32,6 +33,11 @@ struct ArenaSeat {
   unsigned local_rank = 0;
   unsigned local_size = 0;
   std::string id;
+  // A socket to each local peer for swapping device handles
+  // (TRAINIT_COLL_PEER_FDS; -1 at the rank's own index), none past
+  // kMaxPeerSockRanks ranks. The seat owns them: once the rank is started
+  // they close here, so that only the two ranks of a pair hold it.
+  std::vector<Fd> peer_socks;
 };
 
 struct Started {

@@ -78,6 +78,14 @@ int host_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   return 0;
 }
 
+int host_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
+  if (dtype_size(dtype) == 0 || op < 0 || op >= kOps || n < 1 || srcs == nullptr || (count != 0 && dst == nullptr)) {
+    return -EINVAL;
+  }
+  kernels_best()->fold[dtype][op](dst, srcs, n, count);
+  return 0;
+}
+
 int host_nothing() {
   return 0;
 }
@@ -102,6 +110,7 @@ constexpr trainit_coll_backend kHost = {
     host_violations,
     nullptr,
     nullptr,
+    host_fold,
 };
 
 }  // namespace
@@ -290,9 +299,10 @@ int allow_peers(const trainit_coll_backend* b, const int* socks, int n, int rank
   return rc != 0 ? rc : b->allow_import(handle, handle_len, ids, count);
 }
 
-// Exports buf, sends its handle and fd to every peer, then imports each
-// peer's into peers[peer].
-int exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank, void** peers) {
+}  // namespace
+
+int coll_backend_exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank,
+                          void** peers) {
   unsigned char handle[TRAINIT_COLL_HANDLE_MAX];
   size_t handle_len = sizeof handle;
   int fd = -1;
@@ -326,8 +336,6 @@ int exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t 
   return rc;
 }
 
-}  // namespace
-
 int coll_backend_allreduce(trainit_comm* comm, const trainit_coll_backend* b, const int* socks, void* buf, size_t count,
                            int dtype, int op) {
   if (comm == nullptr || b == nullptr || socks == nullptr || buf == nullptr || dtype_size(dtype) == 0 || op < 0 ||
@@ -346,7 +354,7 @@ int coll_backend_allreduce(trainit_comm* comm, const trainit_coll_backend* b, co
   // The caller's writes to buf are done before any peer reads it.
   int rc = finish(b);
   if (rc == 0 && n > 1) {
-    rc = exchange(b, socks, buf, bytes, n, rank, peers);
+    rc = coll_backend_exchange(b, socks, buf, bytes, n, rank, peers);
   }
   if (rc == 0) {
     rc = b->alloc(bytes, &acc);

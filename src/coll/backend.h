@@ -67,6 +67,12 @@ typedef struct trainit_coll_backend {
    * handle is sent, with the importers' process_id()s. */
   int (*process_id)(int32_t* id);
   int (*allow_import)(const void* handle, size_t handle_len, const int32_t* ids, size_t n);
+  /* ABI 2, may be NULL. dst = srcs[0] op srcs[1] op ... op srcs[n-1], for
+   * each element in that order (dst may be one of srcs only when it is
+   * srcs[0]): f16 and bf16 accumulate in f32 and round once, as the host
+   * kernels do, so results are bitwise the host allreduce's. Without it,
+   * copy and pairwise reduce are used (f16/bf16 then round at each step). */
+  int (*fold)(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op);
 } trainit_coll_backend;
 
 typedef const trainit_coll_backend* (*trainit_coll_backend_entry_fn)(void);
@@ -98,6 +104,13 @@ const char* coll_backend_last_error();
 // recv: *handle_len in, the room; out, the length; *fd, the received
 // descriptor or -1.
 int coll_send_handle(int sock, const void* handle, size_t handle_len, int fd);
+// Exports buf (bytes of it), lets the peers import it (allow_import, with
+// their process_id()s swapped first), sends its handle to every peer over
+// socks and imports each peer's into peers[peer] (peers[rank] untouched).
+// 0 or a negative errno; imports made before an error stay in peers for the
+// caller to close.
+int coll_backend_exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank,
+                          void** peers);
 int coll_recv_handle(int sock, void* handle, size_t* handle_len, int* fd);
 
 // Allreduces count elements of buf, memory that backend b allocated in this

@@ -335,28 +335,43 @@ extern "C" {
 int trainit_allreduce(trainit_comm* comm, const void* send, void* recv, size_t count, trainit_dtype dtype,
                       trainit_op op) {
   const int r = precheck(comm);
+  if (r == 0 && comm->device_call != nullptr) {
+    return comm->device_call(comm, {kOpAllreduce, send, recv, count, dtype, op, 0});
+  }
   return r < 0 ? r : run(comm, Reduce(comm, kOpAllreduce, send, recv, count, dtype, op, -1));
 }
 
 int trainit_reduce(trainit_comm* comm, const void* send, void* recv, size_t count, trainit_dtype dtype, trainit_op op,
                    int root) {
   const int r = precheck(comm);
+  if (r == 0 && comm->device_call != nullptr) {
+    return comm->device_call(comm, {kOpReduce, send, recv, count, dtype, op, root});
+  }
   return r < 0 ? r : run(comm, Reduce(comm, kOpReduce, send, recv, count, dtype, op, root));
 }
 
 int trainit_reduce_scatter(trainit_comm* comm, const void* send, void* recv, size_t recvcount, trainit_dtype dtype,
                            trainit_op op) {
   const int r = precheck(comm);
+  if (r == 0 && comm->device_call != nullptr) {
+    return comm->device_call(comm, {kOpReduceScatter, send, recv, recvcount, dtype, op, 0});
+  }
   return r < 0 ? r : run(comm, ReduceScatter(comm, send, recv, recvcount, dtype, op));
 }
 
 int trainit_allgather(trainit_comm* comm, const void* send, void* recv, size_t sendcount, trainit_dtype dtype) {
   const int r = precheck(comm);
+  if (r == 0 && comm->device_call != nullptr) {
+    return comm->device_call(comm, {kOpAllgather, send, recv, sendcount, dtype, 0, 0});
+  }
   return r < 0 ? r : run(comm, Allgather(comm, send, recv, sendcount, dtype));
 }
 
 int trainit_broadcast(trainit_comm* comm, void* buf, size_t count, trainit_dtype dtype, int root) {
   const int r = precheck(comm);
+  if (r == 0 && comm->device_call != nullptr) {
+    return comm->device_call(comm, {kOpBroadcast, buf, buf, count, dtype, 0, root});
+  }
   return r < 0 ? r : run(comm, Broadcast(comm, buf, count, dtype, root));
 }
 

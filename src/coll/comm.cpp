@@ -236,8 +236,11 @@ struct Hello {
 struct Reply {
   uint64_t magic;
   int32_t status;  // 0, or the negative errno the joining rank returns
-  int32_t pad;
+  int32_t peers;   // peer sockets sent after the arena's fd (0 or size - 1)
 };
+
+// The most descriptors one reply carries: the arena's and a socket to each peer.
+constexpr int kReplyFds = kMaxPeerSockRanks;
 
 int socket_address(const char* name, sockaddr_un* addr, socklen_t* len) {
   *addr = sockaddr_un{};
@@ -306,23 +309,70 @@ bool same_user(int fd, pid_t* pid) {
   return cred.uid == geteuid();
 }
 
-int send_reply(int fd, int status, int arena_fd) {
-  Reply reply{kHelloMagic, status, 0};
+// The reply to a joining rank: its status and, on success, the arena's fd
+// followed by its `peers` sockets to the other ranks.
+int send_reply(int fd, int status, int arena_fd, const int* peer_socks = nullptr, int peers = 0) {
+  Reply reply{kHelloMagic, status, arena_fd >= 0 ? peers : 0};
   iovec iov{&reply, sizeof(reply)};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kReplyFds)] = {};
   if (arena_fd >= 0) {
+    const size_t fds = 1 + static_cast<size_t>(reply.peers);
     msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds);
     cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds);
     std::memcpy(CMSG_DATA(cmsg), &arena_fd, sizeof(int));
+    if (reply.peers > 0) {
+      std::memcpy(CMSG_DATA(cmsg) + sizeof(int), peer_socks, sizeof(int) * static_cast<size_t>(reply.peers));
+    }
   }
   return sendmsg(fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(reply)) ? 0 : -ECONNABORTED;
+}
+
+// A SOCK_SEQPACKET socketpair between every two of size ranks:
+// mesh[i * size + j] is rank i's end towards rank j (-1 where i == j).
+// Nothing is made (false, mesh all -1) past kMaxPeerSockRanks ranks or when
+// the descriptors run out: device communicators then say so at their init.
+bool make_mesh(int size, int* mesh) {
+  for (int i = 0; i < size * size; ++i) {
+    mesh[i] = -1;
+  }
+  if (size < 2 || size > kMaxPeerSockRanks) {
+    return false;
+  }
+  for (int i = 0; i < size; ++i) {
+    for (int j = i + 1; j < size; ++j) {
+      int pair[2];
+      if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+        for (int k = 0; k < size * size; ++k) {
+          if (mesh[k] >= 0) {
+            close(mesh[k]);
+            mesh[k] = -1;
+          }
+        }
+        return false;
+      }
+      mesh[i * size + j] = pair[0];
+      mesh[j * size + i] = pair[1];
+    }
+  }
+  return true;
+}
+
+// Rank r's row of the mesh without its own (-1) entry: what its reply carries.
+int mesh_row(const int* mesh, int size, int r, int* row) {
+  int k = 0;
+  for (int p = 0; p < size; ++p) {
+    if (p != r) {
+      row[k++] = mesh[r * size + p];
+    }
+  }
+  return k;
 }
 
 // Rank 0: creates the arena, committed up front, and serves it to size - 1
@@ -362,7 +412,9 @@ int create_arena(int size, int* out_fd, void** base, size_t* bytes) {
   return r;
 }
 
-int serve_arena(const char* name, int size, int arena_fd, void* base, int64_t deadline) {
+// Rank 0: serves the arena (and, with a mesh, each rank's sockets to its
+// peers) to size - 1 ranks; own_socks (size entries) gets rank 0's row.
+int serve_arena(const char* name, int size, int arena_fd, void* base, int64_t deadline, int* own_socks) {
   sockaddr_un addr;
   socklen_t len = 0;
   int r = socket_address(name, &addr, &len);
@@ -414,24 +466,35 @@ int serve_arena(const char* name, int size, int arena_fd, void* base, int64_t de
   }
   // Everyone is here (or the deadline passed): nobody else may join.
   close(lfd);
+  int mesh[kMaxPeerSockRanks * kMaxPeerSockRanks];
+  const bool meshed = r == 0 && size <= kMaxPeerSockRanks && make_mesh(size, mesh);
   for (int i = 1; i < size; ++i) {
     if (conns[i] >= 0) {
-      if (r == 0 && send_reply(conns[i], 0, arena_fd) < 0) {
+      int row[kMaxPeerSockRanks];
+      const int peers = meshed ? mesh_row(mesh, size, i, row) : 0;
+      if (r == 0 && send_reply(conns[i], 0, arena_fd, row, peers) < 0) {
         coll_arena_abort(base, size);  // that peer is gone already: the others see it at their first call
       }
       if (r < 0) {
         (void)send_reply(conns[i], r, -1);
       }
       close(conns[i]);
+      for (int p = 0; p < peers; ++p) {
+        close(row[p]);  // rank i holds its ends now
+      }
     }
+  }
+  for (int p = 0; p < size; ++p) {
+    own_socks[p] = meshed ? mesh[p] : -1;
   }
   std::free(conns);
   return r;
 }
 
 // Ranks 1…size-1: connects (retrying until rank 0 listens) and receives the
-// arena's fd.
-int join_arena(const char* name, int rank, int size, int64_t deadline, int* arena_fd) {
+// arena's fd, and the sockets to its peers where rank 0 sent them (socks:
+// size entries, -1 where none).
+int join_arena(const char* name, int rank, int size, int64_t deadline, int* arena_fd, int* socks) {
   sockaddr_un addr;
   socklen_t len = 0;
   int r = socket_address(name, &addr, &len);
@@ -480,27 +543,33 @@ int join_arena(const char* name, int rank, int size, int64_t deadline, int* aren
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kReplyFds)] = {};
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
   const ssize_t got = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
   close(fd);
-  int received = -1;
+  int received[kReplyFds];
+  size_t fds = 0;
   for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg != nullptr; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-    if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
-      std::memcpy(&received, CMSG_DATA(cmsg), sizeof(int));
+    if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS && fds == 0) {
+      fds = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      fds = fds > kReplyFds ? kReplyFds : fds;
+      std::memcpy(received, CMSG_DATA(cmsg), sizeof(int) * fds);
     }
   }
-  if (got != static_cast<ssize_t>(sizeof(reply)) || reply.magic != kHelloMagic || reply.status != 0 || received < 0) {
-    if (received >= 0) {
-      close(received);
+  const bool well_formed = got == static_cast<ssize_t>(sizeof(reply)) && reply.magic == kHelloMagic;
+  const bool ok = well_formed && reply.status == 0 && fds >= 1 && (msg.msg_flags & MSG_CTRUNC) == 0 &&
+                  (reply.peers == 0 || (reply.peers == size - 1 && fds == static_cast<size_t>(size)));
+  if (!ok) {
+    for (size_t i = 0; i < fds; ++i) {
+      close(received[i]);
     }
-    if (got == static_cast<ssize_t>(sizeof(reply)) && reply.magic == kHelloMagic && reply.status < 0) {
-      return reply.status;
-    }
-    return -ECONNABORTED;
+    return well_formed && reply.status < 0 ? reply.status : -ECONNABORTED;
   }
-  *arena_fd = received;
+  *arena_fd = received[0];
+  for (int p = 0, k = 1; p < size && reply.peers > 0; ++p) {
+    socks[p] = p == rank ? -1 : received[k++];
+  }
   return 0;
 }
 
@@ -700,10 +769,87 @@ int comm_wait_all(trainit_comm* c, uint32_t s, int64_t deadline_ns) {
 
 using trainit::coll::comm_now_ns;
 
-extern "C" {
+namespace trainit::coll {
+namespace {
 
-int trainit_comm_init_from_env(trainit_comm** comm) {
-  using namespace trainit::coll;
+// Keeps the sockets to the peers (socks: n entries, -1 where none) in c.
+int keep_peer_socks(trainit_comm* c, const int* socks) {
+  bool any = false;
+  for (int p = 0; p < c->n; ++p) {
+    any = any || socks[p] >= 0;
+  }
+  if (!any) {
+    return 0;
+  }
+  c->peer_socks = static_cast<int*>(std::malloc(sizeof(int) * static_cast<size_t>(c->n)));
+  if (c->peer_socks == nullptr) {
+    return -ENOMEM;
+  }
+  std::memcpy(c->peer_socks, socks, sizeof(int) * static_cast<size_t>(c->n));
+  return 0;
+}
+
+void close_socks(const int* socks, int n) {
+  for (int p = 0; p < n; ++p) {
+    if (socks[p] >= 0) {
+      close(socks[p]);
+    }
+  }
+}
+
+// TRAINIT_COLL_PEER_FDS: one entry per local rank, "-" at the rank's own,
+// each a descriptor of a unix SOCK_SEQPACKET socket (what trainit passes).
+// Unset: none (socks all -1). Anything else is -EINVAL. Every socket becomes
+// close-on-exec: what the rank runs from now on does not get it.
+int peer_fds_from_env(int rank, int size, int* socks) {
+  for (int p = 0; p < size; ++p) {
+    socks[p] = -1;
+  }
+  const char* v = std::getenv("TRAINIT_COLL_PEER_FDS");
+  if (v == nullptr || *v == '\0') {
+    return 0;
+  }
+  if (size > kMaxPeerSockRanks) {
+    return -EINVAL;
+  }
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) {
+      if (*v != '-') {
+        return -EINVAL;
+      }
+      ++v;
+    } else {
+      char* end = nullptr;
+      errno = 0;
+      const long fd = std::strtol(v, &end, 10);
+      int type = 0;
+      int domain = 0;
+      socklen_t len = sizeof(int);
+      socklen_t dlen = sizeof(int);
+      if (errno != 0 || end == v || fd < 0 || fd > INT32_MAX ||
+          getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET ||
+          getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_DOMAIN, &domain, &dlen) != 0 || domain != AF_UNIX) {
+        return -EINVAL;
+      }
+      socks[p] = static_cast<int>(fd);
+      v = end;
+    }
+    if (*v != (p + 1 < size ? ',' : '\0')) {
+      return -EINVAL;
+    }
+    v += *v == ',' ? 1 : 0;
+  }
+  for (int p = 0; p < size; ++p) {
+    if (socks[p] >= 0) {
+      (void)fcntl(socks[p], F_SETFD, fcntl(socks[p], F_GETFD) | FD_CLOEXEC);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int comm_init_from_env_host(trainit_comm** comm) {
   if (comm == nullptr) {
     return -EINVAL;
   }
@@ -714,9 +860,14 @@ int trainit_comm_init_from_env(trainit_comm** comm) {
   if (fd < 0 || fd > INT32_MAX || rank < 0 || size < 1 || size > kMaxRanks || rank >= size) {
     return -EINVAL;
   }
+  int socks[kMaxPeerSockRanks];
+  int r = peer_fds_from_env(static_cast<int>(rank), static_cast<int>(size), socks);
+  if (r < 0) {
+    return r;
+  }
   void* base = nullptr;
   size_t bytes = 0;
-  int r = map_arena(static_cast<int>(fd), &base, &bytes);
+  r = map_arena(static_cast<int>(fd), &base, &bytes);
   if (r < 0) {
     return r == -EBADF ? -EINVAL : r;
   }
@@ -740,6 +891,11 @@ int trainit_comm_init_from_env(trainit_comm** comm) {
     munmap(base, bytes);
     return r;
   }
+  if (size <= kMaxPeerSockRanks && (r = keep_peer_socks(*comm, socks)) < 0) {
+    trainit_comm_destroy(*comm);
+    *comm = nullptr;
+    return r;
+  }
   // The rank trainit started needed the descriptor across its exec; what it
   // runs from now on (a shell's commands, a daemon) does not get it.
   (void)fcntl(static_cast<int>(fd), F_SETFD, fcntl(static_cast<int>(fd), F_GETFD) | FD_CLOEXEC);
@@ -747,8 +903,7 @@ int trainit_comm_init_from_env(trainit_comm** comm) {
   return 0;
 }
 
-int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size) {
-  using namespace trainit::coll;
+int comm_init_named_host(trainit_comm** comm, const char* name, int rank, int size) {
   if (comm == nullptr) {
     return -EINVAL;
   }
@@ -760,6 +915,10 @@ int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size)
   const int64_t deadline = comm_now_ns() + (timeout > 0 ? timeout : kJoinTimeout);
   void* base = nullptr;
   size_t bytes = 0;
+  int socks[kMaxPeerSockRanks];
+  for (int& sock : socks) {
+    sock = -1;
+  }
   int r = 0;
   if (rank == 0) {
     int fd = -1;
@@ -768,12 +927,12 @@ int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size)
       return r;
     }
     if (size > 1) {
-      r = serve_arena(name, size, fd, base, deadline);
+      r = serve_arena(name, size, fd, base, deadline, socks);
     }
     close(fd);  // the mappings keep the memory; nothing is left once they go
   } else {
     int fd = -1;
-    r = join_arena(name, rank, size, deadline, &fd);
+    r = join_arena(name, rank, size, deadline, &fd, socks);
     if (r < 0) {
       return r;
     }
@@ -781,21 +940,35 @@ int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size)
     close(fd);
     if (r == 0 && static_cast<int>(arena_header(base)->local_size) != size) {
       munmap(base, bytes);
+      base = nullptr;
       r = -EPROTO;
     }
   }
+  const int socks_n = size <= kMaxPeerSockRanks ? size : 0;
   if (r < 0) {
     if (base != nullptr) {
       munmap(base, bytes);
     }
+    close_socks(socks, socks_n);
     return r;
   }
   r = comm_attach(comm, base, bytes, rank);
   if (r < 0) {
     munmap(base, bytes);
+    close_socks(socks, socks_n);
+    return r;
+  }
+  if (socks_n > 0 && (r = keep_peer_socks(*comm, socks)) < 0) {
+    close_socks(socks, socks_n);
+    trainit_comm_destroy(*comm);
+    *comm = nullptr;
   }
   return r;
 }
+
+}  // namespace trainit::coll
+
+extern "C" {
 
 int trainit_comm_rank(const trainit_comm* comm) {
   return comm == nullptr ? -EINVAL : comm->rank;
@@ -808,6 +981,13 @@ int trainit_comm_size(const trainit_comm* comm) {
 int trainit_comm_destroy(trainit_comm* comm) {
   if (comm == nullptr) {
     return 0;
+  }
+  if (comm->device_destroy != nullptr) {
+    comm->device_destroy(comm);  // while the arena's barrier still works
+  }
+  if (comm->peer_socks != nullptr) {
+    trainit::coll::close_socks(comm->peer_socks, comm->n);
+    std::free(comm->peer_socks);
   }
   for (int p = 0; p < comm->n; ++p) {
     if (comm->pidfds[p] >= 0) {

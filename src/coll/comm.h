@@ -9,6 +9,11 @@
 #include "coll/arena.h"
 #include "coll/kernels.h"
 
+namespace trainit::coll {
+struct DeviceComm;
+struct DeviceCall;
+}  // namespace trainit::coll
+
 struct trainit_comm {
   unsigned char* base;  // the arena, mapped shared
   size_t size;
@@ -38,6 +43,15 @@ struct trainit_comm {
   uint64_t waits_slept;     // after sleeping on the futex at least once
   int64_t death_grace_ns;   // how long a dead peer goes unanswered before this rank aborts
   int64_t peer_dead_since;  // when this rank first saw a peer dead (0: never)
+  // Per rank, a SOCK_SEQPACKET socket to that peer for swapping device
+  // handles (-1 at this rank's own index); nullptr when none came.
+  int* peer_socks;
+  // A device communicator's state and its collectives (device.cpp), reached
+  // only through these pointers: a program that never makes one (PID 1)
+  // links no backend loader.
+  trainit::coll::DeviceComm* device;
+  int (*device_call)(trainit_comm* c, const trainit::coll::DeviceCall& call);
+  void (*device_destroy)(trainit_comm* c);
 };
 
 namespace trainit::coll {
@@ -58,5 +72,28 @@ int comm_wait_all(trainit_comm* c, uint32_t s, int64_t deadline_ns);
 void comm_publish(trainit_comm* c, uint32_t s);
 
 int64_t comm_now_ns();
+
+// Communicators of host memory (the "host" backend), before device.cpp
+// chooses a backend: trainit_comm_init_from_env() and trainit_comm_init()
+// without TRAINIT_COLL_BACKEND. PID 1's preflight calls these, so that the
+// variable in its environment never makes it load a plugin.
+int comm_init_from_env_host(trainit_comm** comm);
+int comm_init_named_host(trainit_comm** comm, const char* name, int rank, int size);
+
+// Ranks up to this many get a socket to each peer (n(n-1)/2 pairs): from
+// trainit (TRAINIT_COLL_PEER_FDS) or from rank 0 of a standalone
+// communicator. Device communicators need them.
+inline constexpr int kMaxPeerSockRanks = 16;
+
+// One device collective's arguments (device.cpp).
+struct DeviceCall {
+  CollOp kind;
+  const void* send;
+  void* recv;
+  size_t count;  // allreduce, reduce, broadcast: all; reduce_scatter: recvcount; allgather: sendcount
+  int dtype;
+  int op;
+  int root;
+};
 
 }  // namespace trainit::coll

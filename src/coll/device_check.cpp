@@ -16,10 +16,12 @@
 // The steps (device_check.h): open (the backend loads and picks its device
 // from the environment), alloc, join, allreduce (an f32 and an i32 sum of a
 // pattern of (INDEX + 1) multiples, copied to and from the device), check
-// (every element equals its exact sum). Before each step its name goes to
+// (every element equals its exact sum; a wrong one is summed again by this
+// device alone, to tell its fault from another's). Before each step its name goes to
 // stdout as one line; a failure writes one line to stderr, the reason, and
-// exits 1, or 2 when the step failed waiting for another check (timed out,
-// aborted); 0 when every step passed; 64 for bad arguments.
+// exits 1, or 2 when the step failed for another device (a join or a
+// collective that timed out or was aborted waiting for one, a wrong sum this
+// device alone gets right); 0 when every step passed; 64 for bad arguments.
 #include "coll/device_check.h"
 
 #include <errno.h>
@@ -222,40 +224,77 @@ class Check {
       reason(kAllreduce, "i32 sum: %s", trainit_strerror(r));
       return status_of(r);
     }
-    r = copy(host_f32_, bufs_.recv_f32);
-    if (r == 0) {
-      r = copy(host_i32_, bufs_.recv_i32);
-    }
-    if (r != 0) {
+    if (r = copy_back(); r != 0) {
       reason(kAllreduce, "copying the sums from the device: %s", trainit_strerror(r));
       return kDeviceCheckFailed;
     }
     return kDeviceCheckPassed;
   }
 
+  // The sums against the exact ones. A wrong one is this device's fault or
+  // another's: each device folds a share of the elements for all, so every
+  // check sees a wrong element. The same pattern summed by this device
+  // alone (its solo communicator) tells which: wrong there too, it is this
+  // device's; right, another's (exit 2, as for a peer).
   int check() {
     announce(kCheck);
-    // Sum over the checks i of (i + 1): n (n + 1) / 2.
-    const int32_t checks = a_.count * (a_.count + 1) / 2;
-    for (size_t j = 0; j < kCount; ++j) {
-      const auto want = static_cast<float>(checks * multiple(j));
-      if (std::memcmp(&host_f32_[j], &want, sizeof want) != 0) {
-        reason(kCheck, "wrong f32 sum at element %zu: %.9g, not %.9g", j, static_cast<double>(host_f32_[j]),
-               static_cast<double>(want));
-        return kDeviceCheckFailed;
-      }
-    }
-    for (size_t j = 0; j < kCount; ++j) {
-      const int32_t want = checks * multiple(j) * 1000 + a_.count * static_cast<int32_t>(j);
-      if (host_i32_[j] != want) {
-        reason(kCheck, "wrong i32 sum at element %zu: %" PRId32 ", not %" PRId32, j, host_i32_[j], want);
-        return kDeviceCheckFailed;
-      }
+    char what[200];
+    if (!sums_right(a_.count * (a_.count + 1) / 2, a_.count, what, sizeof what)) {
+      return blame(what);
     }
     return kDeviceCheckPassed;
   }
 
+  // Whether host_f32_ and host_i32_ hold `copies` patterns summed, whose
+  // (index + 1) factors add up to `factor`; else the first wrong element in
+  // words.
+  bool sums_right(int32_t factor, int32_t copies, char* what, size_t room) const {
+    for (size_t j = 0; j < kCount; ++j) {
+      const auto want = static_cast<float>(factor * multiple(j));
+      if (std::memcmp(&host_f32_[j], &want, sizeof want) != 0) {
+        std::snprintf(what, room, "wrong f32 sum at element %zu: %.9g, not %.9g", j, static_cast<double>(host_f32_[j]),
+                      static_cast<double>(want));
+        return false;
+      }
+    }
+    for (size_t j = 0; j < kCount; ++j) {
+      const int32_t want = factor * multiple(j) * 1000 + copies * static_cast<int32_t>(j);
+      if (host_i32_[j] != want) {
+        std::snprintf(what, room, "wrong i32 sum at element %zu: %" PRId32 ", not %" PRId32, j, host_i32_[j], want);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  int blame(const char* joint) {
+    int r = trainit_allreduce(solo_, bufs_.send_f32, bufs_.recv_f32, kCount, TRAINIT_F32, TRAINIT_SUM);
+    if (r == 0) {
+      r = trainit_allreduce(solo_, bufs_.send_i32, bufs_.recv_i32, kCount, TRAINIT_I32, TRAINIT_SUM);
+    }
+    if (r == 0) {
+      r = copy_back();
+    }
+    if (r != 0) {
+      reason(kCheck, "%s; summing alone then failed: %s", joint, trainit_strerror(r));
+      return kDeviceCheckFailed;
+    }
+    char alone[200];
+    if (!sums_right(a_.index + 1, 1, alone, sizeof alone)) {
+      reason(kCheck, "%s (alone, this device sums wrong too: %s)", joint, alone);
+      return kDeviceCheckFailed;
+    }
+    reason(kCheck, "%s (alone, this device sums right: another device's fault)", joint);
+    return kDeviceCheckPeer;
+  }
+
   int copy(void* dst, const void* src) { return trainit_device_copy(comm_, dst, src, kCount * 4); }
+
+  // The sums, from the device into host_f32_ and host_i32_.
+  int copy_back() {
+    const int r = copy(host_f32_, bufs_.recv_f32);
+    return r != 0 ? r : copy(host_i32_, bufs_.recv_i32);
+  }
 
   const Args& a_;
   trainit_comm* solo_ = nullptr;
@@ -281,8 +320,10 @@ int main(int argc, char** argv) {
   if (args.timeout != nullptr) {
     setenv("TRAINIT_COLL_TIMEOUT", args.timeout, 1);
   }
-  // No trainit_alloc heap: the check reduces device memory only.
+  // No trainit_alloc heap, and small device staging: the check sums a few
+  // pages of device memory, and takes little of a device a job will fill.
   setenv("TRAINIT_COLL_HEAP", "0", 1);
+  setenv("TRAINIT_COLL_DEVICE_STAGING", "1048576", 1);
   Check check(args);
   return check.run();
 }

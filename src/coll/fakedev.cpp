@@ -23,8 +23,8 @@
 // TRAINIT_FAKEDEV_FAULT=DEVICE:KIND[,...] (fakedev_fault.h) gives the device
 // of that number a fault, announced on stderr when it strikes:
 //   fail   init() returns -ENODEV;
-//   hang   the first copy or reduce blocks forever;
-//   wrong  every reduce flips the lowest bit of its first result byte.
+//   hang   the first copy, reduce or fold blocks forever;
+//   wrong  every reduce and fold flips the lowest bit of its first result.
 // A malformed knob fails init() with -EINVAL.
 #include <fcntl.h>
 #include <pthread.h>
@@ -206,7 +206,7 @@ __attribute__((format(printf, 1, 2))) void say(const char* fmt, ...) {
       std::fprintf(stderr, "trainit fakedev [%d] device %ld: %s\n", static_cast<int>(getpid()), device, msg));
 }
 
-// The hang fault: the first copy or reduce of the process never returns
+// The hang fault: the first copy, reduce or fold of the process never returns
 // (until a signal ends the process), as a wedged device's would not.
 void maybe_hang(const char* what) {
   if (fault == FakedevFault::kHang && !hang_struck.exchange(true)) {
@@ -214,6 +214,17 @@ void maybe_hang(const char* what) {
     for (;;) {
       pause();
     }
+  }
+}
+
+// The wrong fault: a reduce's or fold's result with the lowest bit of its
+// first element flipped (little-endian: its first byte's).
+void corrupt_if_asked(void* dst) {
+  if (fault == FakedevFault::kWrong) {
+    if (!wrong_said.exchange(true)) {
+      say("fault injected (TRAINIT_FAKEDEV_FAULT): reduce results are wrong");
+    }
+    *static_cast<unsigned char*>(dst) ^= 1U;
   }
 }
 
@@ -456,12 +467,35 @@ int fd_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   }
   const void* ins[2] = {dst, src};
   kernels_best()->fold[dtype][op](dst, ins, 2, count);
-  if (fault == FakedevFault::kWrong) {
-    if (!wrong_said.exchange(true)) {
-      say("fault injected (TRAINIT_FAKEDEV_FAULT): reduce results are wrong");
-    }
-    *static_cast<unsigned char*>(dst) ^= 1U;  // the lowest bit of the first element (little-endian)
+  corrupt_if_asked(dst);
+  return 0;
+}
+
+int fd_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
+  const size_t size = dtype_size(dtype);
+  if (size == 0 || op < 0 || op >= kOps || n < 1 || srcs == nullptr) {
+    return -EINVAL;
   }
+  if (count == 0) {
+    return 0;
+  }
+  maybe_hang("a fold");
+  const Locked guard;
+  int rc = check_use(dst, count * size, "fold into");
+  if (rc == 1) {
+    return violation(-EFAULT, "fold into host memory %p (device buffers only)", dst);
+  }
+  for (int i = 0; rc == 0 && i < n; ++i) {
+    rc = check_use(srcs[i], count * size, "fold from");
+    if (rc == 1) {
+      return violation(-EFAULT, "fold from host memory %p (device buffers only)", srcs[i]);
+    }
+  }
+  if (rc < 0) {
+    return rc;
+  }
+  kernels_best()->fold[dtype][op](dst, srcs, n, count);
+  corrupt_if_asked(dst);
   return 0;
 }
 
@@ -489,6 +523,7 @@ constexpr trainit_coll_backend kFakedev = {
     fd_violations,
     nullptr,
     nullptr,
+    fd_fold,
 };
 
 }  // namespace

@@ -2,8 +2,8 @@
 // here so that its tests need no plugin: "DEVICE:KIND[,DEVICE:KIND...]",
 // KIND one of
 //   fail   init() returns -ENODEV (no such device)
-//   hang   the first copy or reduce never returns
-//   wrong  every reduce flips the lowest bit of its first result byte
+//   hang   the first copy, reduce or fold never returns
+//   wrong  every reduce and fold flips the lowest bit of its first result
 // Header only, no allocation: the plugin has no libstdc++ at run time.
 #pragma once
 

@@ -72,8 +72,10 @@ int install(int from, int to) {
       install(options.stderr_fd, STDERR_FILENO) < 0) {
     child_fail(failure, kStdio, errno, exit_code::kOsError);
   }
-  if (options.inherit_fd >= 0 && ::fcntl(options.inherit_fd, F_SETFD, 0) < 0) {
-    child_fail(failure, kStdio, errno, exit_code::kOsError);
+  for (const int fd : options.inherit_fds) {
+    if (::fcntl(fd, F_SETFD, 0) < 0) {
+      child_fail(failure, kStdio, errno, exit_code::kOsError);
+    }
   }
   if (options.signals != nullptr) {
     int r = restore_signal_state(*options.signals);

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,10 @@ struct SpawnOptions {
   int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
-  // A descriptor the child keeps across exec, at its own number (close-on-
-  // exec is cleared in the child only); -1: none. The collective arena.
-  int inherit_fd = -1;
+  // Descriptors the child keeps across exec, at their own numbers (close-
+  // on-exec is cleared in the child only): the collective arena and the
+  // sockets to a rank's local peers.
+  std::span<const int> inherit_fds;
   // Who the child runs as and its capabilities; nullptr: trainit's own.
   const Credentials* credentials = nullptr;
 };

@@ -5,21 +5,14 @@
 
 #ifdef TRAINIT_TEST_PLUGIN_BAD_ABI
 namespace {
-constexpr trainit_coll_backend kBad = {TRAINIT_COLL_BACKEND_ABI + 1,
-                                       "bad-abi",
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr,
-                                       nullptr};
+// Only its ABI version and name: every function stays null.
+trainit_coll_backend bad_abi() {
+  trainit_coll_backend b{};
+  b.abi_version = TRAINIT_COLL_BACKEND_ABI + 1;
+  b.name = "bad-abi";
+  return b;
+}
+const trainit_coll_backend kBad = bad_abi();
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const trainit_coll_backend* trainit_coll_backend_v1() {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "base/fd.h"
 #include "emulation.h"
+#include "job/arena_watch.h"
 #include "job/ranks.h"
 #include "net_support.h"
 
@@ -89,7 +91,7 @@ TEST_F(JobRanks, AProgramThatCannotBeFoundFailsWith127NamingIt) {
 TEST_F(JobRanks, ARankGetsItsSeatInTheArenaAndKeepsItsDescriptor) {
   Fd memfd(::memfd_create("trainit-test-arena", MFD_CLOEXEC));
   ASSERT_TRUE(memfd);
-  const ArenaSeat seat{memfd.get(), 1, 2, "00000000000000ab"};
+  const ArenaSeat seat{memfd.get(), 1, 2, "00000000000000ab", {}};
   const std::string check =
       "test \"$TRAINIT_LOCAL_RANK\" = 1 && test \"$TRAINIT_LOCAL_SIZE\" = 2 && "
       "test \"$TRAINIT_COLL_ID\" = 00000000000000ab && test -e /proc/self/fd/$TRAINIT_COLL_FD";
@@ -97,6 +99,30 @@ TEST_F(JobRanks, ARankGetsItsSeatInTheArenaAndKeepsItsDescriptor) {
   ASSERT_TRUE(ranks_.spawn(spec, &seat).ok());
   ASSERT_TRUE(step_until(loop_, [&] { return ended_.size() == 1; }));
   EXPECT_EQ(ended_[0].code, 0) << "the seat's variables or descriptor were not there";
+}
+
+TEST_F(JobRanks, ARankGetsASocketToEachLocalPeerAndTheOtherEndStaysWithThatPeer) {
+  Fd memfd(::memfd_create("trainit-test-arena", MFD_CLOEXEC));
+  ASSERT_TRUE(memfd);
+  auto mesh = peer_socket_mesh(3);
+  ASSERT_TRUE(mesh.ok()) << mesh.error().message;
+  ArenaSeat seat{memfd.get(), 1, 3, "00000000000000ab", {}};
+  for (unsigned p = 0; p < 3; ++p) {
+    seat.peer_socks.push_back(std::move((*mesh)[3 + p]));  // rank 1's row
+  }
+  const int to_rank_2 = (*mesh)[2 * 3 + 1].get();  // rank 2's end towards rank 1
+  // The rank finds "A,-,B": two open sockets, its own index empty; it
+  // writes a byte on the socket towards rank 2.
+  const std::string check =
+      "IFS=, read -r a own b <<EOF\n$TRAINIT_COLL_PEER_FDS\nEOF\n"
+      "test \"$own\" = - && test -S /proc/self/fd/$a && test -S /proc/self/fd/$b && printf x >&$b";
+  const ProcessSpec spec = shell("rank-1", check, 1U);
+  ASSERT_TRUE(ranks_.spawn(spec, &seat).ok());
+  ASSERT_TRUE(step_until(loop_, [&] { return ended_.size() == 1; }));
+  EXPECT_EQ(ended_[0].code, 0) << "the peer sockets were not in TRAINIT_COLL_PEER_FDS";
+  char got = 0;
+  EXPECT_EQ(::recv(to_rank_2, &got, 1, MSG_DONTWAIT), 1);
+  EXPECT_EQ(got, 'x');
 }
 
 TEST_F(JobRanks, AForwardedSignalReachesEveryRanksGroup) {

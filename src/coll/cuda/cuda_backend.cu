@@ -348,7 +348,7 @@ uint64_t cu_violations() {
 
 constexpr trainit_coll_backend kCuda = {
     TRAINIT_COLL_BACKEND_ABI, "cuda", cu_init, cu_alloc,  cu_free,   cu_export,     cu_import,
-    cu_close_import,          cu_copy, cu_reduce, cu_signal, cu_wait, cu_violations, nullptr, nullptr,
+    cu_close_import,          cu_copy, cu_reduce, cu_signal, cu_wait, cu_violations, nullptr, nullptr, nullptr,
 };
 
 }  // namespace
