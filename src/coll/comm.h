@@ -85,6 +85,10 @@ int comm_init_named_host(trainit_comm** comm, const char* name, int rank, int si
 // communicator. Device communicators need them.
 inline constexpr int kMaxPeerSockRanks = 16;
 
+// trainit_allgather on host memory, whatever the communicator's backend
+// (device.cpp agrees on each call with it).
+int host_allgather(trainit_comm* comm, const void* send, void* recv, size_t sendcount, int dtype);
+
 // One device collective's arguments (device.cpp).
 struct DeviceCall {
   CollOp kind;

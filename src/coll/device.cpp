@@ -270,7 +270,7 @@ int agree(trainit_comm* c, const DeviceCall& q) {
                                 static_cast<uint64_t>(q.root & 0xffff) << 24 | (valid ? 0 : uint64_t{1} << 63),
                             static_cast<uint64_t>(q.count)};
   uint64_t all[2 * kMaxPeerSockRanks];
-  const int r = trainit_allgather(c, mine, all, 2, TRAINIT_I64);
+  const int r = host_allgather(c, mine, all, 2, TRAINIT_I64);
   if (r < 0) {
     return r;
   }

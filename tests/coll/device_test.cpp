@@ -1,0 +1,618 @@
+// Device communicators (coll.h, "Device collectives"; src/coll/device.cpp)
+// over the fake-device plugin, between real fork()ed ranks: every
+// collective, dtype and op, in and out of place, in one piece and in many,
+// bitwise equal to the host path; ranks that disagree; a peer killed
+// mid-collective; the backend's choice and its errors; the peer sockets a
+// rank gets from trainit (TRAINIT_COLL_PEER_FDS), checked before use. A
+// check inside a child exits with 1 and says where; the parent waits with a
+// deadline.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "coll/arena.h"
+#include "coll/kernels.h"
+#include "trainit/coll.h"
+
+namespace {
+
+using trainit::coll::dtype_size;
+using trainit::coll::kDtypes;
+using trainit::coll::kOps;
+
+using Bytes = std::vector<unsigned char>;
+
+#define CHILD_CHECK(cond, ...)                                                                              \
+  do {                                                                                                      \
+    if (!(cond)) {                                                                                          \
+      char what_[512];                                                                                      \
+      if (std::snprintf(what_, sizeof what_, __VA_ARGS__) < 0) {                                            \
+        what_[0] = '\0';                                                                                    \
+      }                                                                                                     \
+      static_cast<void>(                                                                                    \
+          std::fprintf(stderr, "child check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond, what_)); \
+      _exit(1);                                                                                             \
+    }                                                                                                       \
+  } while (0)
+
+int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Runs body(rank) in n fork()ed ranks; their exit statuses (128 + n for a
+// signal, -1 for one still running after deadline_s, then killed).
+std::vector<int> run_ranks(int n, const std::function<int(int)>& body, int deadline_s = 60,
+                           const std::function<void()>& after_fork = {}) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(static_cast<unsigned>(deadline_s + 10));  // should the parent be gone
+      _exit(body(r));
+    }
+    pids.push_back(pid);
+  }
+  if (after_fork) {
+    after_fork();
+  }
+  std::vector<int> status(pids.size(), -1);
+  const int64_t deadline = now_ns() + static_cast<int64_t>(deadline_s) * 1'000'000'000;
+  size_t left = pids.size();
+  while (left > 0 && now_ns() < deadline) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      int ws = 0;
+      if (status[i] == -1 && waitpid(pids[i], &ws, WNOHANG) == pids[i]) {
+        status[i] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        --left;
+      }
+    }
+    usleep(1000);
+  }
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if (status[i] == -1) {
+      kill(pids[i], SIGKILL);
+      waitpid(pids[i], nullptr, 0);
+    }
+  }
+  return status;
+}
+
+// A communicator name no other test run shares.
+std::string unique_name(const char* what) {
+  static int calls = 0;
+  return std::string("device-test-") + what + "-" + std::to_string(getpid()) + "-" + std::to_string(++calls);
+}
+
+// Finite values of every type (no NaN: comparisons are bitwise).
+Bytes random_values(int dtype, size_t count, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  const size_t size = dtype_size(dtype);
+  Bytes out(count * size);
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t bits = rng();
+    switch (dtype) {
+      case TRAINIT_F32:
+        bits &= ~(uint64_t{1} << 30);
+        break;
+      case TRAINIT_F64:
+        bits &= ~(uint64_t{1} << 62);
+        break;
+      case TRAINIT_F16:
+      case TRAINIT_BF16:
+        bits &= ~(uint64_t{1} << 14);
+        break;
+      default:
+        break;
+    }
+    std::memcpy(&out[i * size], &bits, size);
+  }
+  return out;
+}
+
+// A device buffer holding `host`'s bytes (room for `bytes` at least).
+void* to_device(trainit_comm* c, const Bytes& host, size_t bytes) {
+  void* dev = nullptr;
+  CHILD_CHECK(trainit_device_alloc(c, bytes == 0 ? 1 : bytes, &dev) == 0, "device alloc of %zu bytes", bytes);
+  if (!host.empty()) {
+    CHILD_CHECK(trainit_device_copy(c, dev, host.data(), host.size()) == 0, "copy to the device");
+  }
+  return dev;
+}
+
+Bytes from_device(trainit_comm* c, const void* dev, size_t bytes) {
+  Bytes out(bytes);
+  if (bytes != 0) {
+    CHILD_CHECK(trainit_device_copy(c, out.data(), dev, bytes) == 0, "copy from the device");
+  }
+  return out;
+}
+
+// One device communicator and one host communicator among the same ranks.
+struct Pair {
+  trainit_comm* dev = nullptr;
+  trainit_comm* host = nullptr;
+};
+
+Pair join(const std::string& name, int rank, int n) {
+  Pair p;
+  int r = trainit_comm_init_backend(&p.dev, name.c_str(), rank, n, TRAINIT_FAKEDEV_PLUGIN);
+  CHILD_CHECK(r == 0, "device init: %s (%s)", trainit_strerror(r), trainit_backend_error());
+  CHILD_CHECK(std::strcmp(trainit_comm_backend(p.dev), "fakedev") == 0, "backend %s", trainit_comm_backend(p.dev));
+  r = trainit_comm_init_backend(&p.host, (name + "-host").c_str(), rank, n, "host");
+  CHILD_CHECK(r == 0, "host init: %s", trainit_strerror(r));
+  return p;
+}
+
+void leave(Pair& p) {
+  CHILD_CHECK(trainit_comm_destroy(p.dev) == 0, "device destroy");
+  CHILD_CHECK(trainit_comm_destroy(p.host) == 0, "host destroy");
+}
+
+enum class Kind { kAllreduce, kReduce, kReduceScatter, kAllgather, kBroadcast };
+
+struct Case {
+  Kind kind;
+  size_t count;  // per rank: all (allreduce, reduce, broadcast), recvcount, sendcount
+  bool in_place;
+  size_t staging;  // TRAINIT_COLL_DEVICE_STAGING: small ones make many pieces
+};
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kAllreduce:
+      return "allreduce";
+    case Kind::kReduce:
+      return "reduce";
+    case Kind::kReduceScatter:
+      return "reduce_scatter";
+    case Kind::kAllgather:
+      return "allgather";
+    case Kind::kBroadcast:
+      return "broadcast";
+  }
+  return "?";
+}
+
+// One collective, dtype and op on both communicators: the device result
+// copied back must equal the host one byte for byte.
+void check_one(Pair& p, const Case& k, int dtype, int op, int rank, int n, uint32_t seed) {
+  const size_t es = dtype_size(dtype);
+  const size_t un = static_cast<size_t>(n);
+  size_t send_count = k.count;
+  size_t recv_count = k.count;
+  if (k.kind == Kind::kReduceScatter) {
+    send_count = k.count * un;
+  } else if (k.kind == Kind::kAllgather) {
+    recv_count = k.count * un;
+  }
+  const int root = n - 1;
+  // In place, the input lies where the collective expects it in recv.
+  const size_t buf_count = k.in_place ? (send_count > recv_count ? send_count : recv_count) : recv_count;
+  Bytes input = random_values(dtype, send_count, seed + static_cast<uint32_t>(rank) * 7919);
+  Bytes host_buf(buf_count * es);
+  size_t input_at = 0;
+  if (k.kind == Kind::kAllgather && k.in_place) {
+    input_at = k.count * es * static_cast<size_t>(rank);
+  }
+  if (k.in_place) {
+    std::memcpy(host_buf.data() + input_at, input.data(), input.size());
+  }
+  void* dev_buf = to_device(p.dev, host_buf, host_buf.size());
+  void* dev_send = k.in_place ? static_cast<unsigned char*>(dev_buf) + input_at : to_device(p.dev, input, input.size());
+  unsigned char* host_send = k.in_place ? host_buf.data() + input_at : input.data();
+  const auto t = static_cast<trainit_dtype>(dtype);
+  const auto o = static_cast<trainit_op>(op);
+  int rh = 0;
+  int rd = 0;
+  switch (k.kind) {
+    case Kind::kAllreduce:
+      rh = trainit_allreduce(p.host, host_send, host_buf.data(), k.count, t, o);
+      rd = trainit_allreduce(p.dev, dev_send, dev_buf, k.count, t, o);
+      break;
+    case Kind::kReduce:
+      rh = trainit_reduce(p.host, host_send, host_buf.data(), k.count, t, o, root);
+      rd = trainit_reduce(p.dev, dev_send, dev_buf, k.count, t, o, root);
+      break;
+    case Kind::kReduceScatter:
+      rh = trainit_reduce_scatter(p.host, host_send, host_buf.data(), k.count, t, o);
+      rd = trainit_reduce_scatter(p.dev, dev_send, dev_buf, k.count, t, o);
+      break;
+    case Kind::kAllgather:
+      rh = trainit_allgather(p.host, host_send, host_buf.data(), k.count, t);
+      rd = trainit_allgather(p.dev, dev_send, dev_buf, k.count, t);
+      break;
+    case Kind::kBroadcast:
+      // The root's input is the buffer; in place does not apply.
+      if (rank == root) {
+        std::memcpy(host_buf.data(), input.data(), input.size());
+        CHILD_CHECK(trainit_device_copy(p.dev, dev_buf, input.data(), input.size()) == 0, "copy");
+      }
+      rh = trainit_broadcast(p.host, host_buf.data(), k.count, t, root);
+      rd = trainit_broadcast(p.dev, dev_buf, k.count, t, root);
+      break;
+  }
+  CHILD_CHECK(rh == 0 && rd == 0, "%s dtype %d op %d: host %s, device %s", kind_name(k.kind), dtype, op,
+              trainit_strerror(rh), trainit_strerror(rd));
+  const size_t check_bytes = recv_count * es;
+  if (k.kind != Kind::kReduce || rank == root) {
+    const Bytes got = from_device(p.dev, dev_buf, check_bytes);
+    CHILD_CHECK(std::memcmp(got.data(), host_buf.data(), check_bytes) == 0,
+                "%s of %zu, dtype %d op %d, %s place, rank %d: the device result is not the host's bit for bit",
+                kind_name(k.kind), k.count, dtype, op, k.in_place ? "in" : "out of", rank);
+  }
+  if (!k.in_place) {
+    CHILD_CHECK(trainit_device_free(p.dev, dev_send) == 0, "free");
+  }
+  CHILD_CHECK(trainit_device_free(p.dev, dev_buf) == 0, "free");
+}
+
+bool reduces(Kind k) {
+  return k == Kind::kAllreduce || k == Kind::kReduce || k == Kind::kReduceScatter;
+}
+
+// Every dtype (and op, for reductions) of one case, on n ranks.
+void expect_device_equals_host(int n, const Case& k) {
+  const std::string name = unique_name(kind_name(k.kind));
+  const auto status = run_ranks(n, [&](int rank) {
+    if (k.staging != 0) {
+      setenv("TRAINIT_COLL_DEVICE_STAGING", std::to_string(k.staging).c_str(), 1);
+    }
+    Pair p = join(name, rank, n);
+    for (int dtype = 0; dtype < kDtypes; ++dtype) {
+      for (int op = 0; op < (reduces(k.kind) ? kOps : 1); ++op) {
+        check_one(p, k, dtype, op, rank, n, static_cast<uint32_t>(dtype * 31 + op));
+      }
+    }
+    leave(p);
+    return 0;
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(status[static_cast<size_t>(r)], 0) << kind_name(k.kind) << " on " << n << " ranks: rank " << r;
+  }
+}
+
+class DeviceCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceCollectives, AllreduceOnDeviceBuffersEqualsTheHostAllreduceBitForBit) {
+  for (const bool in_place : {false, true}) {
+    expect_device_equals_host(GetParam(), {Kind::kAllreduce, 1001, in_place, 0});
+  }
+}
+
+TEST_P(DeviceCollectives, AllreduceLargerThanTheStagingGoesInPiecesAndStillEqualsTheHost) {
+  for (const bool in_place : {false, true}) {
+    expect_device_equals_host(GetParam(), {Kind::kAllreduce, 5000, in_place, 4096});
+  }
+}
+
+TEST_P(DeviceCollectives, ReduceOnDeviceBuffersEqualsTheHostReduceOnTheRoot) {
+  for (const bool in_place : {false, true}) {
+    expect_device_equals_host(GetParam(), {Kind::kReduce, 777, in_place, 4096});
+  }
+}
+
+TEST_P(DeviceCollectives, ReduceScatterOnDeviceBuffersEqualsTheHostReduceScatter) {
+  for (const bool in_place : {false, true}) {
+    expect_device_equals_host(GetParam(), {Kind::kReduceScatter, 300, in_place, 0});
+    expect_device_equals_host(GetParam(), {Kind::kReduceScatter, 1500, in_place, 4096});
+  }
+}
+
+TEST_P(DeviceCollectives, AllgatherOnDeviceBuffersEqualsTheHostAllgather) {
+  for (const bool in_place : {false, true}) {
+    expect_device_equals_host(GetParam(), {Kind::kAllgather, 333, in_place, 0});
+    expect_device_equals_host(GetParam(), {Kind::kAllgather, 1500, in_place, 4096});
+  }
+}
+
+TEST_P(DeviceCollectives, BroadcastOnDeviceBuffersEqualsTheHostBroadcast) {
+  expect_device_equals_host(GetParam(), {Kind::kBroadcast, 2500, false, 4096});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceCollectives, ::testing::Values(2, 3, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "Ranks";
+                         });
+
+TEST(DeviceComm, RanksThatDisagreeOnACallAllGetEinvalAndStayUsable) {
+  const std::string name = unique_name("disagree");
+  const auto status = run_ranks(3, [&](int rank) {
+    Pair p = join(name, rank, 3);
+    Bytes ones(64 * 4, 0);
+    for (size_t i = 0; i < 64; ++i) {
+      const float one = 1.0F;
+      std::memcpy(&ones[i * 4], &one, 4);
+    }
+    void* buf = to_device(p.dev, ones, ones.size());
+    // Rank 1 asks for another count.
+    const size_t count = rank == 1 ? 32 : 64;
+    int r = trainit_allreduce(p.dev, buf, buf, count, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(r == -EINVAL, "a count mismatch gave %s", trainit_strerror(r));
+    r = trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(r == 0, "the next call gave %s", trainit_strerror(r));
+    const Bytes got = from_device(p.dev, buf, ones.size());
+    float first = 0;
+    std::memcpy(&first, got.data(), 4);
+    CHILD_CHECK(first == 3.0F, "sum %g", static_cast<double>(first));
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    leave(p);
+    return 0;
+  });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
+}
+
+TEST(DeviceComm, APeerKilledMidCollectiveMakesTheOthersReturnEconnabortedWithin100ms) {
+  // Shared with the ranks: when the parent killed the peer, and what each
+  // surviving rank's call returned and when.
+  auto* shared = static_cast<std::atomic<int64_t>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  for (int i = 0; i < 8; ++i) {
+    new (&shared[i]) std::atomic<int64_t>(0);
+  }
+  const std::string name = unique_name("killed");
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 3; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(30);
+      trainit_comm* c = nullptr;
+      const int r = trainit_comm_init_backend(&c, name.c_str(), rank, 3, TRAINIT_FAKEDEV_PLUGIN);
+      CHILD_CHECK(r == 0, "init: %s (%s)", trainit_strerror(r), trainit_backend_error());
+      void* buf = nullptr;
+      CHILD_CHECK(trainit_device_alloc(c, 1 << 20, &buf) == 0, "alloc");
+      shared[1 + rank].store(1);  // joined
+      if (rank == 2) {
+        pause();  // never enters the collective: the parent kills it
+      }
+      const int got = trainit_allreduce(c, buf, buf, (1 << 20) / 4, TRAINIT_F32, TRAINIT_SUM);
+      shared[4 + rank].store(now_ns());
+      _exit(got == -ECONNABORTED ? 0 : 2);
+    }
+    pids.push_back(pid);
+  }
+  const int64_t deadline = now_ns() + 20'000'000'000;
+  while ((shared[1].load() == 0 || shared[2].load() == 0 || shared[3].load() == 0) && now_ns() < deadline) {
+    usleep(1000);
+  }
+  usleep(50'000);  // ranks 0 and 1 wait in the collective now
+  shared[0].store(now_ns());
+  kill(pids[2], SIGKILL);
+  std::vector<int> status;
+  for (const pid_t pid : pids) {
+    int ws = 0;
+    const int64_t until = now_ns() + 10'000'000'000;
+    while (waitpid(pid, &ws, WNOHANG) == 0 && now_ns() < until) {
+      usleep(1000);
+    }
+    if (now_ns() >= until) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &ws, 0);
+    }
+    status.push_back(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+  }
+  EXPECT_EQ(status[0], 0) << "rank 0 did not return -ECONNABORTED";
+  EXPECT_EQ(status[1], 0) << "rank 1 did not return -ECONNABORTED";
+  for (int rank = 0; rank < 2; ++rank) {
+    const int64_t after_ms = (shared[4 + rank].load() - shared[0].load()) / 1'000'000;
+    EXPECT_LT(after_ms, 100) << "rank " << rank << " returned " << after_ms << " ms after its peer was killed";
+  }
+  munmap(shared, 4096);
+}
+
+TEST(DeviceComm, TrainitCollBackendChoosesTheBackendAndHostIsTheDefault) {
+  const std::string name = unique_name("choice");
+  const auto status = run_ranks(2, [&](int rank) {
+    unsetenv("TRAINIT_COLL_BACKEND");
+    trainit_comm* c = nullptr;
+    CHILD_CHECK(trainit_comm_init(&c, (name + "-a").c_str(), rank, 2) == 0, "init");
+    CHILD_CHECK(std::strcmp(trainit_comm_backend(c), "host") == 0, "default %s", trainit_comm_backend(c));
+    CHILD_CHECK(trainit_comm_destroy(c) == 0, "destroy");
+    setenv("TRAINIT_COLL_BACKEND", TRAINIT_FAKEDEV_PLUGIN, 1);
+    CHILD_CHECK(trainit_comm_init(&c, (name + "-b").c_str(), rank, 2) == 0, "init: %s", trainit_backend_error());
+    CHILD_CHECK(std::strcmp(trainit_comm_backend(c), "fakedev") == 0, "from the variable %s", trainit_comm_backend(c));
+    CHILD_CHECK(trainit_comm_destroy(c) == 0, "destroy");
+    // The init argument wins over the variable.
+    CHILD_CHECK(trainit_comm_init_backend(&c, (name + "-c").c_str(), rank, 2, "host") == 0, "init");
+    CHILD_CHECK(std::strcmp(trainit_comm_backend(c), "host") == 0, "argument %s", trainit_comm_backend(c));
+    CHILD_CHECK(trainit_comm_destroy(c) == 0, "destroy");
+    return 0;
+  });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
+}
+
+TEST(DeviceComm, AMissingPluginFailsTheInitWithEnoentAndSaysWhich) {
+  trainit_comm* c = nullptr;
+  const int r = trainit_comm_init_backend(&c, unique_name("missing").c_str(), 0, 1, "/nonexistent/libplugin.so");
+  EXPECT_EQ(r, -ENOENT);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(std::string(trainit_backend_error()).find("/nonexistent/libplugin.so"), std::string::npos)
+      << trainit_backend_error();
+  EXPECT_EQ(trainit_comm_init_backend(&c, unique_name("noname").c_str(), 0, 1, "nosuchbackend"), -ENOENT);
+}
+
+// --- ranks started as trainit starts them: an arena and sockets in the env ---
+
+// A formatted arena for n ranks, as trainit makes it (its fd, inherited).
+int make_arena(int n, uint64_t id) {
+  const size_t bytes = trainit::coll::coll_arena_size(n, size_t{1} << 20);
+  const int fd = memfd_create("device-test-arena", 0);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    return -1;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED || trainit::coll::coll_arena_format(p, bytes, n, id) != 0) {
+    return -1;
+  }
+  munmap(p, bytes);
+  return fd;
+}
+
+// Rank `rank`'s environment: the arena and its sockets ("-" at its own).
+void set_rank_env(int arena, int rank, int n, const std::vector<int>& socks) {
+  setenv("TRAINIT_COLL_FD", std::to_string(arena).c_str(), 1);
+  setenv("TRAINIT_LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  setenv("TRAINIT_LOCAL_SIZE", std::to_string(n).c_str(), 1);
+  unsetenv("TRAINIT_COLL_ID");
+  std::string fds;
+  for (int p = 0; p < n; ++p) {
+    fds += (p == 0 ? "" : ",") + (p == rank ? std::string("-") : std::to_string(socks[static_cast<size_t>(p)]));
+  }
+  setenv("TRAINIT_COLL_PEER_FDS", fds.c_str(), 1);
+}
+
+// In rank `rank`'s process: closes every other rank's ends, so that a rank
+// that exits closes its sockets for good.
+void keep_only_row(const std::vector<std::vector<int>>& mesh, int rank) {
+  for (size_t i = 0; i < mesh.size(); ++i) {
+    for (const int fd : mesh[i]) {
+      if (fd >= 0 && i != static_cast<size_t>(rank)) {
+        close(fd);
+      }
+    }
+  }
+}
+
+void close_mesh(const std::vector<std::vector<int>>& mesh) {
+  for (const auto& row : mesh) {
+    for (const int fd : row) {
+      if (fd >= 0) {
+        close(fd);
+      }
+    }
+  }
+}
+
+// mesh[i][j]: rank i's end towards j.
+std::vector<std::vector<int>> make_mesh(int n) {
+  std::vector<std::vector<int>> mesh(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), -1));
+  for (int i = 0; i < n; ++i) {
+    for (int j = i + 1; j < n; ++j) {
+      int pair[2];
+      if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair) != 0) {
+        return {};
+      }
+      mesh[static_cast<size_t>(i)][static_cast<size_t>(j)] = pair[0];
+      mesh[static_cast<size_t>(j)][static_cast<size_t>(i)] = pair[1];
+    }
+  }
+  return mesh;
+}
+
+TEST(DeviceComm, RanksFromTheEnvironmentSwapHandlesOverTheirPeerSocketsAndReduce) {
+  const int arena = make_arena(3, 0x1234);
+  ASSERT_GE(arena, 0);
+  const auto mesh = make_mesh(3);
+  ASSERT_EQ(mesh.size(), 3U);
+  const auto status = run_ranks(
+      3,
+      [&](int rank) {
+        keep_only_row(mesh, rank);
+        set_rank_env(arena, rank, 3, mesh[static_cast<size_t>(rank)]);
+        trainit_comm* c = nullptr;
+        const int r = trainit_comm_init_from_env_backend(&c, TRAINIT_FAKEDEV_PLUGIN);
+        CHILD_CHECK(r == 0, "init: %s (%s)", trainit_strerror(r), trainit_backend_error());
+        const int32_t mine[4] = {rank + 1, rank + 1, rank + 1, rank + 1};
+        void* buf = to_device(c,
+                              Bytes(reinterpret_cast<const unsigned char*>(mine),
+                                    reinterpret_cast<const unsigned char*>(mine) + sizeof mine),
+                              sizeof mine);
+        CHILD_CHECK(trainit_allreduce(c, buf, buf, 4, TRAINIT_I32, TRAINIT_SUM) == 0, "allreduce");
+        const Bytes got = from_device(c, buf, sizeof mine);
+        int32_t sum = 0;
+        std::memcpy(&sum, got.data(), 4);
+        CHILD_CHECK(sum == 6, "sum %d", sum);
+        CHILD_CHECK(trainit_device_free(c, buf) == 0, "free");
+        CHILD_CHECK(trainit_comm_destroy(c) == 0, "destroy");
+        return 0;
+      },
+      60, [&] { close_mesh(mesh); });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
+}
+
+TEST(DeviceComm, APeerSocketThatIsNotASocketIsRefusedWithEinval) {
+  const int arena = make_arena(2, 0x99);
+  ASSERT_GE(arena, 0);
+  const auto status = run_ranks(1, [&](int) {
+    const int not_a_socket = open("/dev/null", O_RDONLY);
+    set_rank_env(arena, 0, 2, {-1, not_a_socket});
+    trainit_comm* c = nullptr;
+    const int r = trainit_comm_init_from_env_backend(&c, TRAINIT_FAKEDEV_PLUGIN);
+    CHILD_CHECK(r == -EINVAL, "gave %s", trainit_strerror(r));
+    setenv("TRAINIT_COLL_PEER_FDS", "-,x", 1);
+    CHILD_CHECK(trainit_comm_init_from_env_backend(&c, TRAINIT_FAKEDEV_PLUGIN) == -EINVAL, "garbage accepted");
+    return 0;
+  });
+  EXPECT_EQ(status[0], 0);
+}
+
+TEST(DeviceComm, ASocketLeadingToAnotherRankThanItsIndexIsRefusedWithEproto) {
+  // Three ranks, but rank 0's two sockets are given the wrong way round:
+  // the hello from the other end names another rank.
+  const int arena = make_arena(3, 0x77);
+  ASSERT_GE(arena, 0);
+  auto mesh = make_mesh(3);
+  ASSERT_EQ(mesh.size(), 3U);
+  std::swap(mesh[0][1], mesh[0][2]);
+  const auto status = run_ranks(
+      3,
+      [&](int rank) {
+        keep_only_row(mesh, rank);
+        set_rank_env(arena, rank, 3, mesh[static_cast<size_t>(rank)]);
+        setenv("TRAINIT_COLL_TIMEOUT", "5", 1);
+        trainit_comm* c = nullptr;
+        const int r = trainit_comm_init_from_env_backend(&c, TRAINIT_FAKEDEV_PLUGIN);
+        CHILD_CHECK(r < 0, "rank %d joined through crossed sockets", rank);
+        if (rank == 0) {
+          CHILD_CHECK(r == -EPROTO, "rank 0 gave %s", trainit_strerror(r));
+          CHILD_CHECK(std::strstr(trainit_backend_error(), "does not lead") != nullptr, "%s", trainit_backend_error());
+        }
+        return 0;
+      },
+      60, [&] { close_mesh(mesh); });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
+}
+
+TEST(DeviceComm, WithoutPeerSocketsADeviceCommunicatorOfSeveralRanksSaysWhy) {
+  const int arena = make_arena(2, 0x55);
+  ASSERT_GE(arena, 0);
+  const auto status = run_ranks(1, [&](int) {
+    set_rank_env(arena, 0, 2, {-1, -1});
+    unsetenv("TRAINIT_COLL_PEER_FDS");
+    trainit_comm* c = nullptr;
+    const int r = trainit_comm_init_from_env_backend(&c, TRAINIT_FAKEDEV_PLUGIN);
+    CHILD_CHECK(r == -EOPNOTSUPP, "gave %s", trainit_strerror(r));
+    CHILD_CHECK(std::strstr(trainit_backend_error(), "TRAINIT_COLL_PEER_FDS") != nullptr, "%s",
+                trainit_backend_error());
+    return 0;
+  });
+  EXPECT_EQ(status[0], 0);
+}
+
+}  // namespace
