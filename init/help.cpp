@@ -131,7 +131,9 @@ std::string usage_text() {
   std::string passed_on;
   for (const DocumentedVariable& v : kDocumentedVariables) {
     if (v.passed_on) {
-      passed_on += fmt::format("{}{}", passed_on.empty() ? ",\nbut for " : " and ", v.name);
+      const size_t column = passed_on.size() - passed_on.rfind('\n') - 1;  // npos + 1 wraps to 0
+      const bool wrap = column + 2 + v.name.size() + 1 > 72;               // ", NAME," fits in the line
+      passed_on += fmt::format("{}{}", passed_on.empty() ? ",\nbut for " : wrap ? ",\n" : ", ", v.name);
     }
   }
   text += fmt::format(kUsageTail, documented + "\n", passed_on.empty() ? "" : passed_on + ", which the ranks read");
