@@ -4,7 +4,6 @@
 
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "base/env.h"
 #include "cli.h"
@@ -129,37 +128,15 @@ std::string usage_text() {
     documented += fmt::format("{}{}", line == 0 ? "  " : " ", v.name);
     line += (line == 0 ? 2 : 1) + v.name.size();
   }
-  // ",\nbut for A, B, C and D": the variables the ranks read, wrapped so
-  // that each line, the last with the sentence's end (kReadBy), fits.
-  constexpr std::string_view kReadBy = ", which the ranks read";  // and kUsageTail's '.'
-
-  std::vector<std::string_view> passed;
+  std::string passed_on;
   for (const DocumentedVariable& v : kDocumentedVariables) {
     if (v.passed_on) {
-      passed.push_back(v.name);
+      const size_t column = passed_on.size() - passed_on.rfind('\n') - 1;  // npos + 1 wraps to 0
+      const bool wrap = column + 2 + v.name.size() + 1 > 72;               // ", NAME," fits in the line
+      passed_on += fmt::format("{}{}", passed_on.empty() ? ",\nbut for " : wrap ? ",\n" : ", ", v.name);
     }
   }
-  std::string passed_on;
-  line = 0;
-  for (std::size_t i = 0; i < passed.size(); ++i) {
-    const std::string word = fmt::format("{}{}{}",
-                                         i == 0                   ? "but for "
-                                         : i + 1 == passed.size() ? "and "
-                                                                  : "",
-                                         passed[i], i + 2 < passed.size() ? "," : "");
-    if (line > 0 && line + 1 + word.size() + kReadBy.size() + 1 > kHelpWidth) {
-      passed_on += "\n";
-      line = 0;
-    } else if (line > 0) {
-      passed_on += " ";
-      ++line;
-    } else if (i == 0) {
-      passed_on += ",\n";
-    }
-    passed_on += word;
-    line += word.size();
-  }
-  text += fmt::format(kUsageTail, documented + "\n", passed_on.empty() ? "" : passed_on + std::string(kReadBy));
+  text += fmt::format(kUsageTail, documented + "\n", passed_on.empty() ? "" : passed_on + ", which the ranks read");
   return text;
 }
 

@@ -1,11 +1,12 @@
 // Device communicators (coll.h, "Device collectives"; src/coll/device.cpp)
-// over the fake-device plugin, between real fork()ed ranks: every
+// over the fake-device plugin and the Ascend plugin on the mock AscendCL, between real fork()ed ranks: every
 // collective, dtype and op, in and out of place, in one piece and in many,
 // bitwise equal to the host path; ranks that disagree; a peer killed
 // mid-collective; the backend's choice and its errors; the peer sockets a
 // rank gets from trainit (TRAINIT_COLL_PEER_FDS), checked before use. A
 // check inside a child exits with 1 and says where; the parent waits with a
 // deadline.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "coll/arena.h"
@@ -151,11 +153,51 @@ struct Pair {
   trainit_comm* host = nullptr;
 };
 
-Pair join(const std::string& name, int rank, int n) {
+// The device backends under test: the fake device, and the Ascend plugin
+// over the mock AscendCL (each rank on a device of its own).
+enum class Backend { kFakedev, kAscend };
+
+const char* backend_name(Backend b) {
+  return b == Backend::kFakedev ? "fakedev" : "ascend";
+}
+
+// In a rank's process, before its communicator: what its backend needs. The
+// mock is loaded first, so that the plugin's dlopen("libascendcl.so") finds
+// it by its soname; mock_dir is the mock's shared "driver" directory.
+const char* prepare_backend(Backend b, int rank, const std::string& mock_dir) {
+  if (b == Backend::kFakedev) {
+    return TRAINIT_FAKEDEV_PLUGIN;
+  }
+  CHILD_CHECK(dlopen(TRAINIT_MOCK_ACL, RTLD_NOW | RTLD_GLOBAL) != nullptr, "dlopen the mock: %s", dlerror());
+  setenv("MOCK_ACL_DIR", mock_dir.c_str(), 1);
+  setenv("DEVICE_ID", std::to_string(rank).c_str(), 1);
+  return TRAINIT_ASCEND_PLUGIN;
+}
+
+// A private directory for the mock AscendCL, removed by the parent.
+struct MockDir {
+  MockDir() {
+    char tmpl[] = "/tmp/trainit-mock-acl-XXXXXX";
+    path = mkdtemp(tmpl) != nullptr ? tmpl : "";
+  }
+  ~MockDir() {
+    if (!path.empty()) {
+      static_cast<void>(std::system(("rm -rf " + path).c_str()));
+    }
+  }
+  MockDir(const MockDir&) = delete;
+  MockDir& operator=(const MockDir&) = delete;
+  std::string path;
+};
+
+Pair join(const std::string& name, int rank, int n, Backend backend = Backend::kFakedev,
+          const std::string& mock_dir = "") {
   Pair p;
-  int r = trainit_comm_init_backend(&p.dev, name.c_str(), rank, n, TRAINIT_FAKEDEV_PLUGIN);
+  const char* plugin = prepare_backend(backend, rank, mock_dir);
+  int r = trainit_comm_init_backend(&p.dev, name.c_str(), rank, n, plugin);
   CHILD_CHECK(r == 0, "device init: %s (%s)", trainit_strerror(r), trainit_backend_error());
-  CHILD_CHECK(std::strcmp(trainit_comm_backend(p.dev), "fakedev") == 0, "backend %s", trainit_comm_backend(p.dev));
+  CHILD_CHECK(std::strcmp(trainit_comm_backend(p.dev), backend_name(backend)) == 0, "backend %s",
+              trainit_comm_backend(p.dev));
   r = trainit_comm_init_backend(&p.host, (name + "-host").c_str(), rank, n, "host");
   CHILD_CHECK(r == 0, "host init: %s", trainit_strerror(r));
   return p;
@@ -269,13 +311,14 @@ bool reduces(Kind k) {
 }
 
 // Every dtype (and op, for reductions) of one case, on n ranks.
-void expect_device_equals_host(int n, const Case& k) {
+void expect_device_equals_host(Backend backend, int n, const Case& k) {
   const std::string name = unique_name(kind_name(k.kind));
+  const MockDir mock;
   const auto status = run_ranks(n, [&](int rank) {
     if (k.staging != 0) {
       setenv("TRAINIT_COLL_DEVICE_STAGING", std::to_string(k.staging).c_str(), 1);
     }
-    Pair p = join(name, rank, n);
+    Pair p = join(name, rank, n, backend, mock.path);
     for (int dtype = 0; dtype < kDtypes; ++dtype) {
       for (int op = 0; op < (reduces(k.kind) ? kOps : 1); ++op) {
         check_one(p, k, dtype, op, rank, n, static_cast<uint32_t>(dtype * 31 + op));
@@ -285,51 +328,60 @@ void expect_device_equals_host(int n, const Case& k) {
     return 0;
   });
   for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(status[static_cast<size_t>(r)], 0) << kind_name(k.kind) << " on " << n << " ranks: rank " << r;
+    EXPECT_EQ(status[static_cast<size_t>(r)], 0)
+        << backend_name(backend) << ": " << kind_name(k.kind) << " on " << n << " ranks: rank " << r;
   }
 }
 
-class DeviceCollectives : public ::testing::TestWithParam<int> {};
+class DeviceCollectives : public ::testing::TestWithParam<std::tuple<Backend, int>> {
+ protected:
+  void expect_equal(const Case& k) const {
+    expect_device_equals_host(std::get<0>(GetParam()), std::get<1>(GetParam()), k);
+  }
+};
 
 TEST_P(DeviceCollectives, AllreduceOnDeviceBuffersEqualsTheHostAllreduceBitForBit) {
   for (const bool in_place : {false, true}) {
-    expect_device_equals_host(GetParam(), {Kind::kAllreduce, 1001, in_place, 0});
+    expect_equal({Kind::kAllreduce, 1001, in_place, 0});
   }
 }
 
 TEST_P(DeviceCollectives, AllreduceLargerThanTheStagingGoesInPiecesAndStillEqualsTheHost) {
   for (const bool in_place : {false, true}) {
-    expect_device_equals_host(GetParam(), {Kind::kAllreduce, 5000, in_place, 4096});
+    expect_equal({Kind::kAllreduce, 5000, in_place, 4096});
   }
 }
 
 TEST_P(DeviceCollectives, ReduceOnDeviceBuffersEqualsTheHostReduceOnTheRoot) {
   for (const bool in_place : {false, true}) {
-    expect_device_equals_host(GetParam(), {Kind::kReduce, 777, in_place, 4096});
+    expect_equal({Kind::kReduce, 777, in_place, 4096});
   }
 }
 
 TEST_P(DeviceCollectives, ReduceScatterOnDeviceBuffersEqualsTheHostReduceScatter) {
   for (const bool in_place : {false, true}) {
-    expect_device_equals_host(GetParam(), {Kind::kReduceScatter, 300, in_place, 0});
-    expect_device_equals_host(GetParam(), {Kind::kReduceScatter, 1500, in_place, 4096});
+    expect_equal({Kind::kReduceScatter, 300, in_place, 0});
+    expect_equal({Kind::kReduceScatter, 1500, in_place, 4096});
   }
 }
 
 TEST_P(DeviceCollectives, AllgatherOnDeviceBuffersEqualsTheHostAllgather) {
   for (const bool in_place : {false, true}) {
-    expect_device_equals_host(GetParam(), {Kind::kAllgather, 333, in_place, 0});
-    expect_device_equals_host(GetParam(), {Kind::kAllgather, 1500, in_place, 4096});
+    expect_equal({Kind::kAllgather, 333, in_place, 0});
+    expect_equal({Kind::kAllgather, 1500, in_place, 4096});
   }
 }
 
 TEST_P(DeviceCollectives, BroadcastOnDeviceBuffersEqualsTheHostBroadcast) {
-  expect_device_equals_host(GetParam(), {Kind::kBroadcast, 2500, false, 4096});
+  expect_equal({Kind::kBroadcast, 2500, false, 4096});
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, DeviceCollectives, ::testing::Values(2, 3, 4),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return std::to_string(info.param) + "Ranks";
+INSTANTIATE_TEST_SUITE_P(Backends, DeviceCollectives,
+                         ::testing::Combine(::testing::Values(Backend::kFakedev, Backend::kAscend),
+                                            ::testing::Values(2, 3, 4)),
+                         [](const ::testing::TestParamInfo<std::tuple<Backend, int>>& info) {
+                           return std::string(std::get<0>(info.param) == Backend::kFakedev ? "Fakedev" : "Ascend") +
+                                  std::to_string(std::get<1>(info.param)) + "Ranks";
                          });
 
 TEST(DeviceComm, RanksThatDisagreeOnACallAllGetEinvalAndStayUsable) {

@@ -16,6 +16,12 @@
  *                           it holds the arena's descriptor: DIR/r<rank>.child
  *                           gets "held" or "closed"
  *
+ *   coll_rank DIR device    as ok, on the device of the communicator's
+ *                           backend (TRAINIT_COLL_BACKEND): 5000 i32 of
+ *                           (rank + 1) copied to the device, allreduced there
+ *                           and copied back; DIR/r<rank>.ok gets
+ *                           "<code> <size> <backend>"
+ *
  * A rank turned against the init (local rank 1 attacks, the others ignore
  * SIGTERM and wait in a barrier as in "die"):
  *   coll_rank DIR shrink    300 ms in, ftruncate(TRAINIT_COLL_FD, 0), then exit 3
@@ -104,7 +110,7 @@ static int attack(const char* dir, const char* mode) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: coll_rank DIR ok|die|hang|children|shrink|grow|scribble|progress\n");
+    fprintf(stderr, "usage: coll_rank DIR ok|device|die|hang|children|shrink|grow|scribble|progress\n");
     return 64;
   }
   const char* dir = argv[1];
@@ -112,7 +118,7 @@ int main(int argc, char** argv) {
   trainit_comm* comm = NULL;
   int r = trainit_comm_init_from_env(&comm);
   if (r != 0) {
-    fprintf(stderr, "coll_rank: init: %s\n", trainit_strerror(r));
+    fprintf(stderr, "coll_rank: init: %s %s\n", trainit_strerror(r), trainit_backend_error());
     return 2;
   }
   const int me = trainit_comm_rank(comm);
@@ -132,6 +138,30 @@ int main(int argc, char** argv) {
     snprintf(text, sizeof text, "%d %d\n", r, n);
     write_file(dir, name, text);
     return r == 0 ? 0 : 3;
+  }
+  if (strcmp(mode, "device") == 0) {
+    enum { kCount = 5000 };
+    static int v[kCount];
+    void* dev = NULL;
+    for (int i = 0; i < kCount; ++i)
+      v[i] = me + 1;
+    r = trainit_device_alloc(comm, sizeof v, &dev);
+    if (r == 0)
+      r = trainit_device_copy(comm, dev, v, sizeof v);
+    if (r == 0)
+      r = trainit_allreduce(comm, dev, dev, kCount, TRAINIT_I32, TRAINIT_SUM);
+    if (r == 0)
+      r = trainit_device_copy(comm, v, dev, sizeof v);
+    for (int i = 0; r == 0 && i < kCount; ++i) {
+      if (v[i] != n * (n + 1) / 2)
+        r = -1;
+    }
+    if (dev != NULL)
+      trainit_device_free(comm, dev);
+    snprintf(name, sizeof name, "r%d.ok", me);
+    snprintf(text, sizeof text, "%d %d %s\n", r, n, trainit_comm_backend(comm));
+    write_file(dir, name, text);
+    return trainit_comm_destroy(comm) == 0 && r == 0 ? 0 : 3;
   }
   if (strcmp(mode, "children") == 0) {
     char command[256];

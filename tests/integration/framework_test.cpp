@@ -214,6 +214,21 @@ TEST(CollArena, RanksStartedByTrainitReduceOverTheArenaTheInitCreated) {
   EXPECT_NE(t.err().find("preflight passed"), std::string::npos) << t.transcript();
 }
 
+TEST(CollArena, RanksStartedByTrainitSwapDeviceHandlesOverTheSocketsTheInitMadeAndReduceOnTheDevice) {
+  TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION("the fake device plugin is a host library: an emulated rank cannot load it");
+  TempDir dir;
+  Spec s = coll_spec(dir, 3, {}, "device");
+  // Pieces of 2 KiB: the 20 KB allreduce takes many.
+  s.env.insert(s.env.end(), {"TRAINIT_COLL_BACKEND=" TRAINIT_FAKEDEV_PLUGIN, "TRAINIT_COLL_DEVICE_STAGING=4096"});
+  Trainit t(s);
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  for (unsigned r = 0; r < 3; ++r) {
+    EXPECT_EQ(slurp(dir / ("r" + std::to_string(r) + ".ok")), "0 3 fakedev\n") << "rank " << r << t.transcript();
+  }
+}
+
 TEST(CollArena, ARankSigkilledMidCollectiveAbortsEveryPeerWithin100msAndTheJobExits137) {
   TRAINIT_REQUIRE_ROOT();
   TRAINIT_SKIP_UNDER_EMULATION("qemu-user's scheduling makes a 100 ms bound meaningless");

@@ -87,7 +87,7 @@ std::vector<std::pair<std::string, std::string>> env_pairs(const Json& object) {
 
 // Every rank in `plan` got the planned environment (same variables, same
 // values, same order), then, with more than one rank, the collective arena's
-// four variables trainit sets at spawn; and its working directory, ran in a
+// five variables trainit sets at spawn; and its working directory, ran in a
 // session and process group of its own (pid == pgid == sid) as a child of
 // trainit (PID 1), and has its log file.
 void expect_ranks_as_planned(const Job& job, const Json& plan) {
@@ -100,13 +100,16 @@ void expect_ranks_as_planned(const Job& job, const Json& plan) {
     auto got = job.environ(rank);
     auto planned = env_pairs(p["env"]);
     if (ranks > 1) {
-      ASSERT_EQ(got.size(), planned.size() + 4);
-      const std::vector<std::pair<std::string, std::string>> arena(got.end() - 4, got.end());
+      ASSERT_EQ(got.size(), planned.size() + 5);
+      const std::vector<std::pair<std::string, std::string>> arena(got.end() - 5, got.end());
       EXPECT_EQ(arena[0].first, "TRAINIT_COLL_FD");
       EXPECT_EQ(arena[1], std::make_pair(std::string("TRAINIT_LOCAL_RANK"), std::to_string(local++)));
       EXPECT_EQ(arena[2], std::make_pair(std::string("TRAINIT_LOCAL_SIZE"), std::to_string(ranks)));
       EXPECT_EQ(arena[3].first, "TRAINIT_COLL_ID");
-      got.resize(got.size() - 4);
+      // One socket a local peer, "-" at the rank's own index.
+      EXPECT_EQ(arena[4].first, "TRAINIT_COLL_PEER_FDS");
+      EXPECT_EQ(std::count(arena[4].second.begin(), arena[4].second.end(), ','), static_cast<long>(ranks) - 1);
+      got.resize(got.size() - 5);
     }
     EXPECT_EQ(got, planned);
     auto info = job.info(rank);

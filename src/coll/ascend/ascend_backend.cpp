@@ -1,0 +1,740 @@
+// libtrainit_coll_ascend.so: the collective backend on Ascend NPUs, over the
+// AscendCL runtime reached through dlopen("libascendcl.so"): no build-time
+// CANN dependency (the few entry points used are declared here from the
+// public AscendCL reference); without the runtime or a device, init() says
+// why on stderr and returns -ENODEV. docs/coll-ascend.md describes it.
+//
+// Device: TRAINIT_COLL_DEVICE when set; else 0 when ASCEND_RT_VISIBLE_DEVICES
+// (or else ASCEND_VISIBLE_DEVICES) names one device, the only one the process
+// sees; else ASCEND_DEVICE_ID, else DEVICE_ID (trainit gives each rank both:
+// its device's position on the host, as the container numbers them); else 0.
+//
+// Memory is aclrtMalloc'd. Sharing follows the documented IPC order:
+//   exporter: aclrtIpcMemGetExportKey (65-byte key, pid validation on), then
+//     aclrtIpcMemSetImportPid with the importers' aclrtDeviceGetBareTgid ids
+//     (process_id/allow_import), the key sent to them; at free, once every
+//     importer closed, aclrtIpcMemClose(key) and then aclrtFree;
+//   importer: aclrtIpcMemImportByKey (with peer access: the exporter may sit
+//     on another device), use, aclrtIpcMemClose(key).
+// The handle is a small header and the key; there is no fd (-1).
+//
+// Copies: host<->device memory of this process with aclrtMemcpy; every copy
+// between device buffers with aclrtMemcpyAsync and aclrtSynchronizeDevice,
+// since another device's memory may be used only by asynchronous
+// device-to-device copies; host<->import goes through a bounce buffer here.
+//
+// reduce is STAGED THROUGH HOST MEMORY: both operands are copied to the host,
+// folded there by the host kernels (kernels_best(): the same fixed-order
+// results as every other backend), and the result copied back. Correct on any
+// device, not fast: no kernel runs on the NPU.
+//
+// Every call has finished when it returns, so signal() is a no-op and wait()
+// is aclrtSynchronizeDevice (for work a caller queued on the device itself).
+//
+// Errors: each aclError becomes a negative errno (from_acl), and a failed
+// call prints one line with its name and the aclError number. Refused IPC
+// calls (the plugin's own checks and the runtime's) are counted: violations().
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "coll/arena.h"
+#include "coll/backend.h"
+#include "coll/kernels.h"
+
+namespace trainit::coll::ascend {
+namespace {
+
+// --- the AscendCL API subset (public reference: acl_base.h, acl_rt.h) ------
+
+using aclError = int;
+using aclrtStream = void*;
+enum aclrtMemcpyKind : int {
+  ACL_MEMCPY_HOST_TO_HOST = 0,
+  ACL_MEMCPY_HOST_TO_DEVICE = 1,
+  ACL_MEMCPY_DEVICE_TO_HOST = 2,
+  ACL_MEMCPY_DEVICE_TO_DEVICE = 3,
+};
+enum aclrtMemMallocPolicy : int { ACL_MEM_MALLOC_HUGE_FIRST = 0 };
+constexpr uint64_t ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT = 0x0;  // importers are named (SetImportPid)
+constexpr uint64_t ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS = 0x1;
+constexpr size_t kKeyLen = 65;  // what aclrtIpcMemGetExportKey writes
+
+constexpr aclError ACL_SUCCESS = 0;
+constexpr aclError ACL_ERROR_INVALID_PARAM = 100000;
+constexpr aclError ACL_ERROR_UNINITIALIZE = 100001;
+constexpr aclError ACL_ERROR_REPEAT_INITIALIZE = 100002;
+constexpr aclError ACL_ERROR_BAD_ALLOC = 200000;
+constexpr aclError ACL_ERROR_API_NOT_SUPPORT = 200001;
+constexpr aclError ACL_ERROR_INVALID_DEVICE = 200002;
+constexpr aclError ACL_ERROR_FEATURE_UNSUPPORTED = 200006;
+constexpr aclError ACL_ERROR_RT_PARAM_INVALID = 107000;
+constexpr aclError ACL_ERROR_RT_INVALID_DEVICEID = 107001;
+constexpr aclError ACL_ERROR_RT_CONTEXT_NULL = 107002;
+constexpr aclError ACL_ERROR_RT_INVALID_HANDLE = 107017;
+constexpr aclError ACL_ERROR_RT_WAIT_TIMEOUT = 107019;
+constexpr aclError ACL_ERROR_RT_TASK_TIMEOUT = 107020;
+constexpr aclError ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000;
+constexpr aclError ACL_ERROR_RT_MEMORY_ALLOCATION = 207001;
+constexpr aclError ACL_ERROR_RT_MEMORY_FREE = 207002;
+constexpr aclError ACL_ERROR_RT_NO_DEVICE = 207004;
+constexpr aclError ACL_ERROR_RT_NO_PERMISSION = 207006;
+constexpr aclError ACL_ERROR_RT_DEVICE_OOM = 207018;
+constexpr aclError ACL_ERROR_RT_TIMEOUT = 207020;
+constexpr aclError ACL_ERROR_RT_IPC_ERROR = 507022;
+constexpr aclError ACL_ERROR_RT_DEV_SETUP_ERROR = 507033;
+constexpr aclError ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046;
+
+struct Acl {
+  aclError (*init)(const char* config_path);
+  aclError (*set_device)(int32_t device_id);
+  aclError (*malloc)(void** dev_ptr, size_t size, aclrtMemMallocPolicy policy);
+  aclError (*free)(void* dev_ptr);
+  aclError (*memcpy)(void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind);
+  aclError (*memcpy_async)(void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind,
+                           aclrtStream stream);
+  aclError (*synchronize_device)();
+  aclError (*get_bare_tgid)(int32_t* pid);
+  aclError (*export_key)(void* dev_ptr, size_t size, char* key, size_t len, uint64_t flags);
+  aclError (*set_import_pid)(const char* key, int32_t* pid, size_t num);
+  aclError (*import_by_key)(void** dev_ptr, const char* key, uint64_t flags);
+  aclError (*ipc_close)(const char* key);
+};
+
+Acl acl;
+void* acl_lib = nullptr;
+pid_t ready_pid = 0;  // the process whose runtime is set up (a fork()ed child sets up its own)
+int32_t device = 0;   // the logical device
+std::atomic<uint64_t> violation_count{0};
+
+// --- errors ------------------------------------------------------------------
+
+int from_acl(aclError e) {
+  switch (e) {
+    case ACL_SUCCESS:
+      return 0;
+    case ACL_ERROR_INVALID_PARAM:
+    case ACL_ERROR_RT_PARAM_INVALID:
+      return -EINVAL;
+    case ACL_ERROR_UNINITIALIZE:
+    case ACL_ERROR_RT_CONTEXT_NULL:
+    case ACL_ERROR_INVALID_DEVICE:
+    case ACL_ERROR_RT_INVALID_DEVICEID:
+    case ACL_ERROR_RT_NO_DEVICE:
+    case ACL_ERROR_RT_DEV_SETUP_ERROR:
+      return -ENODEV;
+    case ACL_ERROR_BAD_ALLOC:
+    case ACL_ERROR_RT_MEMORY_ALLOCATION:
+    case ACL_ERROR_RT_DEVICE_OOM:
+      return -ENOMEM;
+    case ACL_ERROR_RT_NO_PERMISSION:
+      return -EACCES;  // not an allowed importer
+    case ACL_ERROR_RT_INVALID_HANDLE:
+      return -ENOENT;             // no memory has that key (or not open here)
+    case ACL_ERROR_RT_IPC_ERROR:  // the key is still in use elsewhere
+    case ACL_ERROR_RT_MEMORY_FREE:
+      return -EBUSY;  // memory still shared
+    case ACL_ERROR_API_NOT_SUPPORT:
+    case ACL_ERROR_FEATURE_UNSUPPORTED:
+    case ACL_ERROR_RT_FEATURE_NOT_SUPPORT:
+      return -EOPNOTSUPP;
+    case ACL_ERROR_RT_WAIT_TIMEOUT:
+    case ACL_ERROR_RT_TASK_TIMEOUT:
+    case ACL_ERROR_RT_TIMEOUT:
+    case ACL_ERROR_RT_STREAM_SYNC_TIMEOUT:
+      return -ETIMEDOUT;
+    default:
+      return -EIO;
+  }
+}
+
+__attribute__((format(printf, 1, 2))) void say(const char* fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  if (vsnprintf(msg, sizeof msg, fmt, ap) < 0) {  // cut short when too long
+    msg[0] = '\0';
+  }
+  va_end(ap);
+  // A report only: nothing to do when stderr is gone.
+  static_cast<void>(std::fprintf(stderr, "trainit ascend backend [%d]: %s\n", static_cast<int>(getpid()), msg));
+}
+
+// A failed AscendCL call: one line naming it and its aclError, the errno.
+int acl_failed(const char* call, aclError e) {
+  const int err = from_acl(e);
+  say("%s failed: aclError %d (%s)", call, e, std::strerror(-err));
+  return err;
+}
+
+int check(const char* call, aclError e) {
+  return e == ACL_SUCCESS ? 0 : acl_failed(call, e);
+}
+
+// A refused IPC call: counted.
+int ipc_check(const char* call, aclError e) {
+  if (e != ACL_SUCCESS) {
+    violation_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  return check(call, e);
+}
+
+__attribute__((format(printf, 2, 3))) int misuse(int err, const char* fmt, ...) {
+  violation_count.fetch_add(1, std::memory_order_relaxed);
+  char msg[320];
+  va_list ap;
+  va_start(ap, fmt);
+  if (vsnprintf(msg, sizeof msg, fmt, ap) < 0) {
+    msg[0] = '\0';
+  }
+  va_end(ap);
+  say("refused: %s (%s)", msg, std::strerror(-err));
+  return err;
+}
+
+// --- this process's buffers --------------------------------------------------
+
+enum class Kind : uint8_t { kNone, kAlloc, kImport };
+
+struct Buffer {
+  Kind kind = Kind::kNone;
+  pid_t pid = 0;  // the process it belongs to (a fork()ed child inherits the table)
+  char* ptr = nullptr;
+  uint64_t bytes = 0;
+  bool exported = false;  // allocations: key open
+  char key[kKeyLen] = {};
+};
+
+constexpr int kBuffers = 1024;
+Buffer buffers[kBuffers];
+pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct Locked {
+  Locked() { pthread_mutex_lock(&lock); }
+  ~Locked() { pthread_mutex_unlock(&lock); }
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+};
+
+// The buffer of this process holding [p, p + len) (or overlapping it);
+// nullptr: host memory.
+Buffer* find(const void* p, size_t len) {
+  const pid_t me = getpid();
+  const auto* c = static_cast<const char*>(p);
+  for (Buffer& b : buffers) {
+    if (b.kind != Kind::kNone && b.pid == me && c < b.ptr + b.bytes && c + (len == 0 ? 1 : len) > b.ptr) {
+      return &b;
+    }
+  }
+  return nullptr;
+}
+
+Buffer* new_slot() {
+  const pid_t me = getpid();
+  for (Buffer& b : buffers) {
+    if (b.kind == Kind::kNone || b.pid != me) {
+      return &b;
+    }
+  }
+  return nullptr;
+}
+
+// What export_handle writes: 96 bytes.
+constexpr uint64_t kMagic = 0x7472616e6173636e;  // "tranascn"
+struct Handle {
+  uint64_t magic;
+  uint64_t bytes;
+  int32_t exporter;  // bare tgid
+  int32_t device;    // the exporter's logical device
+  char key[kKeyLen];
+};
+static_assert(sizeof(Handle) <= TRAINIT_COLL_HANDLE_MAX);
+
+// --- setup -------------------------------------------------------------------
+
+template <class F>
+bool sym(const char* name, F& out) {
+  out = reinterpret_cast<F>(dlsym(acl_lib, name));
+  if (out == nullptr) {
+    say("libascendcl.so lacks %s: not the AscendCL runtime this backend needs", name);
+  }
+  return out != nullptr;
+}
+
+bool resolve() {
+  return sym("aclInit", acl.init) && sym("aclrtSetDevice", acl.set_device) && sym("aclrtMalloc", acl.malloc) &&
+         sym("aclrtFree", acl.free) && sym("aclrtMemcpy", acl.memcpy) && sym("aclrtMemcpyAsync", acl.memcpy_async) &&
+         sym("aclrtSynchronizeDevice", acl.synchronize_device) && sym("aclrtDeviceGetBareTgid", acl.get_bare_tgid) &&
+         sym("aclrtIpcMemGetExportKey", acl.export_key) && sym("aclrtIpcMemSetImportPid", acl.set_import_pid) &&
+         sym("aclrtIpcMemImportByKey", acl.import_by_key) && sym("aclrtIpcMemClose", acl.ipc_close);
+}
+
+// A device number from the variable name: -1 when unset, -2 malformed.
+int device_from(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || v[0] == '\0') {
+    return -1;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long id = std::strtol(v, &end, 10);
+  if (*end != '\0' || errno != 0 || id < 0 || id > 4096) {
+    say("%s=\"%s\" is not a device number", name, v);
+    return -2;
+  }
+  return static_cast<int>(id);
+}
+
+// Whether the runtime's visible-device list names exactly one device.
+bool sees_one_device() {
+  const char* v = std::getenv("ASCEND_RT_VISIBLE_DEVICES");
+  if (v == nullptr) {
+    v = std::getenv("ASCEND_VISIBLE_DEVICES");
+  }
+  return v != nullptr && v[0] != '\0' && std::strchr(v, ',') == nullptr;
+}
+
+// The header's device rule: the logical device, or -1 (said why).
+int choose_device() {
+  const int forced = device_from("TRAINIT_COLL_DEVICE");
+  if (forced != -1) {
+    return forced < 0 ? -1 : forced;
+  }
+  if (sees_one_device()) {
+    return 0;
+  }
+  for (const char* name : {"ASCEND_DEVICE_ID", "DEVICE_ID"}) {
+    const int id = device_from(name);
+    if (id != -1) {
+      return id < 0 ? -1 : id;
+    }
+  }
+  return 0;
+}
+
+int as_init() {
+  if (ready_pid == getpid()) {
+    return 0;
+  }
+  if (acl_lib == nullptr) {
+    acl_lib = dlopen("libascendcl.so", RTLD_NOW | RTLD_LOCAL);
+    if (acl_lib == nullptr) {
+      say("no AscendCL runtime: %s (install CANN or put its lib64 on LD_LIBRARY_PATH)", dlerror());
+      return -ENODEV;
+    }
+    if (!resolve()) {
+      return -ENOSYS;
+    }
+  }
+  const aclError e = acl.init(nullptr);
+  if (e != ACL_SUCCESS && e != ACL_ERROR_REPEAT_INITIALIZE) {
+    return acl_failed("aclInit", e);
+  }
+  const int chosen = choose_device();
+  if (chosen < 0) {
+    return -EINVAL;
+  }
+  const aclError set = acl.set_device(chosen);
+  if (set != ACL_SUCCESS) {
+    say("no usable device %d: aclrtSetDevice failed: aclError %d", chosen, set);
+    return from_acl(set);
+  }
+  device = chosen;
+  ready_pid = getpid();
+  return 0;
+}
+
+int ready() {
+  return ready_pid == getpid() ? 0 : -ENODEV;
+}
+
+// --- copies ------------------------------------------------------------------
+
+// Device to device (either may be another device's import): asynchronous,
+// then waited for.
+int copy_d2d(void* dst, const void* src, size_t bytes) {
+  int rc = check("aclrtMemcpyAsync", acl.memcpy_async(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, nullptr));
+  return rc != 0 ? rc : check("aclrtSynchronizeDevice", acl.synchronize_device());
+}
+
+// Host memory to or from an import: through a buffer of this device.
+int copy_bounced(void* dst, const void* src, size_t bytes, bool to_device) {
+  void* bounce = nullptr;
+  int rc = check("aclrtMalloc", acl.malloc(&bounce, bytes, ACL_MEM_MALLOC_HUGE_FIRST));
+  if (rc != 0) {
+    return rc;
+  }
+  if (to_device) {
+    rc = check("aclrtMemcpy", acl.memcpy(bounce, bytes, src, bytes, ACL_MEMCPY_HOST_TO_DEVICE));
+    rc = rc != 0 ? rc : copy_d2d(dst, bounce, bytes);
+  } else {
+    rc = copy_d2d(bounce, src, bytes);
+    rc = rc != 0 ? rc : check("aclrtMemcpy", acl.memcpy(dst, bytes, bounce, bytes, ACL_MEMCPY_DEVICE_TO_HOST));
+  }
+  const int freed = check("aclrtFree", acl.free(bounce));
+  return rc != 0 ? rc : freed;
+}
+
+// A copy between any two of: host memory, this process's allocations, its
+// imports. dst_kind and src_kind from find() (kNone: host).
+int copy_any(void* dst, Kind dst_kind, const void* src, Kind src_kind, size_t bytes) {
+  if (dst_kind == Kind::kNone && src_kind == Kind::kNone) {
+    std::memmove(dst, src, bytes);
+    return 0;
+  }
+  if (dst_kind != Kind::kNone && src_kind != Kind::kNone) {
+    return copy_d2d(dst, src, bytes);
+  }
+  if (dst_kind == Kind::kImport || src_kind == Kind::kImport) {
+    return copy_bounced(dst, src, bytes, dst_kind == Kind::kImport);
+  }
+  return dst_kind == Kind::kAlloc ? check("aclrtMemcpy", acl.memcpy(dst, bytes, src, bytes, ACL_MEMCPY_HOST_TO_DEVICE))
+                                  : check("aclrtMemcpy", acl.memcpy(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_HOST));
+}
+
+// The kind of memory [p, p + len) is; *kind kNone for host memory. -EFAULT
+// for a range that runs out of its device buffer.
+int kind_of(const void* p, size_t len, Kind* kind) {
+  const Locked guard;
+  const Buffer* b = find(p, len);
+  *kind = b != nullptr ? b->kind : Kind::kNone;
+  const auto* c = static_cast<const char*>(p);
+  if (b != nullptr && (c < b->ptr || c + len > b->ptr + b->bytes)) {
+    return misuse(-EFAULT, "%p + %zu runs outside its %llu-byte device buffer", p, len,
+                  static_cast<unsigned long long>(b->bytes));
+  }
+  return 0;
+}
+
+// --- the vtable ----------------------------------------------------------------
+
+int as_alloc(size_t bytes, void** ptr) {
+  if (ptr == nullptr) {
+    return -EINVAL;
+  }
+  *ptr = nullptr;
+  int rc = ready();
+  if (rc != 0) {
+    return rc;
+  }
+  const size_t size = bytes == 0 ? 1 : bytes;
+  const Locked guard;
+  Buffer* slot = new_slot();
+  if (slot == nullptr) {
+    return -ENOMEM;
+  }
+  void* p = nullptr;
+  if ((rc = check("aclrtMalloc", acl.malloc(&p, size, ACL_MEM_MALLOC_HUGE_FIRST))) != 0) {
+    return rc;
+  }
+  *slot = Buffer{};
+  slot->kind = Kind::kAlloc;
+  slot->pid = getpid();
+  slot->ptr = static_cast<char*>(p);
+  slot->bytes = size;
+  *ptr = p;
+  return 0;
+}
+
+// The documented order: the exporter closes its key (refused while an
+// importer has not closed its own), then frees.
+int as_free(void* ptr) {
+  if (ptr == nullptr) {
+    return 0;
+  }
+  int rc = ready();
+  if (rc != 0) {
+    return rc;
+  }
+  const Locked guard;
+  Buffer* b = find(ptr, 1);
+  if (b == nullptr || b->ptr != ptr) {
+    return misuse(-EINVAL, "free of %p, not an allocation of this process (freed twice?)", ptr);
+  }
+  if (b->kind == Kind::kImport) {
+    return misuse(-EINVAL, "free of the import %p (close_import it)", ptr);
+  }
+  if (b->exported) {
+    if ((rc = ipc_check("aclrtIpcMemClose (exporter)", acl.ipc_close(b->key))) != 0) {
+      return rc;
+    }
+    b->exported = false;
+  }
+  if ((rc = ipc_check("aclrtFree", acl.free(ptr))) != 0) {
+    return rc;
+  }
+  *b = Buffer{};
+  return 0;
+}
+
+int as_export(void* ptr, size_t bytes, void* handle, size_t* handle_len, int* fd) {
+  if (handle == nullptr || handle_len == nullptr || fd == nullptr) {
+    return -EINVAL;
+  }
+  *fd = -1;
+  int rc = ready();
+  if (rc != 0) {
+    return rc;
+  }
+  const Locked guard;
+  Buffer* b = find(ptr, 1);
+  if (b == nullptr || b->ptr != ptr || b->kind != Kind::kAlloc) {
+    return misuse(-EINVAL, "export of %p, not an allocation of this process", ptr);
+  }
+  if (bytes > b->bytes) {
+    return misuse(-EINVAL, "export of %zu bytes of a %llu-byte buffer", bytes,
+                  static_cast<unsigned long long>(b->bytes));
+  }
+  if (*handle_len < sizeof(Handle)) {
+    return -ENOSPC;
+  }
+  // One key per allocation, open until its free: later exports reuse it.
+  if (!b->exported) {
+    rc = ipc_check("aclrtIpcMemGetExportKey",
+                   acl.export_key(ptr, b->bytes, b->key, sizeof b->key, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT));
+    if (rc != 0) {
+      return rc;
+    }
+    b->exported = true;
+  }
+  int32_t me = 0;
+  if ((rc = check("aclrtDeviceGetBareTgid", acl.get_bare_tgid(&me))) != 0) {
+    return rc;
+  }
+  Handle out{kMagic, b->bytes, me, device, {}};
+  std::memcpy(out.key, b->key, kKeyLen);
+  std::memcpy(handle, &out, sizeof out);
+  *handle_len = sizeof out;
+  return 0;
+}
+
+// The handle's key, checked: nullptr (said why) when it is not one of ours.
+bool parse_handle(const void* handle, size_t handle_len, Handle* out) {
+  if (handle == nullptr || handle_len != sizeof(Handle)) {
+    misuse(-EINVAL, "a %zu-byte handle (the Ascend backend's are %zu)", handle_len, sizeof(Handle));
+    return false;
+  }
+  std::memcpy(out, handle, sizeof *out);
+  if (out->magic != kMagic || out->key[kKeyLen - 1] != '\0') {
+    misuse(-EINVAL, "a handle that is not the Ascend backend's");
+    return false;
+  }
+  return true;
+}
+
+int as_process_id(int32_t* id) {
+  if (id == nullptr) {
+    return -EINVAL;
+  }
+  const int rc = ready();
+  return rc != 0 ? rc : check("aclrtDeviceGetBareTgid", acl.get_bare_tgid(id));
+}
+
+int as_allow_import(const void* handle, size_t handle_len, const int32_t* ids, size_t n) {
+  int rc = ready();
+  if (rc != 0) {
+    return rc;
+  }
+  Handle h{};
+  if (!parse_handle(handle, handle_len, &h)) {
+    return -EINVAL;
+  }
+  if (n == 0) {
+    return 0;
+  }
+  if (ids == nullptr || n > static_cast<size_t>(kMaxRanks)) {
+    return -EINVAL;
+  }
+  int32_t copy[kMaxRanks];  // AscendCL takes a non-const array
+  std::memcpy(copy, ids, n * sizeof *ids);
+  return ipc_check("aclrtIpcMemSetImportPid", acl.set_import_pid(h.key, copy, n));
+}
+
+int as_import(const void* handle, size_t handle_len, int fd, void** ptr) {
+  if (ptr == nullptr) {
+    return -EINVAL;
+  }
+  *ptr = nullptr;
+  int rc = ready();
+  if (rc != 0) {
+    return rc;
+  }
+  Handle h{};
+  if (!parse_handle(handle, handle_len, &h)) {
+    return -EINVAL;
+  }
+  if (fd >= 0) {
+    return misuse(-EINVAL, "import with an fd: AscendCL shares memory by key only");
+  }
+  const Locked guard;
+  Buffer* slot = new_slot();
+  if (slot == nullptr) {
+    return -ENOMEM;
+  }
+  void* p = nullptr;
+  rc = ipc_check("aclrtIpcMemImportByKey", acl.import_by_key(&p, h.key, ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS));
+  if (rc != 0) {
+    return rc;
+  }
+  *slot = Buffer{};
+  slot->kind = Kind::kImport;
+  slot->pid = getpid();
+  slot->ptr = static_cast<char*>(p);
+  slot->bytes = h.bytes;
+  std::memcpy(slot->key, h.key, kKeyLen);
+  *ptr = p;
+  return 0;
+}
+
+int as_close_import(void* ptr) {
+  int rc = ready();
+  if (rc != 0) {
+    return rc;
+  }
+  const Locked guard;
+  Buffer* b = find(ptr, 1);
+  if (b == nullptr || b->ptr != ptr || b->kind != Kind::kImport) {
+    return misuse(-EINVAL, "close_import of %p, not an import of this process (closed twice?)", ptr);
+  }
+  if ((rc = ipc_check("aclrtIpcMemClose (importer)", acl.ipc_close(b->key))) != 0) {
+    return rc;
+  }
+  *b = Buffer{};
+  return 0;
+}
+
+int as_copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) {
+    return 0;
+  }
+  if (dst == nullptr || src == nullptr) {
+    return -EINVAL;
+  }
+  int rc = ready();
+  Kind dk = Kind::kNone;
+  Kind sk = Kind::kNone;
+  rc = rc != 0 ? rc : kind_of(dst, bytes, &dk);
+  rc = rc != 0 ? rc : kind_of(src, bytes, &sk);
+  return rc != 0 ? rc : copy_any(dst, dk, src, sk, bytes);
+}
+
+// Staged: both operands to the host, the host kernels' fold, back.
+int as_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
+  const size_t size = dtype_size(dtype);
+  if (size == 0 || op < 0 || op >= kOps) {
+    return -EINVAL;
+  }
+  if (count == 0) {
+    return 0;
+  }
+  if (dst == nullptr || src == nullptr) {
+    return -EINVAL;
+  }
+  int rc = ready();
+  const size_t bytes = count * size;
+  Kind dk = Kind::kNone;
+  Kind sk = Kind::kNone;
+  rc = rc != 0 ? rc : kind_of(dst, bytes, &dk);
+  rc = rc != 0 ? rc : kind_of(src, bytes, &sk);
+  if (rc != 0) {
+    return rc;
+  }
+  if (dk == Kind::kNone || sk == Kind::kNone) {
+    return misuse(-EFAULT, "reduce with host memory %p (device buffers only)", dk == Kind::kNone ? dst : src);
+  }
+  auto* staged = static_cast<unsigned char*>(std::malloc(2 * bytes));
+  if (staged == nullptr) {
+    return -ENOMEM;
+  }
+  unsigned char* host_dst = staged;
+  unsigned char* host_src = staged + bytes;
+  rc = copy_any(host_dst, Kind::kNone, dst, dk, bytes);
+  rc = rc != 0 ? rc : copy_any(host_src, Kind::kNone, src, sk, bytes);
+  if (rc == 0) {
+    const void* ins[2] = {host_dst, host_src};
+    kernels_best()->fold[dtype][op](host_dst, ins, 2, count);
+    rc = copy_any(dst, dk, host_dst, Kind::kNone, bytes);
+  }
+  std::free(staged);
+  return rc;
+}
+
+// fold, staged as reduce is: every input to host memory, the host kernels'
+// n-input fold (f16/bf16 round once, as on the host path), the result back.
+int as_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
+  const size_t size = dtype_size(dtype);
+  if (size == 0 || op < 0 || op >= kOps || n < 1 || srcs == nullptr) {
+    return -EINVAL;
+  }
+  if (count == 0) {
+    return 0;
+  }
+  int rc = ready();
+  const size_t bytes = count * size;
+  Kind dk = Kind::kNone;
+  rc = rc != 0 ? rc : kind_of(dst, bytes, &dk);
+  if (rc != 0) {
+    return rc;
+  }
+  if (dk == Kind::kNone) {
+    return misuse(-EFAULT, "fold into host memory %p (device buffers only)", dst);
+  }
+  auto* staged = static_cast<unsigned char*>(std::malloc(static_cast<size_t>(n + 1) * bytes));
+  const void** ins = static_cast<const void**>(std::malloc(sizeof(void*) * static_cast<size_t>(n)));
+  if (staged == nullptr || ins == nullptr) {
+    std::free(staged);
+    std::free(static_cast<void*>(ins));
+    return -ENOMEM;
+  }
+  for (int i = 0; rc == 0 && i < n; ++i) {
+    Kind sk = Kind::kNone;
+    unsigned char* host = staged + static_cast<size_t>(i + 1) * bytes;
+    rc = kind_of(srcs[i], bytes, &sk);
+    if (rc == 0 && sk == Kind::kNone) {
+      rc = misuse(-EFAULT, "fold from host memory %p (device buffers only)", srcs[i]);
+    }
+    rc = rc != 0 ? rc : copy_any(host, Kind::kNone, srcs[i], sk, bytes);
+    ins[i] = host;
+  }
+  if (rc == 0) {
+    kernels_best()->fold[dtype][op](staged, ins, n, count);
+    rc = copy_any(dst, dk, staged, Kind::kNone, bytes);
+  }
+  std::free(staged);
+  std::free(static_cast<void*>(ins));
+  return rc;
+}
+
+int as_signal() {
+  return ready();
+}
+
+int as_wait() {
+  const int rc = ready();
+  return rc != 0 ? rc : check("aclrtSynchronizeDevice", acl.synchronize_device());
+}
+
+uint64_t as_violations() {
+  return violation_count.load(std::memory_order_relaxed);
+}
+
+constexpr trainit_coll_backend kAscend = {
+    TRAINIT_COLL_BACKEND_ABI, "ascend", as_init,   as_alloc,  as_free, as_export,     as_import,
+    as_close_import,          as_copy,  as_reduce, as_signal, as_wait, as_violations, as_process_id,
+    as_allow_import,          as_fold,
+};
+
+}  // namespace
+}  // namespace trainit::coll::ascend
+
+extern "C" __attribute__((visibility("default"))) const trainit_coll_backend* trainit_coll_backend_v1() {
+  return &trainit::coll::ascend::kAscend;
+}
