@@ -16,8 +16,8 @@
 // The steps (device_check.h): open (the backend loads and picks its device
 // from the environment), alloc, join, allreduce (an f32 and an i32 sum of a
 // pattern of (INDEX + 1) multiples, copied to and from the device), check
-// (every element equals its exact sum; a wrong one is summed again by this
-// device alone, to tell its fault from another's). Before each step its name goes to
+// (every element equals its exact sum; after a wrong one this device reads
+// its pattern back and sums it alone, to tell its fault from another's). Before each step its name goes to
 // stdout as one line; a failure writes one line to stderr, the reason, and
 // exits 1, or 2 when the step failed for another device (a join or a
 // collective that timed out or was aborted waiting for one, a wrong sum this
@@ -225,7 +225,7 @@ class Check {
       reason(kAllreduce, "i32 sum: %s", trainit_strerror(r));
       return status_of(r);
     }
-    if (r = copy_back(); r != 0) {
+    if (r = copy_back(bufs_.recv_f32, bufs_.recv_i32); r != 0) {
       reason(kAllreduce, "copying the sums from the device: %s", trainit_strerror(r));
       return kDeviceCheckFailed;
     }
@@ -234,9 +234,7 @@ class Check {
 
   // The sums against the exact ones. A wrong one is this device's fault or
   // another's: each device folds a share of the elements for all, so every
-  // check sees a wrong element. The same pattern summed by this device
-  // alone (its solo communicator) tells which: wrong there too, it is this
-  // device's; right, another's (exit 2, as for a peer).
+  // check sees a wrong element; blame() tells which.
   int check() {
     announce(kCheck);
     char what[200];
@@ -270,19 +268,29 @@ class Check {
     return true;
   }
 
+  // A wrong joint sum: this device's fault when it alone gets its own
+  // pattern wrong, read back as it was written (its memory or its copies) or
+  // summed alone (its reduction); else another device's.
   int blame(const char* joint) {
-    int r = trainit_allreduce(solo_, bufs_.send_f32, bufs_.recv_f32, kCount, TRAINIT_F32, TRAINIT_SUM);
+    char alone[200];
+    int r = copy_back(bufs_.send_f32, bufs_.send_i32);
+    if (r == 0 && !sums_right(a_.index + 1, 1, alone, sizeof alone)) {
+      reason(kCheck, "%s (this device reads its own pattern back wrong: %s)", joint, alone);
+      return kDeviceCheckFailed;
+    }
+    if (r == 0) {
+      r = trainit_allreduce(solo_, bufs_.send_f32, bufs_.recv_f32, kCount, TRAINIT_F32, TRAINIT_SUM);
+    }
     if (r == 0) {
       r = trainit_allreduce(solo_, bufs_.send_i32, bufs_.recv_i32, kCount, TRAINIT_I32, TRAINIT_SUM);
     }
     if (r == 0) {
-      r = copy_back();
+      r = copy_back(bufs_.recv_f32, bufs_.recv_i32);
     }
     if (r != 0) {
-      reason(kCheck, "%s; summing alone then failed: %s", joint, trainit_strerror(r));
+      reason(kCheck, "%s; checking this device alone then failed: %s", joint, trainit_strerror(r));
       return kDeviceCheckFailed;
     }
-    char alone[200];
     if (!sums_right(a_.index + 1, 1, alone, sizeof alone)) {
       reason(kCheck, "%s (alone, this device sums wrong too: %s)", joint, alone);
       return kDeviceCheckFailed;
@@ -293,10 +301,10 @@ class Check {
 
   int copy(void* dst, const void* src) { return trainit_device_copy(comm_, dst, src, kCount * 4); }
 
-  // The sums, from the device into host_f32_ and host_i32_.
-  int copy_back() {
-    const int r = copy(host_f32_, bufs_.recv_f32);
-    return r != 0 ? r : copy(host_i32_, bufs_.recv_i32);
+  // Device buffers into host_f32_ and host_i32_.
+  int copy_back(const void* f32, const void* i32) {
+    const int r = copy(host_f32_, f32);
+    return r != 0 ? r : copy(host_i32_, i32);
   }
 
   const Args& a_;

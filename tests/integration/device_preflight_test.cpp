@@ -1,9 +1,10 @@
 // --preflight devices as a real PID 1 (init/device_preflight.h): before any
 // rank starts, one trainit-device-check per local device, over the fake
 // device (TRAINIT_COLL_BACKEND = libtrainit_coll_fakedev.so) whose faults
-// TRAINIT_FAKEDEV_FAULT injects: a device that fails, hangs or sums wrong
-// ends the job with 79, one line naming the device, the host and the step,
-// the same cause in the status file, no rank started and nothing left.
+// TRAINIT_FAKEDEV_FAULT injects, and over the Ascend plugin on the mock
+// AscendCL (MOCK_ACL_FAULT): a device that fails, hangs or sums wrong ends
+// the job with 79, one line naming the device, the host and the step, the
+// same cause in the status file, no rank started and nothing left.
 #include <dirent.h>
 #include <gtest/gtest.h>
 
@@ -88,7 +89,7 @@ TEST(DevicePreflight, ADeviceThatSumsWrongFailsTheJobWith79InTheCheckStep) {
   Job job;
   Outcome r = run(preflight_spec(job, 2, "1:wrong"));
   expect_failure_named(job, r, "device preflight failed: device 1: check: wrong ");
-  EXPECT_NE(r.err.find(" sum at element "), std::string::npos) << r.transcript;
+  EXPECT_NE(r.err.find("(alone, this device sums wrong too: "), std::string::npos) << r.transcript;
 }
 
 TEST(DevicePreflight, TorchrunWorkersDevicesAreTheirLocalRanks) {
@@ -139,6 +140,56 @@ TEST(DevicePreflight, AHungCheckIsKilledAndReapedSoNothingOutlivesTrainit) {
   }
   ::closedir(proc);
   EXPECT_TRUE(left.empty()) << "still running: pid " << (left.empty() ? "" : left[0]);
+}
+
+// --- The Ascend plugin over the mock AscendCL (tests/coll/mock_ascendcl) ---
+
+// An Ascend job whose checks load libtrainit_coll_ascend.so, which finds the
+// mock libascendcl.so on LD_LIBRARY_PATH; `fault` is MOCK_ACL_FAULT.
+Spec ascend_spec(const Job& job, unsigned devices, const std::string& fault) {
+  Spec s = preflight_spec(job, devices, "");
+  std::string mock = TRAINIT_MOCK_ACL;
+  s.env.back() = std::string("TRAINIT_COLL_BACKEND=") + TRAINIT_ASCEND_PLUGIN;
+  s.env.push_back("LD_LIBRARY_PATH=" + mock.substr(0, mock.rfind('/')));
+  s.env.push_back("MOCK_ACL_DIR=" + job.path("acl"));
+  if (!fault.empty()) {
+    s.env.push_back("MOCK_ACL_FAULT=" + fault);
+  }
+  return s;
+}
+
+TEST(DevicePreflightAscend, HealthyNpusOnTheMockAscendClPassAndThenTheRanksRun) {
+  TRAINIT_REQUIRE_DEVICE_CHECK();
+  Job job;
+  Outcome r = run(ascend_spec(job, 3, ""));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  EXPECT_NE(r.err.find("device preflight: 3 devices passed on backend " + std::string(TRAINIT_ASCEND_PLUGIN)),
+            std::string::npos)
+      << r.transcript;
+  EXPECT_EQ(job.starts().size(), 3U) << r.transcript;
+}
+
+TEST(DevicePreflightAscend, AnNpuThatCannotBeSetUpFailsTheJobWith79InTheOpenStep) {
+  TRAINIT_REQUIRE_DEVICE_CHECK();
+  Job job;
+  Outcome r = run(ascend_spec(job, 3, "1:fail"));
+  expect_failure_named(job, r, "device preflight failed: device 1: open: backend ");
+}
+
+TEST(DevicePreflightAscend, AHungNpuIsKilledAtTheBoundAndFailsTheJobWith79) {
+  TRAINIT_REQUIRE_DEVICE_CHECK();
+  Job job;
+  Outcome r = run(ascend_spec(job, 3, "2:hang"));
+  expect_failure_named(job, r, "device preflight failed: device 2: hung in step allreduce after 2.0 s");
+  EXPECT_LT(r.elapsed, 6s) << r.transcript;
+}
+
+TEST(DevicePreflightAscend, AnNpuThatSumsWrongFailsTheJobWith79) {
+  TRAINIT_REQUIRE_DEVICE_CHECK();
+  Job job;
+  Outcome r = run(ascend_spec(job, 2, "0:wrong"));
+  expect_failure_named(job, r, "device preflight failed: device 0: check: wrong ");
+  EXPECT_NE(r.err.find("(this device reads its own pattern back wrong: "), std::string::npos) << r.transcript;
 }
 
 TEST(DevicePreflight, AMissingDeviceCheckFailsTheJobWith78NamingWhereItLooked) {
