@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/env.h"
 #include "cli.h"
@@ -128,15 +129,24 @@ std::string usage_text() {
     documented += fmt::format("{}{}", line == 0 ? "  " : " ", v.name);
     line += (line == 0 ? 2 : 1) + v.name.size();
   }
-  std::string passed_on;
+  // ",\nbut for A, B, ...": the variables the ranks read, each line within
+  // the help's width, the last one with the sentence's end.
+  constexpr std::string_view kReadBy = ", which the ranks read";  // kUsageTail ends it with '.'
+
+  std::vector<std::string_view> passed;
   for (const DocumentedVariable& v : kDocumentedVariables) {
     if (v.passed_on) {
-      const size_t column = passed_on.size() - passed_on.rfind('\n') - 1;  // npos + 1 wraps to 0
-      const bool wrap = column + 2 + v.name.size() + 1 > 72;               // ", NAME," fits in the line
-      passed_on += fmt::format("{}{}", passed_on.empty() ? ",\nbut for " : wrap ? ",\n" : ", ", v.name);
+      passed.push_back(v.name);
     }
   }
-  text += fmt::format(kUsageTail, documented + "\n", passed_on.empty() ? "" : passed_on + ", which the ranks read");
+  std::string passed_on;
+  for (size_t i = 0; i < passed.size(); ++i) {
+    const size_t column = passed_on.size() - passed_on.rfind('\n') - 1;   // npos + 1 wraps to 0
+    const size_t after = i + 1 < passed.size() ? 1 : kReadBy.size() + 1;  // its ',' or the sentence's end
+    const bool wrap = column + 2 + passed[i].size() + after > kHelpWidth;
+    passed_on += fmt::format("{}{}", i == 0 ? ",\nbut for " : wrap ? ",\n" : ", ", passed[i]);
+  }
+  text += fmt::format(kUsageTail, documented + "\n", passed_on.empty() ? "" : passed_on + std::string(kReadBy));
   return text;
 }
 
