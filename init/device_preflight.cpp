@@ -167,7 +167,8 @@ const char* env_of(const ProcessSpec& spec, std::string_view name) {
 }  // namespace
 
 std::string device_of(const ProcessSpec& rank) {
-  return std::to_string(coll::device_number(env_of(rank, "DEVICE_ID"), env_of(rank, "CUDA_VISIBLE_DEVICES"),
+  return std::to_string(coll::device_number(env_of(rank, "TRAINIT_COLL_DEVICE"), env_of(rank, "DEVICE_ID"),
+                                            env_of(rank, "CUDA_VISIBLE_DEVICES"),
                                             env_of(rank, "ASCEND_VISIBLE_DEVICES"), env_of(rank, "LOCAL_RANK")));
 }
 

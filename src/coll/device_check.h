@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <initializer_list>
 
 namespace trainit::coll {
 
@@ -78,6 +79,7 @@ inline bool set(const char* value) noexcept {
 
 // The device a process uses, from the variables a launcher gives it (null:
 // unset):
+//   0. TRAINIT_COLL_DEVICE (the backends' own override);
 //   1. DEVICE_ID (trainit's Ascend and MindSpore modes set it per rank);
 //   2. else the visible-devices list, CUDA_VISIBLE_DEVICES or else
 //      ASCEND_VISIBLE_DEVICES: its only entry, or entry LOCAL_RANK of
@@ -86,11 +88,13 @@ inline bool set(const char* value) noexcept {
 //   3. else LOCAL_RANK (torchrun's and msrun's workers);
 //   4. else 0.
 // A value that is not a plain number counts as unset (a GPU's UUID).
-inline long device_number(const char* device_id, const char* cuda_visible, const char* ascend_visible,
-                          const char* local_rank) noexcept {
-  if (detail::set(device_id)) {
-    if (long d = detail::leading_number(device_id, device_id + std::strlen(device_id)); d >= 0) {
-      return d;
+inline long device_number(const char* coll_device, const char* device_id, const char* cuda_visible,
+                          const char* ascend_visible, const char* local_rank) noexcept {
+  for (const char* id : {coll_device, device_id}) {
+    if (detail::set(id)) {
+      if (long d = detail::leading_number(id, id + std::strlen(id)); d >= 0) {
+        return d;
+      }
     }
   }
   const long local =

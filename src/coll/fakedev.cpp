@@ -14,10 +14,10 @@
 // Synchronous: signal and wait are no-ops.
 //
 // Its device number: what the environment a launcher gives a process names
-// (device_number() in device_check.h): DEVICE_ID, else the visible-devices
-// list (CUDA_VISIBLE_DEVICES, else ASCEND_VISIBLE_DEVICES: its only entry, or
-// entry LOCAL_RANK of several), else LOCAL_RANK, else 0. Read once, by
-// init().
+// (device_number() in device_check.h): TRAINIT_COLL_DEVICE, else DEVICE_ID,
+// else the visible-devices list (CUDA_VISIBLE_DEVICES, else
+// ASCEND_VISIBLE_DEVICES: its only entry, or entry LOCAL_RANK of several),
+// else LOCAL_RANK, else 0. Read once, by init().
 //
 // Faults for the tests of what uses it (the init's device preflight):
 // TRAINIT_FAKEDEV_FAULT=DEVICE:KIND[,...] (fakedev_fault.h) gives the device
@@ -229,8 +229,9 @@ void corrupt_if_asked(void* dst) {
 }
 
 int fd_init() {
-  device = device_number(std::getenv("DEVICE_ID"), std::getenv("CUDA_VISIBLE_DEVICES"),
-                         std::getenv("ASCEND_VISIBLE_DEVICES"), std::getenv("LOCAL_RANK"));
+  device =
+      device_number(std::getenv("TRAINIT_COLL_DEVICE"), std::getenv("DEVICE_ID"), std::getenv("CUDA_VISIBLE_DEVICES"),
+                    std::getenv("ASCEND_VISIBLE_DEVICES"), std::getenv("LOCAL_RANK"));
   const char* knob = std::getenv("TRAINIT_FAKEDEV_FAULT");
   const FakedevFaultSpec spec = fakedev_fault(knob, device);
   if (!spec.valid) {

@@ -146,7 +146,13 @@ TEST(DevicePreflightFailure, OtherDevicesThatFailedOnTheirOwnAreCountedInTheSame
 // --- the device a rank names ------------------------------------------------------
 
 long device(const char* device_id, const char* cuda, const char* ascend, const char* local) {
-  return coll::device_number(device_id, cuda, ascend, local);
+  return coll::device_number(nullptr, device_id, cuda, ascend, local);
+}
+
+TEST(DeviceNumber, TheBackendsOverrideWinsOverEveryOtherVariable) {
+  EXPECT_EQ(coll::device_number("5", "3", "1", "2", "0"), 5);
+  EXPECT_EQ(coll::device_number("", "3", nullptr, nullptr, nullptr), 3) << "empty is unset";
+  EXPECT_EQ(coll::device_number("x", "3", nullptr, nullptr, nullptr), 3) << "no number is unset";
 }
 
 TEST(DeviceNumber, DeviceIdWinsThenTheVisibleListThenTheLocalRankThenZero) {
