@@ -274,7 +274,7 @@ int agree(trainit_comm* c, const DeviceCall& q) {
   if (r < 0) {
     return r;
   }
-  for (int p = 0; p < c->n; ++p) {
+  for (size_t p = 0; p < static_cast<size_t>(c->n); ++p) {
     if (all[2 * p] != (mine[0] & ~(uint64_t{1} << 63)) || all[2 * p + 1] != mine[1]) {
       return -EINVAL;
     }
@@ -328,7 +328,7 @@ class Pieces {
       int r = dev(b_->copy(in(rank_), send() + at * es_, len * es_));
       r = r != 0 ? r : barrier();
       const Share mine = share_of(len, n_, rank_);
-      const void* srcs[kMaxPeerSockRanks];
+      const void* srcs[kMaxPeerSockRanks] = {};
       for (int p = 0; p < n_; ++p) {
         srcs[p] = in(p) + mine.lo * es_;
       }
@@ -363,7 +363,7 @@ class Pieces {
       }
       r = dev(r);
       r = r != 0 ? r : barrier();
-      const void* srcs[kMaxPeerSockRanks];
+      const void* srcs[kMaxPeerSockRanks] = {};
       for (int p = 0; p < n_; ++p) {
         srcs[p] = in(p) + static_cast<size_t>(rank_) * len * es_;
       }

@@ -495,6 +495,23 @@ TEST(DeviceComm, TrainitCollBackendChoosesTheBackendAndHostIsTheDefault) {
   }
 }
 
+TEST(DeviceComm, ABackendNamedWithoutAPathIsFoundBesideLibtrainitColl) {
+  // The shared library, as a rank links it: its directory holds the plugins.
+  void* lib = dlopen(TRAINIT_COLL_SHARED, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  using Init = int (*)(trainit_comm**, const char*, int, int, const char*);
+  using Name = const char* (*)(const trainit_comm*);
+  using Destroy = int (*)(trainit_comm*);
+  auto init = reinterpret_cast<Init>(dlsym(lib, "trainit_comm_init_backend"));
+  auto name = reinterpret_cast<Name>(dlsym(lib, "trainit_comm_backend"));
+  auto destroy = reinterpret_cast<Destroy>(dlsym(lib, "trainit_comm_destroy"));
+  ASSERT_TRUE(init != nullptr && name != nullptr && destroy != nullptr);
+  trainit_comm* c = nullptr;
+  ASSERT_EQ(init(&c, unique_name("beside").c_str(), 0, 1, "fakedev"), 0);
+  EXPECT_STREQ(name(c), "fakedev");
+  EXPECT_EQ(destroy(c), 0);
+}
+
 TEST(DeviceComm, AMissingPluginFailsTheInitWithEnoentAndSaysWhich) {
   trainit_comm* c = nullptr;
   const int r = trainit_comm_init_backend(&c, unique_name("missing").c_str(), 0, 1, "/nonexistent/libplugin.so");
