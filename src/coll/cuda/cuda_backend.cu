@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "coll/backend.h"
@@ -130,8 +131,23 @@ int cu_init() {
   if (rc != 0) {
     return rc;
   }
+  // The device: TRAINIT_COLL_DEVICE (an ordinal among the visible ones),
+  // else the calling thread's current one (torch.cuda.set_device's).
   int ordinal = 0;
-  if (cudaGetDevice(&ordinal) != cudaSuccess) {
+  const char* chosen = std::getenv("TRAINIT_COLL_DEVICE");
+  if (chosen != nullptr && *chosen != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(chosen, &end, 10);
+    if (*end != '\0' || v < 0 || v > 1024) {
+      std::fprintf(stderr, "trainit cuda backend: TRAINIT_COLL_DEVICE=\"%s\" is not a device number\n", chosen);
+      return -EINVAL;
+    }
+    ordinal = static_cast<int>(v);
+    if (cudaSetDevice(ordinal) != cudaSuccess) {
+      std::fprintf(stderr, "trainit cuda backend: no CUDA device %d\n", ordinal);
+      return -ENODEV;
+    }
+  } else if (cudaGetDevice(&ordinal) != cudaSuccess) {
     return -ENODEV;
   }
   if ((rc = from_cu(drv.device_get(&device, ordinal))) != 0 ||
@@ -334,6 +350,14 @@ int cu_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   return rc < 0 ? rc : rc == 0 ? 0 : -EIO;
 }
 
+int cu_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
+  if (!ready) {
+    return -ENODEV;
+  }
+  const int rc = launch_fold(dst, srcs, n, count, dtype, op);
+  return rc < 0 ? rc : rc == 0 ? 0 : -EIO;
+}
+
 int cu_signal() {
   return 0;
 }
@@ -348,7 +372,7 @@ uint64_t cu_violations() {
 
 constexpr trainit_coll_backend kCuda = {
     TRAINIT_COLL_BACKEND_ABI, "cuda", cu_init, cu_alloc,  cu_free,   cu_export,     cu_import,
-    cu_close_import,          cu_copy, cu_reduce, cu_signal, cu_wait, cu_violations, nullptr, nullptr, nullptr,
+    cu_close_import,          cu_copy, cu_reduce, cu_signal, cu_wait, cu_violations, nullptr, nullptr, cu_fold,
 };
 
 }  // namespace
