@@ -44,7 +44,7 @@ nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 
 echo "# gpu_check.sh on $(hostname), $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "GPUs (index, name, compute capability, memory, driver):"
-sed 's/^/  /' <<<"$gpus"
+while IFS= read -r line; do echo "  $line"; done <<<"$gpus"
 echo "nvcc: $("$nvcc" --version | tail -n 1); commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 # The plugin's kernels are built for compute capability 8.x and 9.x
 # (src/coll/cuda/CMakeLists.txt): another GPU cannot run them.
