@@ -628,6 +628,58 @@ def case_device_communicator_names_its_backend_and_refuses_host_buffers_in_step(
     check_ranks(2, body, 30.0, device_and_host_comms)
 
 
+def case_device_tensors_over_the_fake_device_through_a_stand_in_torch():
+    """torch CUDA is absent here: a stand-in torch module whose tensors live in
+    fake-device memory exercises the module's device-tensor path (the
+    attributes it reads: device.type, data_ptr, numel, dtype, is_contiguous;
+    torch.empty for a new result on the tensor's device)."""
+    import array
+    import math
+    import types
+    fake = types.ModuleType("torch")
+    held = []
+
+    class Tensor:
+        def __init__(self, count, device):
+            self.count, self.dtype, self.device = count, "torch.float32", types.SimpleNamespace(type=device)
+            self.ptr = held[0].device_alloc(max(4 * count, 1))
+
+        def data_ptr(self):
+            return self.ptr
+
+        def numel(self):
+            return self.count
+
+        def is_contiguous(self):
+            return True
+
+        def element_size(self):
+            return 4
+
+    fake.Tensor = Tensor
+    fake.empty = lambda shape, dtype, device: Tensor(math.prod(shape), device.type)
+    sys.modules["torch"] = fake
+    try:
+        with tc.Comm("pytest-tensor-%d" % os.getpid(), 0, 1, backend=fakedev()) as dev:
+            held.append(dev)
+            t = Tensor(5, "cuda")
+            dev.device_copy(t, array.array("f", [1, 2, 3, 4, 5]))
+            fresh = dev.allreduce(t)
+            assert isinstance(fresh, Tensor) and fresh.device.type == "cuda" and fresh.ptr != t.ptr
+            got = array.array("f", bytes(20))
+            dev.device_copy(got, fresh)
+            assert list(got) == [1, 2, 3, 4, 5], got
+            assert dev.allreduce(t, out=t) is t
+            assert dev.allgather(t).count == 5 and dev.reduce_scatter(t).count == 5
+            e = expect_error(lambda: dev.allreduce(Tensor(2, "cpu")), errno.EINVAL, "a CPU tensor on a device comm")
+            assert "CPU tensor" in str(e), e
+        with tc.Comm("pytest-tensor-host-%d" % os.getpid(), 0, 1) as host:
+            e = expect_error(lambda: host.allreduce(t), errno.EINVAL, "a device tensor on a host comm")
+            assert "host communicator" in str(e), e
+    finally:
+        del sys.modules["torch"]
+
+
 def case_missing_backend_plugin_raises_naming_it():
     missing = "/nonexistent/libtrainit_coll_nothing.so"
     e = expect_error(lambda: tc.Comm("pytest-nodev-%d" % os.getpid(), 0, 1, backend=missing), errno.ENOENT,
