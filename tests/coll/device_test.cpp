@@ -258,8 +258,10 @@ void check_one(Pair& p, const Case& k, int dtype, int op, int rank, int n, uint3
     std::memcpy(host_buf.data() + input_at, input.data(), input.size());
   }
   void* dev_buf = to_device(p.dev, host_buf, host_buf.size());
-  void* dev_send = k.in_place ? static_cast<unsigned char*>(dev_buf) + input_at : to_device(p.dev, input, input.size());
-  unsigned char* host_send = k.in_place ? host_buf.data() + input_at : input.data();
+  // In place is send == recv (coll.h; MPI_IN_PLACE's convention): an
+  // allgather's own part is then already at recv + rank * count.
+  void* dev_send = k.in_place ? dev_buf : to_device(p.dev, input, input.size());
+  unsigned char* host_send = k.in_place ? host_buf.data() : input.data();
   const auto t = static_cast<trainit_dtype>(dtype);
   const auto o = static_cast<trainit_op>(op);
   int rh = 0;
