@@ -38,11 +38,25 @@ class Comm {
     reset();
     return trainit_comm_init(&comm_, name, rank, size);
   }
+  // The same on a chosen backend: "host", "cuda", "ascend", a plugin's name
+  // or path; nullptr takes TRAINIT_COLL_BACKEND. On error,
+  // trainit_backend_error() says why in words.
+  int init_from_env_backend(const char* backend) noexcept {
+    reset();
+    return trainit_comm_init_from_env_backend(&comm_, backend);
+  }
+  int init_backend(const char* name, int rank, int size, const char* backend) noexcept {
+    reset();
+    return trainit_comm_init_backend(&comm_, name, rank, size, backend);
+  }
 
   explicit operator bool() const noexcept { return comm_ != nullptr; }
   trainit_comm* get() const noexcept { return comm_; }
   int rank() const noexcept { return trainit_comm_rank(comm_); }
   int size() const noexcept { return trainit_comm_size(comm_); }
+  // "host", "cuda", "ascend" or a plugin's own name; on a device backend the
+  // collectives take device pointers (coll.h: the ordering rule).
+  const char* backend() const noexcept { return trainit_comm_backend(comm_); }
 
   int allreduce(const void* send, void* recv, size_t count, trainit_dtype dtype, trainit_op op) noexcept {
     return trainit_allreduce(comm_, send, recv, count, dtype, op);
@@ -64,6 +78,14 @@ class Comm {
   // From the arena: peers read such buffers in place. nullptr when full.
   void* alloc(size_t bytes) noexcept { return trainit_alloc(comm_, bytes); }
   void free(void* ptr) noexcept { trainit_free(comm_, ptr); }
+
+  // The backend's memory (host memory on "host"): 0 or a negative errno.
+  int device_alloc(size_t bytes, void** ptr) noexcept { return trainit_device_alloc(comm_, bytes, ptr); }
+  int device_free(void* ptr) noexcept { return trainit_device_free(comm_, ptr); }
+  // Device and host memory either way, or within the device; done on return.
+  int device_copy(void* dst, const void* src, size_t bytes) noexcept {
+    return trainit_device_copy(comm_, dst, src, bytes);
+  }
 
   // Destroys the communicator now: 0 or a negative errno.
   int reset() noexcept {

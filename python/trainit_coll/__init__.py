@@ -16,6 +16,37 @@ supported item type (array.array, bytearray, memoryview):
 Types: float32, float64, float16, int32, int64, uint8, and bfloat16 (torch
 tensors). f16/bf16 accumulate in f32. Ops: "sum", "prod", "min", "max".
 
+Device collectives. A communicator reduces the memory of the backend it is
+made with: Comm(..., backend="cuda") or Comm.from_env(backend=...), where
+backend is "host", "cuda", "ascend", a plugin NAME or a plugin's path, and
+None takes $TRAINIT_COLL_BACKEND (unset: "host"); comm.backend names it. On
+a device communicator the collectives take device memory, in two shapes:
+
+    # torch tensors on the device (contiguous), as numpy arrays on the host:
+    comm = trainit_coll.Comm.from_env(backend="cuda")
+    grad = torch.ones(1 << 20, device="cuda")
+    comm.allreduce(grad, out=grad)                  # in place
+    total = comm.allreduce(grad)                    # torch allocates the result
+
+    # a device address as an int, with its element count and type; out= is
+    # required (the module allocates nothing), and may be the same address:
+    ptr = comm.device_alloc(4 * n)
+    comm.device_copy(ptr, host_floats)              # host -> device
+    comm.allreduce(ptr, count=n, dtype="float32", out=ptr)
+    comm.device_copy(host_floats, ptr)              # device -> host
+    comm.device_free(ptr)
+
+count is always the number of elements at `array` (reduce_scatter: size ×
+the part each rank gets; allgather: each rank's part). With addresses,
+reduce_scatter and allgather may also be in place (out == array), as in C:
+reduce_scatter leaves the rank's part at the start of the buffer; allgather
+takes the rank's part from out + rank × count elements. Host buffers are
+refused on a device communicator and device tensors on a host one. The
+stream rule is coll.h's: a call waits for the work this process issued on
+its device, and its results are complete when it returns. A backend that
+cannot be loaded raises CollError from the constructor, with the loader's
+reason (trainit_backend_error) in the message.
+
 Errors raise CollError (an OSError: .errno, and the library's message):
 CollAbortedError (also a ConnectionAbortedError) once a peer died or the job
 is stopping, CollTimeoutError (also a TimeoutError) when
@@ -84,6 +115,8 @@ def _load():
         protos = {
             "trainit_comm_init_from_env": [ctypes.POINTER(vp)],
             "trainit_comm_init": [ctypes.POINTER(vp), ctypes.c_char_p, i, i],
+            "trainit_comm_init_from_env_backend": [ctypes.POINTER(vp), ctypes.c_char_p],
+            "trainit_comm_init_backend": [ctypes.POINTER(vp), ctypes.c_char_p, i, i, ctypes.c_char_p],
             "trainit_comm_rank": [vp],
             "trainit_comm_size": [vp],
             "trainit_allreduce": [vp, vp, vp, sz, i, i],
@@ -93,6 +126,9 @@ def _load():
             "trainit_broadcast": [vp, vp, sz, i, i],
             "trainit_barrier": [vp],
             "trainit_comm_destroy": [vp],
+            "trainit_device_alloc": [vp, sz, ctypes.POINTER(vp)],
+            "trainit_device_free": [vp, vp],
+            "trainit_device_copy": [vp, vp, vp, sz],
         }
         for name, args in protos.items():
             f = getattr(lib, name)
@@ -100,6 +136,10 @@ def _load():
             f.restype = i
         lib.trainit_strerror.argtypes = [i]
         lib.trainit_strerror.restype = ctypes.c_char_p
+        lib.trainit_comm_backend.argtypes = [vp]
+        lib.trainit_comm_backend.restype = ctypes.c_char_p
+        lib.trainit_backend_error.argtypes = []
+        lib.trainit_backend_error.restype = ctypes.c_char_p
         _lib, _lib_path = lib, path
         return lib
     raise ImportError("trainit_coll: libtrainit_coll.so not found; tried: " + "; ".join(tried or ["nothing"]) +
@@ -188,7 +228,36 @@ def _np_address(obj, writable):
     return None if writable else (obj.ctypes.data, count, code)
 
 
-def _describe(obj, writable):
+def _is_address(obj):
+    return isinstance(obj, int) and not isinstance(obj, bool)
+
+
+def _dtype_name(dtype):
+    """"float32", a numpy dtype or type, or a torch dtype -> the name in DTYPES, or None."""
+    if isinstance(dtype, str):
+        return dtype if dtype in DTYPES else None
+    name = getattr(dtype, "name", None) or getattr(dtype, "__name__", None) or str(dtype).replace("torch.", "")
+    return name if name in DTYPES else None
+
+
+def _address(value, count, dtype):
+    """A buffer given as a plain address (an int) of count elements of dtype:
+    the communicator backend's memory (device memory on a device one)."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise _ArgError("an address needs count= (its elements, an int >= 0), not %r" % (count,))
+    name = _dtype_name(dtype)
+    if name is None:
+        raise _ArgError("an address needs dtype= one of %s, not %r" % (", ".join(DTYPES), dtype))
+    if not 0 <= value < 1 << 64:
+        raise _ArgError("%#x is not an address" % value)
+    b = _Buf()
+    b.kind, b.obj, b.keep, b.ptr, b.count, b.dtype = "address", value, None, value or None, count, name
+    return b
+
+
+def _describe(obj, writable, device=False):
+    """The buffer obj (an array, a tensor, a buffer); device: on a device
+    communicator, where only device tensors are memory of its backend."""
     b = _Buf()
     b.obj = obj
     b.keep = None
@@ -197,8 +266,11 @@ def _describe(obj, writable):
     if np is not None and _np_ndarray is None:
         _learn_numpy(np)
     if torch is not None and isinstance(obj, torch.Tensor):
-        if obj.device.type != "cpu":
-            raise _ArgError("a tensor on %s: only CPU tensors" % obj.device)
+        if device and obj.device.type == "cpu":
+            raise _ArgError("a CPU tensor on a device communicator: pass a device tensor or an address")
+        if not device and obj.device.type != "cpu":
+            raise _ArgError("a tensor on %s on a host communicator: only CPU tensors "
+                            "(make the communicator with backend=)" % obj.device)
         if not obj.is_contiguous():
             raise _ArgError("a non-contiguous tensor")
         name = str(obj.dtype).replace("torch.", "")
@@ -206,6 +278,9 @@ def _describe(obj, writable):
             raise _ArgError("unsupported tensor type %s" % obj.dtype)
         b.kind, b.ptr, b.count, b.dtype = "torch", obj.data_ptr(), obj.numel(), name
         return b
+    if device:
+        raise _ArgError("host memory (%s) on a device communicator: pass a device tensor or an address"
+                        % type(obj).__name__)
     if np is not None and isinstance(obj, np.ndarray):
         if not obj.flags.c_contiguous:
             raise _ArgError("a non-contiguous array")
@@ -282,7 +357,7 @@ def _new_like(src, shape_count):
     """A new, uninitialised buffer of src's kind and type with count elements
     (shape_count: a shape tuple for numpy/torch, an element count otherwise)."""
     if src.kind == "torch":
-        return _torch().empty(shape_count, dtype=src.obj.dtype)
+        return _torch().empty(shape_count, dtype=src.obj.dtype, device=src.obj.device)
     if src.kind == "numpy":
         return _numpy().empty(shape_count, dtype=src.obj.dtype)
     count = shape_count if isinstance(shape_count, int) else _prod(shape_count)
@@ -314,32 +389,47 @@ class Comm:
     and distinct ranks 0..size-1 (standalone; it leaves nothing behind);
     Comm.from_env() joins the arena trainit handed to this rank. Collectives
     are called by every rank in the same order, from one thread per rank.
+    backend: the memory it reduces ("host", "cuda", "ascend", a plugin's
+    name or path; None: $TRAINIT_COLL_BACKEND, else "host").
     """
 
-    def __init__(self, name=None, rank=None, size=None, *, _from_env=False):
+    def __init__(self, name=None, rank=None, size=None, *, backend=None, _from_env=False):
         lib = _load()
         self._c = None
+        if backend is not None and not isinstance(backend, (str, bytes, os.PathLike)):
+            raise TypeError("backend: a name or a plugin's path (str), or None")
+        raw_backend = None if backend is None else os.fsencode(backend)
         handle = ctypes.c_void_p()
         if _from_env:
-            rc = lib.trainit_comm_init_from_env(ctypes.byref(handle))
+            rc = lib.trainit_comm_init_from_env_backend(ctypes.byref(handle), raw_backend)
             what = "trainit_comm_init_from_env"
         else:
             if not isinstance(name, (str, bytes)) or not isinstance(rank, int) or not isinstance(size, int):
-                raise TypeError("Comm(name: str, rank: int, size: int)")
+                raise TypeError("Comm(name: str, rank: int, size: int, backend=None)")
             raw = name.encode() if isinstance(name, str) else name
-            rc = lib.trainit_comm_init(ctypes.byref(handle), raw, rank, size)
+            rc = lib.trainit_comm_init_backend(ctypes.byref(handle), raw, rank, size, raw_backend)
             what = "trainit_comm_init(%r, %d, %d)" % (name, rank, size)
         if rc != 0:
-            raise _error(rc, what)
+            chosen = backend if backend is not None else os.environ.get("TRAINIT_COLL_BACKEND") or "host"
+            why = lib.trainit_backend_error().decode("utf-8", "replace")
+            raise _error(rc, "%s on backend %r" % (what, chosen), why or None)
         self._c = handle
         self._rank = lib.trainit_comm_rank(handle)
         self._size = lib.trainit_comm_size(handle)
+        self._backend = lib.trainit_comm_backend(handle).decode("utf-8", "replace")
+        self._device = self._backend != "host"
 
     @classmethod
-    def from_env(cls):
+    def from_env(cls, backend=None):
         """The communicator of a rank started by trainit (TRAINIT_COLL_FD,
-        TRAINIT_LOCAL_RANK, TRAINIT_LOCAL_SIZE)."""
-        return cls(_from_env=True)
+        TRAINIT_LOCAL_RANK, TRAINIT_LOCAL_SIZE; a device one also
+        TRAINIT_COLL_PEER_FDS)."""
+        return cls(backend=backend, _from_env=True)
+
+    @property
+    def backend(self):
+        """The backend's name: "host", "cuda", "ascend", or a plugin's own name."""
+        return self._backend
 
     @property
     def rank(self):
@@ -370,7 +460,7 @@ class Comm:
             self._c = None
 
     def __repr__(self):
-        state = "closed" if self._c is None else "rank %d of %d" % (self._rank, self._size)
+        state = "closed" if self._c is None else "rank %d of %d, %s" % (self._rank, self._size, self._backend)
         return "<trainit_coll.Comm %s>" % state
 
     # --- the collectives ----------------------------------------------------
@@ -400,32 +490,45 @@ class Comm:
             raise _ArgError("unknown op %r: one of %s" % (op, ", ".join(OPS)))
         return OPS[op]
 
-    @staticmethod
-    def _out(src, out, shape_count, count):
+    def _source(self, array, writable, count, dtype):
+        """The input buffer: an address (with count and dtype), or an object."""
+        if _is_address(array):
+            return _address(array, count, dtype)
+        if count is not None or dtype is not None:
+            raise _ArgError("count= and dtype= describe an address (an int) only")
+        return _describe(array, writable, self._device)
+
+    def _out(self, src, out, shape_count, count):
         """The output buffer: out checked against src, or a new one."""
+        if src.kind == "address":
+            if not _is_address(out):
+                raise _ArgError("with an address, out= must be an address too (the module allocates nothing)")
+            return _address(out, count, src.dtype)
         if out is None:
-            return _describe(_new_like(src, shape_count), True)
+            return _describe(_new_like(src, shape_count), True, self._device)
         if out is src.obj:
             return src
-        dst = _describe(out, True)
+        dst = _describe(out, True, self._device)
         if dst.dtype != src.dtype:
             raise _ArgError("out is %s, the input %s" % (dst.dtype, src.dtype))
         if dst.count != count:
             raise _ArgError("out holds %d elements, %d needed" % (dst.count, count))
         return dst
 
-    def allreduce(self, array, op="sum", out=None):
+    def allreduce(self, array, op="sum", out=None, *, count=None, dtype=None):
         """Reduces array over every rank into out (a new array when None;
-        in place when out is array); returns out."""
+        in place when out is array); returns out. An address (an int) takes
+        count= and dtype=, and out= another address or the same."""
         c = self._c
-        if c is not None and type(array) is _np_ndarray and type(out) is _np_ndarray and type(op) is str:
+        if (c is not None and type(array) is _np_ndarray and type(out) is _np_ndarray and type(op) is str
+                and not self._device):
             fast = self._allreduce_numpy(c, array, op, out)
             if fast is not None:
                 return fast
         res = []
 
         def call(c):
-            src = _describe(array, out is array)
+            src = self._source(array, out is array, count, dtype)
             o = self._op(op)
             dst = self._out(src, out, _shape(array, src.count), src.count)
             res.append(dst.obj)
@@ -454,13 +557,13 @@ class Comm:
             raise _error(rc, "allreduce")
         return out
 
-    def reduce(self, array, op="sum", root=0, out=None):
+    def reduce(self, array, op="sum", root=0, out=None, *, count=None, dtype=None):
         """Reduces array over every rank into out on root (a new array when
         None); returns out on root, and out (unwritten) or None elsewhere."""
         res = []
 
         def call(c):
-            src = _describe(array, out is array)
+            src = self._source(array, out is array, count, dtype)
             o = self._op(op)
             if not isinstance(root, int):
                 raise _ArgError("root must be an int")
@@ -474,14 +577,16 @@ class Comm:
         self._run("reduce", call, lambda c: _lib.trainit_reduce(c, None, None, 0, _INVALID, _INVALID, 0))
         return res[0]
 
-    def reduce_scatter(self, array, op="sum", out=None):
+    def reduce_scatter(self, array, op="sum", out=None, *, count=None, dtype=None):
         """Reduces array (size × n elements) over every rank; rank r gets
         the reduced elements [r·n, (r+1)·n) in out (a new array when None;
-        numpy/torch: shape (shape[0] / size, *shape[1:]), or flat)."""
+        numpy/torch: shape (shape[0] / size, *shape[1:]), or flat). An
+        address's count is size × n; out may be the same address (the part
+        lands at its start)."""
         res = []
 
         def call(c):
-            src = _describe(array, False)
+            src = self._source(array, False, count, dtype)
             o = self._op(op)
             if src.count % self._size != 0:
                 raise _ArgError("%d elements do not split among %d ranks" % (src.count, self._size))
@@ -491,7 +596,7 @@ class Comm:
                 shape = (shape[0] // self._size,) + shape[1:]
             else:
                 shape = (n,)
-            if out is array:
+            if out is array and src.kind != "address":
                 raise _ArgError("reduce_scatter cannot be in place: pass another out")
             dst = self._out(src, out, shape, n)
             res.append(dst.obj)
@@ -501,30 +606,38 @@ class Comm:
                   lambda c: _lib.trainit_reduce_scatter(c, None, None, 0, _INVALID, _INVALID))
         return res[0]
 
-    def allgather(self, array, out=None):
+    def allgather(self, array, out=None, *, count=None, dtype=None):
         """Every rank's array, in rank order, into out (a new array when
-        None; numpy/torch: shape (size, *array.shape))."""
+        None; numpy/torch: shape (size, *array.shape)). An address's count
+        is its rank's part; out may be the same address, holding size ×
+        count elements with this rank's part already at rank × count."""
         res = []
 
         def call(c):
-            src = _describe(array, False)
-            if out is array:
+            src = self._source(array, False, count, dtype)
+            if out is array and src.kind != "address":
                 raise _ArgError("allgather cannot be in place: pass another out")
             shape = (self._size,) + _shape(array, src.count) if src.kind != "buffer" else src.count * self._size
             dst = self._out(src, out, shape, src.count * self._size)
             res.append(dst.obj)
-            return _lib.trainit_allgather(c, src.ptr, dst.ptr, src.count, DTYPES[src.dtype])
+            send = src.ptr
+            if src.kind == "address" and send is not None and send == dst.ptr:
+                # In place: the rank's part is read where it lies in out (the
+                # form every backend takes; the host one also takes send == recv).
+                send += self._rank * src.count * _ITEMSIZE[src.dtype]
+            return _lib.trainit_allgather(c, send, dst.ptr, src.count, DTYPES[src.dtype])
 
         self._run("allgather", call, lambda c: _lib.trainit_allgather(c, None, None, 0, _INVALID))
         return res[0]
 
-    def broadcast(self, array, root=0):
-        """Root's array into every rank's array (in place); returns array."""
+    def broadcast(self, array, root=0, *, count=None, dtype=None):
+        """Root's array into every rank's array (in place); returns array.
+        An address takes count= and dtype=."""
 
         def call(c):
             if not isinstance(root, int):
                 raise _ArgError("root must be an int")
-            buf = _describe(array, True)
+            buf = self._source(array, True, count, dtype)
             return _lib.trainit_broadcast(c, buf.ptr, buf.count, DTYPES[buf.dtype], root)
 
         self._run("broadcast", call, lambda c: _lib.trainit_broadcast(c, None, 0, _INVALID, 0))
@@ -533,3 +646,73 @@ class Comm:
     def barrier(self):
         """Returns once every rank called barrier()."""
         self._run("barrier", lambda c: _lib.trainit_barrier(c), lambda c: _lib.trainit_barrier(c))
+
+    # --- the backend's memory -----------------------------------------------
+
+    def device_alloc(self, nbytes):
+        """nbytes of the backend's memory (host memory on "host"): its
+        address, an int, for the collectives' address form and device_copy;
+        give it back with device_free."""
+        if not isinstance(nbytes, int) or nbytes < 0:
+            raise TypeError("device_alloc(nbytes: int >= 0)")
+        ptr = ctypes.c_void_p()
+        rc = _lib.trainit_device_alloc(self._handle(), nbytes, ctypes.byref(ptr))
+        if rc != 0:
+            raise _error(rc, "device_alloc(%d) on %s" % (nbytes, self._backend))
+        return ptr.value or 0
+
+    def device_free(self, ptr):
+        """Frees an address from device_alloc (0: nothing)."""
+        if not _is_address(ptr):
+            raise TypeError("device_free(ptr: int)")
+        rc = _lib.trainit_device_free(self._handle(), ptr or None)
+        if rc != 0:
+            raise _error(rc, "device_free(%#x) on %s" % (ptr, self._backend))
+
+    def device_copy(self, dst, src, nbytes=None):
+        """Copies nbytes from src to dst, either an address (device or host
+        memory) or a host buffer (bytearray, array.array, numpy array, a
+        tensor), in place; done when it returns. nbytes defaults to the
+        buffer's size (needed when both are addresses)."""
+        c = self._handle()
+        dst_ptr, dst_len, keep_dst = _copy_end(dst, True)
+        src_ptr, src_len, keep_src = _copy_end(src, False)
+        known = [n for n in (dst_len, src_len) if n is not None]
+        if nbytes is None:
+            if not known:
+                raise TypeError("device_copy between two addresses needs nbytes=")
+            nbytes = min(known)
+        if not isinstance(nbytes, int) or nbytes < 0:
+            raise TypeError("device_copy: nbytes must be an int >= 0")
+        if any(n < nbytes for n in known):
+            raise ValueError("device_copy of %d bytes: a buffer holds only %d" % (nbytes, min(known)))
+        rc = _lib.trainit_device_copy(c, dst_ptr, src_ptr, nbytes)
+        del keep_dst, keep_src  # held exported until the copy is done
+        if rc != 0:
+            raise _error(rc, "device_copy of %d bytes on %s" % (nbytes, self._backend))
+
+
+def _copy_end(obj, writable):
+    """(address, bytes or None, what keeps it alive) of one end of a copy."""
+    if _is_address(obj):
+        return obj or None, None, None
+    torch = _torch()
+    if torch is not None and isinstance(obj, torch.Tensor):
+        if not obj.is_contiguous():
+            raise ValueError("device_copy: a non-contiguous tensor")
+        return obj.data_ptr(), obj.numel() * obj.element_size(), obj
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise TypeError("device_copy: an address (int) or a buffer, not %s" % type(obj).__name__) from None
+    if not mv.c_contiguous:
+        raise ValueError("device_copy: a non-contiguous buffer")
+    if mv.readonly:
+        if writable:
+            raise ValueError("device_copy: a read-only destination")
+        holder = _ReadOnlyExport(mv)
+        return holder.address, mv.nbytes, holder
+    if mv.nbytes == 0:
+        return None, 0, None
+    holder = (ctypes.c_char * mv.nbytes).from_buffer(mv.cast("B"))
+    return ctypes.addressof(holder), mv.nbytes, holder

@@ -123,22 +123,27 @@ const char* coll_backend_last_error() {
   return last_error;
 }
 
-int coll_backend_load(const char* path_or_name, const trainit_coll_backend** backend) {
-  if (path_or_name == nullptr || backend == nullptr || path_or_name[0] == '\0') {
-    return fail(-EINVAL, "no backend named", nullptr);
+namespace {
+
+// A plugin installed beside this library (libtrainit_coll.so's directory,
+// or the program's when it is linked in statically): found there first, so
+// that an installed trainit needs no loader path for its own plugins.
+bool plugin_beside_library(const char* file, char* out, size_t room) {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&coll_backend_load), &info) == 0 || info.dli_fname == nullptr) {
+    return false;
   }
-  *backend = nullptr;
-  if (std::strcmp(path_or_name, "host") == 0) {
-    *backend = &kHost;
-    return 0;
+  const char* slash = std::strrchr(info.dli_fname, '/');
+  if (slash == nullptr) {
+    return false;
   }
-  char file[512];
-  const bool is_path = std::strchr(path_or_name, '/') != nullptr;
-  const int n = is_path ? std::snprintf(file, sizeof file, "%s", path_or_name)
-                        : std::snprintf(file, sizeof file, "libtrainit_coll_%s.so", path_or_name);
-  if (n < 0 || static_cast<size_t>(n) >= sizeof file) {
-    return fail(-ENAMETOOLONG, "backend name too long", path_or_name);
-  }
+  const int n = std::snprintf(out, room, "%.*s/%s", static_cast<int>(slash - info.dli_fname), info.dli_fname, file);
+  return n > 0 && static_cast<size_t>(n) < room && access(out, F_OK) == 0;
+}
+
+// Loads the plugin at file (a path, or a name for dlopen's search) and
+// calls its init().
+int load_plugin(const char* file, bool is_path, const trainit_coll_backend** backend) {
   if (is_path && access(file, F_OK) != 0) {
     return fail(-ENOENT, "no backend plugin at", file);
   }
@@ -178,6 +183,31 @@ int coll_backend_load(const char* path_or_name, const trainit_coll_backend** bac
   *backend = b;
   last_error[0] = '\0';
   return 0;
+}
+
+}  // namespace
+
+int coll_backend_load(const char* path_or_name, const trainit_coll_backend** backend) {
+  if (path_or_name == nullptr || backend == nullptr || path_or_name[0] == '\0') {
+    return fail(-EINVAL, "no backend named", nullptr);
+  }
+  *backend = nullptr;
+  if (std::strcmp(path_or_name, "host") == 0) {
+    *backend = &kHost;
+    return 0;
+  }
+  char file[512];
+  const bool is_path = std::strchr(path_or_name, '/') != nullptr;
+  const int n = is_path ? std::snprintf(file, sizeof file, "%s", path_or_name)
+                        : std::snprintf(file, sizeof file, "libtrainit_coll_%s.so", path_or_name);
+  if (n < 0 || static_cast<size_t>(n) >= sizeof file) {
+    return fail(-ENAMETOOLONG, "backend name too long", path_or_name);
+  }
+  char beside[1024];
+  if (!is_path && plugin_beside_library(file, beside, sizeof beside)) {
+    return load_plugin(beside, true, backend);
+  }
+  return load_plugin(file, is_path, backend);
 }
 
 int coll_send_handle(int sock, const void* handle, size_t handle_len, int fd) {

@@ -767,8 +767,6 @@ int comm_wait_all(trainit_comm* c, uint32_t s, int64_t deadline_ns) {
 
 }  // namespace trainit::coll
 
-using trainit::coll::comm_now_ns;
-
 namespace trainit::coll {
 namespace {
 
@@ -797,12 +795,13 @@ void close_socks(const int* socks, int n) {
   }
 }
 
+// socks: kMaxPeerSockRanks entries.
 // TRAINIT_COLL_PEER_FDS: one entry per local rank, "-" at the rank's own,
 // each a descriptor of a unix SOCK_SEQPACKET socket (what trainit passes).
 // Unset: none (socks all -1). Anything else is -EINVAL. Every socket becomes
 // close-on-exec: what the rank runs from now on does not get it.
 int peer_fds_from_env(int rank, int size, int* socks) {
-  for (int p = 0; p < size; ++p) {
+  for (int p = 0; p < kMaxPeerSockRanks; ++p) {
     socks[p] = -1;
   }
   const char* v = std::getenv("TRAINIT_COLL_PEER_FDS");

@@ -252,8 +252,11 @@ bool arguments_valid(const trainit_comm* c, const DeviceCall& q) {
     case kOpReduceScatter:
       return q.send != nullptr && q.recv != nullptr && (q.recv == q.send || !overlap(q.send, bytes * n, q.recv, bytes));
     case kOpAllgather: {
+      // In place (send == recv), the rank's part is at recv + rank * count;
+      // a send that is that part already is in place too.
       const void* own = static_cast<const unsigned char*>(q.recv) + bytes * static_cast<size_t>(c->rank);
-      return q.send != nullptr && q.recv != nullptr && (q.send == own || !overlap(q.send, bytes, q.recv, bytes * n));
+      return q.send != nullptr && q.recv != nullptr &&
+             (q.send == q.recv || q.send == own || !overlap(q.send, bytes, q.recv, bytes * n));
     }
     case kOpBroadcast:
       return q.recv != nullptr;
@@ -274,7 +277,7 @@ int agree(trainit_comm* c, const DeviceCall& q) {
   if (r < 0) {
     return r;
   }
-  for (int p = 0; p < c->n; ++p) {
+  for (size_t p = 0; p < static_cast<size_t>(c->n); ++p) {
     if (all[2 * p] != (mine[0] & ~(uint64_t{1} << 63)) || all[2 * p + 1] != mine[1]) {
       return -EINVAL;
     }
@@ -328,7 +331,7 @@ class Pieces {
       int r = dev(b_->copy(in(rank_), send() + at * es_, len * es_));
       r = r != 0 ? r : barrier();
       const Share mine = share_of(len, n_, rank_);
-      const void* srcs[kMaxPeerSockRanks];
+      const void* srcs[kMaxPeerSockRanks] = {};
       for (int p = 0; p < n_; ++p) {
         srcs[p] = in(p) + mine.lo * es_;
       }
@@ -363,7 +366,7 @@ class Pieces {
       }
       r = dev(r);
       r = r != 0 ? r : barrier();
-      const void* srcs[kMaxPeerSockRanks];
+      const void* srcs[kMaxPeerSockRanks] = {};
       for (int p = 0; p < n_; ++p) {
         srcs[p] = in(p) + static_cast<size_t>(rank_) * len * es_;
       }
@@ -378,13 +381,15 @@ class Pieces {
   int allgather() {
     const size_t piece = d_->half / es_;
     const unsigned char* own = recv() + q_.count * es_ * static_cast<size_t>(rank_);
+    const bool in_place = q_.send == q_.recv || send() == own;
+    const unsigned char* mine = in_place ? own : send();
     for (size_t at = 0; at < q_.count; at += piece) {
       const size_t len = q_.count - at < piece ? q_.count - at : piece;
       int r = at == 0 ? 0 : barrier();
-      r = r != 0 ? r : dev(b_->copy(in(rank_), send() + at * es_, len * es_));
+      r = r != 0 ? r : dev(b_->copy(in(rank_), mine + at * es_, len * es_));
       r = r != 0 ? r : barrier();
       for (int p = 0; r == 0 && p < n_; ++p) {
-        if (p != rank_ || send() != own) {
+        if (p != rank_ || !in_place) {
           r = b_->copy(recv() + (static_cast<size_t>(p) * q_.count + at) * es_, in(p), len * es_);
         }
       }

@@ -258,8 +258,10 @@ void check_one(Pair& p, const Case& k, int dtype, int op, int rank, int n, uint3
     std::memcpy(host_buf.data() + input_at, input.data(), input.size());
   }
   void* dev_buf = to_device(p.dev, host_buf, host_buf.size());
-  void* dev_send = k.in_place ? static_cast<unsigned char*>(dev_buf) + input_at : to_device(p.dev, input, input.size());
-  unsigned char* host_send = k.in_place ? host_buf.data() + input_at : input.data();
+  // In place is send == recv (coll.h; MPI_IN_PLACE's convention): an
+  // allgather's own part is then already at recv + rank * count.
+  void* dev_send = k.in_place ? dev_buf : to_device(p.dev, input, input.size());
+  unsigned char* host_send = k.in_place ? host_buf.data() : input.data();
   const auto t = static_cast<trainit_dtype>(dtype);
   const auto o = static_cast<trainit_op>(op);
   int rh = 0;
@@ -493,6 +495,23 @@ TEST(DeviceComm, TrainitCollBackendChoosesTheBackendAndHostIsTheDefault) {
   for (int s : status) {
     EXPECT_EQ(s, 0);
   }
+}
+
+TEST(DeviceComm, ABackendNamedWithoutAPathIsFoundBesideLibtrainitColl) {
+  // The shared library, as a rank links it: its directory holds the plugins.
+  void* lib = dlopen(TRAINIT_COLL_SHARED, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  using Init = int (*)(trainit_comm**, const char*, int, int, const char*);
+  using Name = const char* (*)(const trainit_comm*);
+  using Destroy = int (*)(trainit_comm*);
+  auto init = reinterpret_cast<Init>(dlsym(lib, "trainit_comm_init_backend"));
+  auto name = reinterpret_cast<Name>(dlsym(lib, "trainit_comm_backend"));
+  auto destroy = reinterpret_cast<Destroy>(dlsym(lib, "trainit_comm_destroy"));
+  ASSERT_TRUE(init != nullptr && name != nullptr && destroy != nullptr);
+  trainit_comm* c = nullptr;
+  ASSERT_EQ(init(&c, unique_name("beside").c_str(), 0, 1, "fakedev"), 0);
+  EXPECT_STREQ(name(c), "fakedev");
+  EXPECT_EQ(destroy(c), 0);
 }
 
 TEST(DeviceComm, AMissingPluginFailsTheInitWithEnoentAndSaysWhich) {

@@ -25,9 +25,14 @@ SKIP = 77
 _group = [0]
 
 
-def ranks(n, body, timeout=20.0):
-    """Runs body(comm) in n forked ranks of one new communicator; raises if
-    a rank failed or did not finish within timeout seconds."""
+def host_comm(name, rank, n):
+    return [tc.Comm(name, rank, n)]
+
+
+def ranks(n, body, timeout=20.0, comms=host_comm):
+    """Runs body(*comms(name, rank, n)) in n forked ranks (one new host
+    communicator each by default); raises if a rank failed or did not
+    finish within timeout seconds."""
     _group[0] += 1
     name = "pytest-%d-%d" % (os.getpid(), _group[0])
     pids = []
@@ -36,8 +41,12 @@ def ranks(n, body, timeout=20.0):
         if pid == 0:
             code = 1
             try:
-                with tc.Comm(name, r, n) as comm:
-                    body(comm)
+                opened = comms(name, r, n)
+                try:
+                    body(*opened)
+                finally:
+                    for comm in opened:
+                        comm.close()
                 code = 0
             except BaseException:  # noqa: B036 (the child reports and exits)
                 sys.stderr.write("rank %d of %d:\n%s" % (r, n, traceback.format_exc()))
@@ -63,8 +72,8 @@ def ranks(n, body, timeout=20.0):
     return [status[p] for p in pids]
 
 
-def check_ranks(n, body, timeout=20.0):
-    st = ranks(n, body, timeout)
+def check_ranks(n, body, timeout=20.0, comms=host_comm):
+    st = ranks(n, body, timeout, comms)
     bad = [(r, s) for r, s in enumerate(st) if not (os.WIFEXITED(s) and os.WEXITSTATUS(s) == 0)]
     if bad:
         raise AssertionError("%d ranks: rank(s) failed: %s" % (n, bad))
@@ -415,6 +424,282 @@ def case_closed_comm_from_env_outside_trainit_and_a_missing_library_raise():
                        env=dict(os.environ, TRAINIT_COLL_LIBRARY="/nonexistent/libtrainit_coll.so"),
                        capture_output=True, text=True)
     assert r.returncode != 0 and "ImportError" in r.stderr and "/nonexistent/libtrainit_coll.so" in r.stderr, r
+
+
+# --- device communicators (the fake device) -----------------------------------
+#
+# The fake device plugin's "device memory" is host-mapped memfd: its
+# addresses go through the module's address form (ints), and device_copy
+# moves data in and out. The reference for each call is the same call on a
+# host communicator of the same ranks.
+
+def fakedev():
+    path = os.environ.get("TRAINIT_FAKEDEV_PLUGIN")
+    if not path or not os.path.exists(path):
+        raise AssertionError("TRAINIT_FAKEDEV_PLUGIN (the fake device plugin, set by ctest) is %r" % path)
+    return path
+
+
+def device_and_host_comms(name, rank, n):
+    """A fake-device communicator and a host one, among the same ranks."""
+    return [tc.Comm(name + "-dev", rank, n, backend=fakedev()), tc.Comm(name + "-host", rank, n)]
+
+
+DEVICE_TYPES = [("f", "float32"), ("i", "int32")]
+DEVICE_COUNTS = [0, 1, 7, 4097, 100003]  # the last runs past the 64 KiB staging: in pieces
+
+
+def values(code, count, rank, seed):
+    import array
+    import random
+    rng = random.Random(1000 * seed + 17 * rank + count)
+    if code == "f":
+        return array.array("f", [rng.uniform(-100.0, 100.0) for _ in range(count)])
+    return array.array("i", [rng.randint(-40, 40) for _ in range(count)])
+
+
+class Device:
+    """Device buffers of one rank, freed on exit: put() copies host data in,
+    get() copies it out."""
+
+    def __init__(self, comm):
+        self.comm, self.held = comm, []
+
+    def alloc(self, nbytes):
+        ptr = self.comm.device_alloc(max(nbytes, 1))
+        self.held.append(ptr)
+        return ptr
+
+    def put(self, host):
+        ptr = self.alloc(len(host) * host.itemsize)
+        self.comm.device_copy(ptr, host)
+        return ptr
+
+    def get(self, ptr, code, count):
+        import array
+        host = array.array(code, bytes(count * array.array(code).itemsize))
+        self.comm.device_copy(host, ptr)
+        return host
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for ptr in self.held:
+            self.comm.device_free(ptr)
+        return False
+
+
+def same_bits(got, want, what):
+    if got.tobytes() != want.tobytes():
+        bad = next(i for i in range(len(want)) if got[i] != want[i]) if len(got) == len(want) else None
+        raise AssertionError("%s: differs from the host communicator's result (%d vs %d elements; first at %r)" %
+                             (what, len(got), len(want), bad))
+
+
+def device_allreduce_and_broadcast(dev, host):
+    n, me = dev.size, dev.rank
+    with Device(dev) as d:
+        for code, dtype in DEVICE_TYPES:
+            for count in DEVICE_COUNTS:
+                mine = values(code, count, me, 0)
+                src = d.put(mine)
+                out = d.alloc(len(mine) * mine.itemsize)
+                for op in ("sum", "prod", "min", "max"):
+                    what = "allreduce %s %s count %d, %d ranks" % (dtype, op, count, n)
+                    want = host.allreduce(mine, op=op)
+                    assert dev.allreduce(src, op=op, out=out, count=count, dtype=dtype) == out
+                    same_bits(d.get(out, code, count), want, what)
+                    same_bits(d.get(src, code, count), mine, what + ": input changed")
+                    inplace = d.put(mine)
+                    dev.allreduce(inplace, op=op, out=inplace, count=count, dtype=dtype)
+                    same_bits(d.get(inplace, code, count), want, what + " in place")
+                root = count % n
+                buf = d.put(mine)
+                assert dev.broadcast(buf, root=root, count=count, dtype=dtype) == buf
+                want = host.broadcast(values(code, count, me, 0), root=root)
+                same_bits(d.get(buf, code, count), want, "broadcast %s count %d from %d" % (dtype, count, root))
+        dev.barrier()
+
+
+def device_reduce_scatter_and_allgather(dev, host):
+    import array
+    n, me = dev.size, dev.rank
+    with Device(dev) as d:
+        for code, dtype in DEVICE_TYPES:
+            for per in DEVICE_COUNTS:
+                what = "%s, %d per rank, %d ranks" % (dtype, per, n)
+                mine = values(code, per * n, me, 1)
+                want = host.reduce_scatter(mine, op="max", out=array.array(code, bytes(per * mine.itemsize)))
+                src = d.put(mine)
+                out = d.alloc(per * mine.itemsize)
+                dev.reduce_scatter(src, op="max", out=out, count=per * n, dtype=dtype)
+                same_bits(d.get(out, code, per), want, "reduce_scatter " + what)
+                dev.reduce_scatter(src, op="max", out=src, count=per * n, dtype=dtype)
+                same_bits(d.get(src, code, per), want, "reduce_scatter in place " + what)
+
+                part = values(code, per, me, 2)
+                want = host.allgather(part)
+                src = d.put(part)
+                out = d.alloc(per * n * part.itemsize)
+                dev.allgather(src, out=out, count=per, dtype=dtype)
+                same_bits(d.get(out, code, per * n), want, "allgather " + what)
+                # In place: this rank's part already at its place in the whole.
+                whole = array.array(code, bytes(per * n * part.itemsize))
+                whole[me * per:(me + 1) * per] = part
+                buf = d.put(whole)
+                dev.allgather(buf, out=buf, count=per, dtype=dtype)
+                same_bits(d.get(buf, code, per * n), want, "allgather in place " + what)
+        dev.barrier()
+
+
+def case_device_allreduce_and_broadcast_on_addresses_equal_the_host_results():
+    os.environ["TRAINIT_COLL_DEVICE_STAGING"] = "65536"
+    for n in (2, 3):
+        check_ranks(n, device_allreduce_and_broadcast, 60.0, device_and_host_comms)
+
+
+def case_device_reduce_scatter_and_allgather_on_addresses_equal_the_host_results():
+    os.environ["TRAINIT_COLL_DEVICE_STAGING"] = "65536"
+    for n in (2, 3):
+        check_ranks(n, device_reduce_scatter_and_allgather, 60.0, device_and_host_comms)
+
+
+def case_device_address_calls_copy_and_allocate_nothing_of_the_buffers_size():
+    import tracemalloc
+    size = 1 << 22  # bytes of the device buffer; the module may allocate far less than that
+
+    def body(dev, host):
+        ptr = dev.device_alloc(size)
+        other = dev.device_alloc(size)
+        count = size // 4
+        calls = {
+            "allreduce in place": lambda: dev.allreduce(ptr, out=ptr, count=count, dtype="float32"),
+            "allreduce into out": lambda: dev.allreduce(ptr, out=other, count=count, dtype="float32"),
+            "reduce_scatter": lambda: dev.reduce_scatter(ptr, out=other, count=count, dtype="int32"),
+            "allgather": lambda: dev.allgather(ptr, out=other, count=count // dev.size, dtype="int32"),
+            "broadcast": lambda: dev.broadcast(ptr, count=count, dtype="float32"),
+        }
+        for what, call in calls.items():
+            call()
+            tracemalloc.start()
+            try:
+                call()
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert peak < size // 64, "%s: %d bytes allocated during a call on %d bytes" % (what, peak, size)
+        dev.device_free(ptr)
+        dev.device_free(other)
+
+    check_ranks(2, body, 60.0, device_and_host_comms)
+
+
+def case_device_communicator_names_its_backend_and_refuses_host_buffers_in_step():
+    import array
+
+    def body(dev, host):
+        assert dev.backend == "fakedev" and host.backend == "host", (dev.backend, host.backend)
+        assert "fakedev" in repr(dev), repr(dev)
+        ptr = dev.device_alloc(16)
+        try:
+            # Each mistake raises EINVAL on every rank (one rank's is enough)
+            # and the ranks stay in step.
+            host_array = array.array("f", [1.0] * 4)
+            e = expect_error(lambda: dev.allreduce(host_array), errno.EINVAL, "host memory on a device comm")
+            assert "device communicator" in str(e), e
+            e = expect_error(lambda: dev.allreduce(ptr, count=4, dtype="float32"), errno.EINVAL, "no out=")
+            assert "out=" in str(e), e
+            e = expect_error(lambda: dev.allreduce(ptr, out=ptr, count=4 if dev.rank else None, dtype="float32"),
+                             errno.EINVAL, "no count on rank 0")
+            assert "count=" in str(e) or dev.rank != 0, e
+            e = expect_error(lambda: dev.allreduce(ptr, out=ptr, count=4, dtype="complex64"), errno.EINVAL,
+                             "unknown dtype")
+            expect_error(lambda: host.allreduce(host_array, count=4), errno.EINVAL, "count= with a buffer")
+            # Still in step.
+            dev.device_copy(ptr, array.array("i", [dev.rank + 1] * 4))
+            dev.allreduce(ptr, out=ptr, count=4, dtype="int32")
+            got = array.array("i", bytes(16))
+            dev.device_copy(got, ptr)
+            assert list(got) == [sum(range(1, dev.size + 1))] * 4, got
+        finally:
+            dev.device_free(ptr)
+
+    check_ranks(2, body, 30.0, device_and_host_comms)
+
+
+def case_device_tensors_over_the_fake_device_through_a_stand_in_torch():
+    """torch CUDA is absent here: a stand-in torch module whose tensors live in
+    fake-device memory exercises the module's device-tensor path (the
+    attributes it reads: device.type, data_ptr, numel, dtype, is_contiguous;
+    torch.empty for a new result on the tensor's device)."""
+    import array
+    import math
+    import types
+    fake = types.ModuleType("torch")
+    held = []
+
+    class Tensor:
+        def __init__(self, count, device):
+            self.count, self.dtype, self.device = count, "torch.float32", types.SimpleNamespace(type=device)
+            self.ptr = held[0].device_alloc(max(4 * count, 1))
+
+        def data_ptr(self):
+            return self.ptr
+
+        def numel(self):
+            return self.count
+
+        def is_contiguous(self):
+            return True
+
+        def element_size(self):
+            return 4
+
+    fake.Tensor = Tensor
+    fake.empty = lambda shape, dtype, device: Tensor(math.prod(shape), device.type)
+    sys.modules["torch"] = fake
+    try:
+        with tc.Comm("pytest-tensor-%d" % os.getpid(), 0, 1, backend=fakedev()) as dev:
+            held.append(dev)
+            t = Tensor(5, "cuda")
+            dev.device_copy(t, array.array("f", [1, 2, 3, 4, 5]))
+            fresh = dev.allreduce(t)
+            assert isinstance(fresh, Tensor) and fresh.device.type == "cuda" and fresh.ptr != t.ptr
+            got = array.array("f", bytes(20))
+            dev.device_copy(got, fresh)
+            assert list(got) == [1, 2, 3, 4, 5], got
+            assert dev.allreduce(t, out=t) is t
+            assert dev.allgather(t).count == 5 and dev.reduce_scatter(t).count == 5
+            e = expect_error(lambda: dev.allreduce(Tensor(2, "cpu")), errno.EINVAL, "a CPU tensor on a device comm")
+            assert "CPU tensor" in str(e), e
+        with tc.Comm("pytest-tensor-host-%d" % os.getpid(), 0, 1) as host:
+            e = expect_error(lambda: host.allreduce(t), errno.EINVAL, "a device tensor on a host comm")
+            assert "host communicator" in str(e), e
+    finally:
+        del sys.modules["torch"]
+
+
+def case_missing_backend_plugin_raises_naming_it():
+    missing = "/nonexistent/libtrainit_coll_nothing.so"
+    e = expect_error(lambda: tc.Comm("pytest-nodev-%d" % os.getpid(), 0, 1, backend=missing), errno.ENOENT,
+                     "a missing plugin")
+    assert missing in str(e), e
+    # The same from TRAINIT_COLL_BACKEND, when backend= is left out.
+    os.environ["TRAINIT_COLL_BACKEND"] = missing
+    try:
+        e = expect_error(lambda: tc.Comm("pytest-nodev2-%d" % os.getpid(), 0, 1), errno.ENOENT, "from the variable")
+        assert missing in str(e), e
+        # An explicit backend wins over the variable.
+        with tc.Comm("pytest-host-%d" % os.getpid(), 0, 1, backend="host") as comm:
+            assert comm.backend == "host"
+    finally:
+        del os.environ["TRAINIT_COLL_BACKEND"]
+    try:
+        tc.Comm("x", 0, 1, backend=3)
+        raise AssertionError("backend=3 was accepted")
+    except TypeError as e:
+        assert "backend" in str(e), e
 
 
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}

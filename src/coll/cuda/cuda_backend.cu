@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "coll/backend.h"
@@ -34,6 +35,9 @@ struct Driver {
   decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain;
   decltype(&::cuCtxSetCurrent) ctx_set_current;
   decltype(&::cuCtxSynchronize) ctx_synchronize;
+  decltype(&::cuCtxGetCurrent) ctx_get_current;
+  decltype(&::cuCtxGetDevice) ctx_get_device;
+  decltype(&::cuDeviceGetCount) device_get_count;
   decltype(&::cuMemGetAllocationGranularity) granularity;
   decltype(&::cuMemCreate) mem_create;
   decltype(&::cuMemRelease) mem_release;
@@ -102,6 +106,40 @@ bool sym(void* lib, const char* name, F& out) {
   return out != nullptr;
 }
 
+// The device, an ordinal among the visible ones: TRAINIT_COLL_DEVICE; else
+// the device of the thread's current context (the caller's: torch sets it
+// with torch.cuda.set_device); else LOCAL_RANK modulo the devices
+// (torchrun's convention); else 0.
+int choose_device(int* ordinal) {
+  const char* chosen = std::getenv("TRAINIT_COLL_DEVICE");
+  if (chosen != nullptr && *chosen != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(chosen, &end, 10);
+    if (*end != '\0' || v < 0 || v > 1024) {
+      std::fprintf(stderr, "trainit cuda backend: TRAINIT_COLL_DEVICE=\"%s\" is not a device number\n", chosen);
+      return -EINVAL;
+    }
+    *ordinal = static_cast<int>(v);
+    return 0;
+  }
+  CUcontext current = nullptr;
+  CUdevice of_current = 0;
+  if (drv.ctx_get_current(&current) == CUDA_SUCCESS && current != nullptr &&
+      drv.ctx_get_device(&of_current) == CUDA_SUCCESS) {
+    *ordinal = static_cast<int>(of_current);
+    return 0;
+  }
+  int count = 0;
+  const char* local = std::getenv("LOCAL_RANK");
+  if (local != nullptr && *local != '\0' && drv.device_get_count(&count) == CUDA_SUCCESS && count > 0) {
+    *ordinal = static_cast<int>(std::strtol(local, nullptr, 10) % count);
+    *ordinal = *ordinal < 0 ? 0 : *ordinal;
+    return 0;
+  }
+  *ordinal = 0;
+  return 0;
+}
+
 int cu_init() {
   if (ready) {
     return 0;
@@ -115,6 +153,8 @@ int cu_init() {
                    sym(lib, "cuDevicePrimaryCtxRetain", drv.primary_ctx_retain) &&
                    sym(lib, "cuCtxSetCurrent", drv.ctx_set_current) &&
                    sym(lib, "cuCtxSynchronize", drv.ctx_synchronize) &&
+                   sym(lib, "cuCtxGetCurrent", drv.ctx_get_current) && sym(lib, "cuCtxGetDevice", drv.ctx_get_device) &&
+                   sym(lib, "cuDeviceGetCount", drv.device_get_count) &&
                    sym(lib, "cuMemGetAllocationGranularity", drv.granularity) &&
                    sym(lib, "cuMemCreate", drv.mem_create) && sym(lib, "cuMemRelease", drv.mem_release) &&
                    sym(lib, "cuMemAddressReserve", drv.address_reserve) &&
@@ -131,7 +171,12 @@ int cu_init() {
     return rc;
   }
   int ordinal = 0;
-  if (cudaGetDevice(&ordinal) != cudaSuccess) {
+  if ((rc = choose_device(&ordinal)) != 0) {
+    return rc;
+  }
+  // The plugin's own (static) runtime launches the kernels: on that device.
+  if (cudaSetDevice(ordinal) != cudaSuccess) {
+    std::fprintf(stderr, "trainit cuda backend: cannot use CUDA device %d\n", ordinal);
     return -ENODEV;
   }
   if ((rc = from_cu(drv.device_get(&device, ordinal))) != 0 ||
@@ -334,6 +379,14 @@ int cu_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   return rc < 0 ? rc : rc == 0 ? 0 : -EIO;
 }
 
+int cu_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
+  if (!ready) {
+    return -ENODEV;
+  }
+  const int rc = launch_fold(dst, srcs, n, count, dtype, op);
+  return rc < 0 ? rc : rc == 0 ? 0 : -EIO;
+}
+
 int cu_signal() {
   return 0;
 }
@@ -348,7 +401,7 @@ uint64_t cu_violations() {
 
 constexpr trainit_coll_backend kCuda = {
     TRAINIT_COLL_BACKEND_ABI, "cuda", cu_init, cu_alloc,  cu_free,   cu_export,     cu_import,
-    cu_close_import,          cu_copy, cu_reduce, cu_signal, cu_wait, cu_violations, nullptr, nullptr, nullptr,
+    cu_close_import,          cu_copy, cu_reduce, cu_signal, cu_wait, cu_violations, nullptr, nullptr, cu_fold,
 };
 
 }  // namespace

@@ -1,0 +1,551 @@
+// gpu_allreduce: the CUDA backend behind the public API (coll.h), among N
+// fork()ed ranks of standalone communicators that share this node's GPUs:
+// rank r sees one GPU, number r mod G (CUDA_VISIBLE_DEVICES, set in the rank
+// before anything of CUDA starts there; an inherited list is indexed the
+// same way). The backend is TRAINIT_COLL_BACKEND, "cuda" when unset.
+//
+//   gpu_allreduce check N
+//     every collective (allreduce, reduce, reduce_scatter, allgather,
+//     broadcast), every dtype and op, in and out of place, counts that fit
+//     the staging buffer and counts that go in pieces: each device result
+//     must equal, bit for bit, the same call's on a host communicator of the
+//     same ranks. Then rank N−1 is SIGKILLed while the others are in an
+//     allreduce: they must get -ECONNABORTED within a second. Exit 0: all
+//     passed; 1: a rank failed (its lines say which call).
+//     `check N --without-gpu` with another backend
+//     (TRAINIT_COLL_BACKEND=/path/libtrainit_coll_fakedev.so) runs it where
+//     there is no GPU: how the check itself is tried.
+//
+//   gpu_allreduce bench N...
+//     f32 sum in place on device buffers (trainit_device_alloc), 4 B …
+//     256 MiB: the mean latency of one call on rank 0 and busbw = bytes /
+//     time · 2(N−1)/N (nccl-tests' definition), beside cudaMemcpy
+//     device-to-device on GPU 0 for the same sizes (bytes / time, copies
+//     timed with CUDA events): one markdown table.
+//
+// The parent process never touches CUDA (the ranks are forked from it); the
+// GPU count, the GPU names and the cudaMemcpy rates come from children too.
+#include <cuda_runtime_api.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "trainit/coll.h"
+
+namespace {
+
+constexpr int kMaxRanks = 16;                    // a device communicator's limit
+constexpr size_t kMaxBytes = size_t{256} << 20;  // the bench's largest size
+constexpr size_t kSizes = 15;                    // 4 B, 16 B, … 256 MiB (×4)
+constexpr bench::Ns kKillBound = 1'000'000'000;  // -ECONNABORTED after a peer's death, at most
+constexpr bench::Ns kCheckDeadline = 600'000'000'000;
+constexpr int kDtypes = 7;
+constexpr int kOps = 4;
+constexpr const char* kDtypeNames[kDtypes] = {"f32", "f64", "f16", "bf16", "i32", "i64", "u8"};
+constexpr const char* kOpNames[kOps] = {"sum", "prod", "min", "max"};
+constexpr size_t kElemSize[kDtypes] = {4, 8, 2, 2, 4, 8, 1};
+
+// --- processes ---------------------------------------------------------------
+
+// Memory the ranks write and the parent reads after they exit.
+template <typename T>
+T* shared_array(size_t n) {
+  void* p = mmap(nullptr, sizeof(T) * n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    bench::die("mmap: %s", std::strerror(errno));
+  }
+  return static_cast<T*>(p);
+}
+
+// Makes this process see one GPU: number `index` mod the count, of the
+// inherited CUDA_VISIBLE_DEVICES list when there is one.
+void see_one_gpu(int index, int gpus) {
+  std::vector<std::string> visible;
+  const char* inherited = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (inherited != nullptr && *inherited != '\0') {
+    std::string list = inherited;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      visible.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+  const int g = index % std::max(gpus, 1);
+  const std::string mine = visible.empty() ? std::to_string(g) : visible[static_cast<size_t>(g) % visible.size()];
+  setenv("CUDA_VISIBLE_DEVICES", mine.c_str(), 1);
+}
+
+// Runs body(rank) in n forked ranks; returns their wait statuses, killing
+// them all past the deadline.
+template <typename Body>
+std::vector<int> run_ranks(int n, bench::Ns deadline_ns, Body body) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      bench::die("fork: %s", std::strerror(errno));
+    }
+    if (pid == 0) {
+      _exit(body(r));
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> status(pids.size(), 0);
+  std::vector<bool> reaped(pids.size(), false);
+  const bench::Ns deadline = bench::now_ns() + deadline_ns;
+  for (size_t left = pids.size(); left > 0;) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (!reaped[i] && waitpid(pids[i], &status[i], WNOHANG) == pids[i]) {
+        reaped[i] = true;
+        --left;
+      }
+    }
+    if (left > 0 && bench::now_ns() > deadline) {
+      for (size_t i = 0; i < pids.size(); ++i) {
+        if (!reaped[i]) {
+          kill(pids[i], SIGKILL);
+          waitpid(pids[i], &status[i], 0);
+        }
+      }
+      bench::die("%d ranks: still running after %lld s (a hang); killed", n,
+                 static_cast<long long>(deadline_ns / 1'000'000'000));
+    }
+    usleep(1000);
+  }
+  return status;
+}
+
+bool exited_zero(int status) {
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The GPUs this node has, from a child (the parent stays without CUDA).
+int count_gpus() {
+  const std::vector<int> st = run_ranks(1, 60'000'000'000, [](int) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? std::min(n, 100) : 101;
+  });
+  const int code = WIFEXITED(st[0]) ? WEXITSTATUS(st[0]) : 101;
+  if (code == 0 || code > 100) {
+    bench::die("no CUDA device: cudaGetDeviceCount failed or found none");
+  }
+  return code;
+}
+
+const char* backend_name() {
+  const char* b = std::getenv("TRAINIT_COLL_BACKEND");
+  return b != nullptr && *b != '\0' ? b : "cuda";
+}
+
+// A communicator of this group's ranks on `backend`, or the rank exits.
+trainit_comm* join(const std::string& name, int rank, int n, const char* backend) {
+  trainit_comm* c = nullptr;
+  const int r = trainit_comm_init_backend(&c, name.c_str(), rank, n, backend);
+  if (r != 0) {
+    (void)std::fprintf(stderr, "rank %d: init on %s: %s (%s)\n", rank, backend, trainit_strerror(r),
+                       trainit_backend_error());
+    _exit(1);
+  }
+  return c;
+}
+
+// --- check -------------------------------------------------------------------
+
+uint64_t next_random(uint64_t& state) {  // splitmix64
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// count finite, non-zero values of dtype (magnitudes about 2^-5 … 2^5, so
+// that products of a few ranks stay meaningful), from seed.
+std::vector<unsigned char> values(int dtype, size_t count, uint64_t seed) {
+  std::vector<unsigned char> out(count * kElemSize[dtype] + 1);
+  uint64_t s = seed;
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t x = next_random(s);
+    unsigned char* at = out.data() + i * kElemSize[dtype];
+    const auto small = static_cast<int64_t>(x % 81) - 40;
+    switch (dtype) {
+      case TRAINIT_F32: {
+        const float v = static_cast<float>(static_cast<double>(x >> 11) / 9007199254740992.0 * 64.0 - 32.0);
+        std::memcpy(at, &v, 4);
+        break;
+      }
+      case TRAINIT_F64: {
+        const double v = static_cast<double>(x >> 11) / 9007199254740992.0 * 64.0 - 32.0;
+        std::memcpy(at, &v, 8);
+        break;
+      }
+      case TRAINIT_F16: {  // sign, exponent 10…20 (2^-5 … 2^5), any mantissa
+        const auto v = static_cast<uint16_t>((x & 0x8000) | ((10 + (x >> 16) % 11) << 10) | ((x >> 32) & 0x3ff));
+        std::memcpy(at, &v, 2);
+        break;
+      }
+      case TRAINIT_BF16: {  // sign, exponent 122…132, any mantissa
+        const auto v = static_cast<uint16_t>((x & 0x8000) | ((122 + (x >> 16) % 11) << 7) | ((x >> 32) & 0x7f));
+        std::memcpy(at, &v, 2);
+        break;
+      }
+      case TRAINIT_I32: {
+        const auto v = static_cast<int32_t>(small);
+        std::memcpy(at, &v, 4);
+        break;
+      }
+      case TRAINIT_I64:
+        std::memcpy(at, &small, 8);
+        break;
+      default:
+        *at = static_cast<unsigned char>(x);
+        break;
+    }
+  }
+  return out;
+}
+
+enum class Coll { kAllreduce, kReduce, kReduceScatter, kAllgather, kBroadcast };
+constexpr const char* kCollNames[] = {"allreduce", "reduce", "reduce_scatter", "allgather", "broadcast"};
+
+struct Call {
+  Coll coll;
+  int dtype;
+  int op;
+  size_t count;  // the count coll.h's call takes (per rank for reduce_scatter and allgather)
+  bool in_place;
+};
+
+// Device and host buffers of one call on one rank.
+class Rank {
+ public:
+  Rank(trainit_comm* dev, trainit_comm* host) : dev_(dev), host_(host), rank_(trainit_comm_rank(host)) {
+    n_ = static_cast<size_t>(trainit_comm_size(host));
+  }
+
+  // Runs c on both communicators; false (and a line) when they differ.
+  bool same_on_device(const Call& c, uint64_t seed) {
+    const size_t es = kElemSize[c.dtype];
+    const size_t send_count = c.coll == Coll::kReduceScatter ? c.count * n_ : c.count;
+    const size_t recv_count = c.coll == Coll::kAllgather ? c.count * n_ : c.count;
+    const size_t buf_count = std::max(send_count, recv_count);
+    std::vector<unsigned char> input = values(c.dtype, send_count, seed + 7919 * static_cast<uint64_t>(rank_));
+    // In place the input lies where coll.h says: at the start, or (allgather)
+    // at this rank's part.
+    const size_t input_at = c.coll == Coll::kAllgather && c.in_place ? c.count * es * static_cast<size_t>(rank_) : 0;
+    std::vector<unsigned char> host_buf(buf_count * es + 1, 0);
+    if (c.in_place || c.coll == Coll::kBroadcast) {
+      std::memcpy(host_buf.data() + input_at, input.data(), send_count * es);
+    }
+    void* dev_buf = to_device(host_buf);
+    void* dev_in = c.in_place ? static_cast<unsigned char*>(dev_buf) + input_at : to_device(input);
+    unsigned char* host_in = c.in_place ? host_buf.data() + input_at : input.data();
+    const int rh = run(host_, c, host_in, host_buf.data());
+    const int rd = run(dev_, c, dev_in, dev_buf);
+    std::vector<unsigned char> got(host_buf.size());
+    const int rc = trainit_device_copy(dev_, got.data(), dev_buf, recv_count * es);
+    const bool root_only = c.coll == Coll::kReduce && rank_ != 0;
+    const size_t compare = root_only ? 0 : recv_count * es;
+    const bool same = rh == 0 && rd == 0 && rc == 0 && std::memcmp(got.data(), host_buf.data(), compare) == 0;
+    if (!same) {
+      size_t at = 0;
+      while (at < compare && got[at] == host_buf[at]) {
+        ++at;
+      }
+      (void)std::fprintf(stderr,
+                         "rank %d: %s %s %s count %zu %s: host %d, device %d, copy %d; first differing byte %zu\n",
+                         rank_, kCollNames[static_cast<int>(c.coll)], kDtypeNames[c.dtype], kOpNames[c.op], c.count,
+                         c.in_place ? "in place" : "out of place", rh, rd, rc, at);
+    }
+    free_device();
+    return same;
+  }
+
+ private:
+  void* to_device(const std::vector<unsigned char>& host) {
+    void* p = nullptr;
+    if (trainit_device_alloc(dev_, host.size(), &p) != 0 ||
+        trainit_device_copy(dev_, p, host.data(), host.size()) != 0) {
+      (void)std::fprintf(stderr, "rank %d: device_alloc/copy of %zu bytes failed: %s\n", rank_, host.size(),
+                         trainit_backend_error());
+      _exit(1);
+    }
+    held_.push_back(p);
+    return p;
+  }
+
+  void free_device() {
+    for (void* p : held_) {
+      (void)trainit_device_free(dev_, p);
+    }
+    held_.clear();
+  }
+
+  static int run(trainit_comm* comm, const Call& c, const void* send, void* recv) {
+    const auto t = static_cast<trainit_dtype>(c.dtype);
+    const auto o = static_cast<trainit_op>(c.op);
+    switch (c.coll) {
+      case Coll::kAllreduce:
+        return trainit_allreduce(comm, send, recv, c.count, t, o);
+      case Coll::kReduce:
+        return trainit_reduce(comm, send, recv, c.count, t, o, 0);
+      case Coll::kReduceScatter:
+        return trainit_reduce_scatter(comm, send, recv, c.count, t, o);
+      case Coll::kAllgather:
+        return trainit_allgather(comm, send, recv, c.count, t);
+      case Coll::kBroadcast:
+        return trainit_broadcast(comm, recv, c.count, t, trainit_comm_size(comm) - 1);
+    }
+    return -EINVAL;
+  }
+
+  trainit_comm* dev_;
+  trainit_comm* host_;
+  int rank_;
+  size_t n_ = 0;
+  std::vector<void*> held_;
+};
+
+// Every call of the check, on one rank: the number that differed.
+int check_calls(trainit_comm* dev, trainit_comm* host) {
+  Rank me(dev, host);
+  int failed = 0;
+  uint64_t seed = 1;
+  // 1 MiB staging (TRAINIT_COLL_DEVICE_STAGING): 100003 elements go in pieces.
+  for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4097}, size_t{100003}}) {
+    for (int dtype = 0; dtype < kDtypes; ++dtype) {
+      for (const bool in_place : {false, true}) {
+        for (int op = 0; op < kOps; ++op) {
+          failed += me.same_on_device({Coll::kAllreduce, dtype, op, count, in_place}, ++seed) ? 0 : 1;
+        }
+        failed += me.same_on_device({Coll::kReduce, dtype, TRAINIT_MAX, count, in_place}, ++seed) ? 0 : 1;
+        failed += me.same_on_device({Coll::kReduceScatter, dtype, TRAINIT_SUM, count, in_place}, ++seed) ? 0 : 1;
+        failed += me.same_on_device({Coll::kAllgather, dtype, TRAINIT_SUM, count, in_place}, ++seed) ? 0 : 1;
+      }
+      failed += me.same_on_device({Coll::kBroadcast, dtype, TRAINIT_SUM, count, true}, ++seed) ? 0 : 1;
+    }
+  }
+  return failed;
+}
+
+// The last rank dies while the others are in an allreduce: they must get
+// -ECONNABORTED within kKillBound. 0 on the survivors when they did.
+int check_killed_peer(trainit_comm* dev, int rank, int n) {
+  void* buf = nullptr;
+  const size_t bytes = size_t{64} << 20;
+  if (trainit_device_alloc(dev, bytes, &buf) != 0 || trainit_barrier(dev) != 0) {
+    (void)std::fprintf(stderr, "rank %d: before the kill: %s\n", rank, trainit_backend_error());
+    return 1;
+  }
+  if (rank == n - 1) {
+    usleep(50'000);  // the others are in their allreduce, waiting for this rank
+    kill(getpid(), SIGKILL);
+  }
+  const bench::Ns t0 = bench::now_ns();
+  const int r = trainit_allreduce(dev, buf, buf, bytes / 4, TRAINIT_F32, TRAINIT_SUM);
+  const double ms = static_cast<double>(bench::now_ns() - t0 - 50'000'000) / 1e6;
+  std::printf("rank %d: allreduce with a killed peer: %s, %.1f ms past the kill\n", rank, trainit_strerror(r), ms);
+  return r == -ECONNABORTED && ms * 1e6 < static_cast<double>(kKillBound) ? 0 : 1;
+}
+
+int check(int n, int gpus) {
+  setenv("TRAINIT_COLL_DEVICE_STAGING", "1048576", 1);
+  const std::string name = "gpu-check-" + std::to_string(getpid());
+  const std::vector<int> st = run_ranks(n, kCheckDeadline, [&](int rank) {
+    see_one_gpu(rank, gpus);
+    trainit_comm* dev = join(name + "-dev", rank, n, backend_name());
+    trainit_comm* host = join(name + "-host", rank, n, "host");
+    const int failed = check_calls(dev, host);
+    std::printf("rank %d of %d (%s): %d call(s) differ from the host communicator's\n", rank, n,
+                trainit_comm_backend(dev), failed);
+    (void)std::fflush(stdout);
+    if (failed != 0) {
+      return 1;
+    }
+    return check_killed_peer(dev, rank, n);
+  });
+  bool ok = WIFSIGNALED(st.back()) && WTERMSIG(st.back()) == SIGKILL;
+  for (int r = 0; r + 1 < n; ++r) {
+    ok = ok && exited_zero(st[static_cast<size_t>(r)]);
+  }
+  std::printf("check, %d ranks on %s, %d GPU(s): %s\n", n, backend_name(), gpus, ok ? "passed" : "FAILED");
+  return ok ? 0 : 1;
+}
+
+// --- bench -------------------------------------------------------------------
+
+size_t size_at(size_t i) {
+  return size_t{4} << (2 * i);
+}
+
+size_t calls_for(size_t bytes) {
+  return std::clamp<size_t>((size_t{1} << 30) / bytes, 5, 2000);
+}
+
+// Rank 0's mean seconds per call for every size, into us[i].
+void bench_ranks(int n, int gpus, double* us) {
+  const std::string name = "gpu-bench-" + std::to_string(getpid()) + "-" + std::to_string(n);
+  const std::vector<int> st = run_ranks(n, kCheckDeadline, [&](int rank) {
+    see_one_gpu(rank, gpus);
+    trainit_comm* dev = join(name, rank, n, backend_name());
+    void* buf = nullptr;
+    std::vector<unsigned char> zeros(kMaxBytes, 0);
+    if (trainit_device_alloc(dev, kMaxBytes, &buf) != 0 ||
+        trainit_device_copy(dev, buf, zeros.data(), kMaxBytes) != 0) {
+      (void)std::fprintf(stderr, "rank %d: device_alloc of 256 MiB: %s\n", rank, trainit_backend_error());
+      return 1;
+    }
+    for (size_t i = 0; i < kSizes; ++i) {
+      const size_t count = size_at(i) / 4;
+      const size_t calls = calls_for(size_at(i));
+      int r = 0;
+      for (int warm = 0; warm < 2 && r == 0; ++warm) {
+        r = trainit_allreduce(dev, buf, buf, count, TRAINIT_F32, TRAINIT_SUM);
+      }
+      r = r != 0 ? r : trainit_barrier(dev);
+      const bench::Ns t0 = bench::now_ns();
+      for (size_t k = 0; k < calls && r == 0; ++k) {
+        r = trainit_allreduce(dev, buf, buf, count, TRAINIT_F32, TRAINIT_SUM);
+      }
+      if (r != 0) {
+        (void)std::fprintf(stderr, "rank %d: allreduce of %zu bytes: %s\n", rank, size_at(i), trainit_strerror(r));
+        return 1;
+      }
+      if (rank == 0) {
+        us[i] = static_cast<double>(bench::now_ns() - t0) / 1e3 / static_cast<double>(calls);
+      }
+    }
+    return trainit_comm_destroy(dev) == 0 ? 0 : 1;
+  });
+  for (const int s : st) {
+    if (!exited_zero(s)) {
+      bench::die("bench with %d ranks: a rank failed", n);
+    }
+  }
+}
+
+// cudaMemcpy device to device on GPU 0: GB/s per size into gbps[i], and the
+// GPU's name.
+void bench_memcpy(double* gbps, char* gpu_name, size_t name_len) {
+  const std::vector<int> st = run_ranks(1, kCheckDeadline, [&](int) {
+    see_one_gpu(0, 1);
+    void* a = nullptr;
+    void* b = nullptr;
+    cudaDeviceProp prop{};
+    cudaEvent_t start = nullptr;
+    cudaEvent_t stop = nullptr;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || cudaMalloc(&a, kMaxBytes) != cudaSuccess ||
+        cudaMalloc(&b, kMaxBytes) != cudaSuccess || cudaEventCreate(&start) != cudaSuccess ||
+        cudaEventCreate(&stop) != cudaSuccess) {
+      (void)std::fprintf(stderr, "cudaMemcpy bench: %s\n", cudaGetErrorString(cudaGetLastError()));
+      return 1;
+    }
+    (void)std::snprintf(gpu_name, name_len, "%s", prop.name);
+    for (size_t i = 0; i < kSizes; ++i) {
+      const size_t bytes = size_at(i);
+      const size_t calls = calls_for(bytes);
+      bool ok = cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice) == cudaSuccess;
+      ok = ok && cudaEventRecord(start) == cudaSuccess;
+      for (size_t k = 0; k < calls && ok; ++k) {
+        ok = cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice) == cudaSuccess;
+      }
+      float ms = 0;
+      ok = ok && cudaEventRecord(stop) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
+           cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+      if (!ok) {
+        (void)std::fprintf(stderr, "cudaMemcpy of %zu bytes: %s\n", bytes, cudaGetErrorString(cudaGetLastError()));
+        return 1;
+      }
+      gbps[i] = static_cast<double>(bytes) * static_cast<double>(calls) / (static_cast<double>(ms) * 1e6);
+    }
+    return 0;
+  });
+  if (!exited_zero(st[0])) {
+    bench::die("the cudaMemcpy bench failed");
+  }
+}
+
+void print_size(size_t bytes) {
+  if (bytes >= (size_t{1} << 20)) {
+    std::printf("| %zu MiB ", bytes >> 20);
+  } else if (bytes >= 1024) {
+    std::printf("| %zu KiB ", bytes >> 10);
+  } else {
+    std::printf("| %zu B ", bytes);
+  }
+}
+
+int bench_all(const std::vector<int>& ns, int gpus) {
+  double* us = shared_array<double>(kSizes * ns.size());
+  double* gbps = shared_array<double>(kSizes);
+  char* gpu_name = shared_array<char>(256);
+  for (size_t j = 0; j < ns.size(); ++j) {
+    bench_ranks(ns[j], gpus, us + j * kSizes);
+  }
+  bench_memcpy(gbps, gpu_name, 256);
+  std::printf(
+      "\nallreduce f32 sum in place on %s device buffers, %d GPU(s) (%s), rank 0's mean per call;\n"
+      "busbw = bytes / time * 2(N-1)/N; cudaMemcpy: device to device on GPU 0, bytes / time.\n\n| size ",
+      backend_name(), gpus, gpu_name);
+  for (const int n : ns) {
+    std::printf("| N=%d µs | N=%d busbw GB/s ", n, n);
+  }
+  std::printf("| cudaMemcpy D2D GB/s |\n|---");
+  for (size_t j = 0; j < ns.size(); ++j) {
+    std::printf("|--:|--:");
+  }
+  std::printf("|--:|\n");
+  for (size_t i = 0; i < kSizes; ++i) {
+    print_size(size_at(i));
+    for (size_t j = 0; j < ns.size(); ++j) {
+      const double t = us[j * kSizes + i];
+      const double factor = 2.0 * (ns[j] - 1) / ns[j];
+      std::printf("| %.1f | %.2f ", t, static_cast<double>(size_at(i)) / (t * 1e3) * factor);
+    }
+    std::printf("| %.1f |\n", gbps[i]);
+  }
+  return 0;
+}
+
+int ranks_arg(const char* s) {
+  char* end = nullptr;
+  const long n = std::strtol(s, &end, 10);
+  if (*end != '\0' || n < 1 || n > kMaxRanks) {
+    bench::die("a rank count must be 1 … %d, not %s", kMaxRanks, s);
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3 || (std::strcmp(argv[1], "check") != 0 && std::strcmp(argv[1], "bench") != 0)) {
+    bench::die("usage: gpu_allreduce check N [--without-gpu] | gpu_allreduce bench N...");
+  }
+  (void)std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (std::strcmp(argv[1], "check") == 0) {
+    // --without-gpu: another backend (the fake device), how this program is
+    // tried where there is no GPU.
+    const bool without_gpu = argc == 4 && std::strcmp(argv[3], "--without-gpu") == 0;
+    if (argc > 4 || (argc == 4 && !without_gpu)) {
+      bench::die("usage: gpu_allreduce check N [--without-gpu]");
+    }
+    return check(ranks_arg(argv[2]), without_gpu ? 1 : count_gpus());
+  }
+  const int gpus = count_gpus();
+  std::vector<int> ns;
+  for (int i = 2; i < argc; ++i) {
+    ns.push_back(ranks_arg(argv[i]));
+  }
+  return bench_all(ns, gpus);
+}

@@ -1,0 +1,77 @@
+#!/bin/bash
+# gpu_check.sh: the CUDA backend on this node's NVIDIA GPU(s), in one run.
+#
+#  1. builds what it needs in its own build directory (CUDA on: the plugin
+#     libtrainit_coll_cuda.so from src/coll/cuda, and
+#     bench/coll/gpu_allreduce.cpp; tests off);
+#  2. runs the CUDA backend's check with 2 and then 4 ranks sharing the
+#     GPUs it finds (rank r on GPU r mod G): every collective, dtype and op,
+#     in and out of place, in pieces, bitwise equal to the host
+#     communicator's result; then a peer SIGKILLed mid-allreduce must give
+#     the others -ECONNABORTED within a second;
+#  3. prints one markdown table: device allreduce latency and busbw (f32
+#     sum, in place, N = 2 and 4) for 4 B … 256 MiB beside cudaMemcpy
+#     device-to-device bandwidth of the same sizes on GPU 0.
+#
+#   bench/coll/gpu_check.sh [BUILD_DIR]     (default build/gpu)
+#
+# Needs: an NVIDIA GPU and its driver (nvidia-smi works), the CUDA toolkit
+# (nvcc on PATH, in /usr/local/cuda/bin, or CUDACXX), cmake, a C++20
+# compiler, and the project's build dependencies (libfmt-dev,
+# nlohmann-json3-dev). Exit 0: built, checked and measured; 1: a step
+# failed (the line says which); 2: no GPU or driver here, nothing was run.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-$root/build/gpu}
+
+no_gpu() {
+  echo "gpu_check.sh: no NVIDIA GPU or driver on $(hostname) ($1): nothing was built or run" >&2
+  exit 2
+}
+die() {
+  echo "gpu_check.sh: $*" >&2
+  exit 1
+}
+
+command -v nvidia-smi >/dev/null 2>&1 || no_gpu "nvidia-smi not found"
+gpus=$(nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version --format=csv,noheader 2>&1) ||
+  no_gpu "nvidia-smi failed: $(echo "$gpus" | head -n 1)"
+[ -n "$gpus" ] || no_gpu "nvidia-smi lists no GPU"
+
+nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+[ -x "$nvcc" ] || die "no CUDA compiler (put the CUDA toolkit's bin on PATH, or set CUDACXX)"
+
+echo "# gpu_check.sh on $(hostname), $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "GPUs (index, name, compute capability, memory, driver):"
+while IFS= read -r line; do echo "  $line"; done <<<"$gpus"
+echo "nvcc: $("$nvcc" --version | tail -n 1); commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# The plugin's kernels are built for compute capability 8.x and 9.x
+# (src/coll/cuda/CMakeLists.txt): another GPU cannot run them.
+while IFS=, read -r index name cap _; do
+  case "${cap// /}" in
+    8.* | 9.*) ;;
+    *) echo "warning: GPU $index ($name) has compute capability ${cap// /}: the plugin's kernels are built for 8.x and 9.x only" >&2 ;;
+  esac
+done <<<"$gpus"
+
+echo "== building in $build"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTRAINIT_TESTS=OFF -DTRAINIT_BENCH=ON \
+  -DTRAINIT_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" >"$build.configure.log" 2>&1 ||
+  die "configuring $build failed (see $build.configure.log; are libfmt-dev and nlohmann-json3-dev installed?)"
+cmake --build "$build" --target trainit_coll_cuda gpu_allreduce -j"$(nproc)" >"$build.build.log" 2>&1 ||
+  die "building trainit_coll_cuda and gpu_allreduce failed (see $build.build.log)"
+plugin=$build/src/coll/cuda/libtrainit_coll_cuda.so
+program=$build/bench/coll/gpu_allreduce
+[ -f "$plugin" ] || die "the CUDA plugin was not built ($plugin missing: see $build.configure.log)"
+[ -x "$program" ] || die "gpu_allreduce was not built (no CUDA toolkit found by CMake: see $build.configure.log)"
+
+# The plugin by its path: no loader path to set up.
+export TRAINIT_COLL_BACKEND=$plugin
+for n in 2 4; do
+  echo "== check, $n ranks"
+  "$program" check "$n" || die "the CUDA backend's check with $n ranks failed (the lines above say which call)"
+done
+
+echo "== allreduce beside cudaMemcpy"
+"$program" bench 2 4 || die "the bench failed"
