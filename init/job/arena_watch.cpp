@@ -54,12 +54,15 @@ Result<void> ArenaWatch::make(unsigned local_ranks) {
     return Error{arena.error().message, arena.error().errnum, exit_code::kOsError};
   }
   peer_socks_.clear();
+  // Only device communicators need the sockets: without them (descriptors
+  // ran out) the job runs, and a rank's device init says what is missing.
   if (local_ranks <= coll::kMaxPeerSockRanks) {
     auto mesh = peer_socket_mesh(local_ranks);
-    if (!mesh) {
-      return mesh.error();
+    if (mesh) {
+      peer_socks_ = std::move(*mesh);
+    } else {
+      log_warning("{}: the ranks get no TRAINIT_COLL_PEER_FDS (device communicators will fail)", mesh.error().message);
     }
-    peer_socks_ = std::move(*mesh);
   }
   id_ = fmt::format("{:016x}", id);
   log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", local_ranks,

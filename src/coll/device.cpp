@@ -464,8 +464,10 @@ int attach_device(trainit_comm* c, const char* name) {
     return fail(-EOPNOTSUPP, "device communicators take at most 16 local ranks");
   }
   if (c->n > 1 && c->peer_socks == nullptr) {
-    return fail(-EOPNOTSUPP,
-                "no sockets to the local peers (TRAINIT_COLL_PEER_FDS unset: not started by this trainit?)");
+    return fail(
+        -EOPNOTSUPP,
+        "no sockets to the local peers (TRAINIT_COLL_PEER_FDS unset: not started by trainit, or trainit could not "
+        "make them; see its log)");
   }
   auto* d = static_cast<DeviceComm*>(std::calloc(1, sizeof(DeviceComm)));
   if (d == nullptr) {
