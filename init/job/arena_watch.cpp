@@ -47,12 +47,22 @@ Result<void> ArenaWatch::make(unsigned local_ranks) {
     id = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   }
   auto arena = CollArena::create(local_ranks, *settings_.heap, id);
+  // The sockets, while the preflight's helpers may still run.
+  make_peer_sockets(local_ranks);
   if (auto r = preflight->wait(settings_.preflight_timeout); !r) {
     return Error{r.error().message, r.error().errnum, exit_code::kOsError};
   }
   if (!arena) {
     return Error{arena.error().message, arena.error().errnum, exit_code::kOsError};
   }
+  id_ = fmt::format("{:016x}", id);
+  log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", local_ranks,
+           static_cast<double>(arena->bytes()) / (1 << 20));
+  arena_ = std::move(*arena);
+  return {};
+}
+
+void ArenaWatch::make_peer_sockets(unsigned local_ranks) {
   peer_socks_.clear();
   // Only device communicators need the sockets: without them (descriptors
   // ran out) the job runs, and a rank's device init says what is missing.
@@ -64,11 +74,6 @@ Result<void> ArenaWatch::make(unsigned local_ranks) {
       log_warning("{}: the ranks get no TRAINIT_COLL_PEER_FDS (device communicators will fail)", mesh.error().message);
     }
   }
-  id_ = fmt::format("{:016x}", id);
-  log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", local_ranks,
-           static_cast<double>(arena->bytes()) / (1 << 20));
-  arena_ = std::move(*arena);
-  return {};
 }
 
 std::optional<ArenaSeat> ArenaWatch::next_seat() {

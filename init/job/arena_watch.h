@@ -75,6 +75,9 @@ class ArenaWatch {
  private:
   bool check_hangs();
   Result<void> make(unsigned local_ranks);
+  // peer_socks_ for this start's ranks (none past kMaxPeerSockRanks, or
+  // when the descriptors run out: a warning).
+  void make_peer_sockets(unsigned local_ranks);
 
   Loop& loop_;
   ArenaSettings settings_;
