@@ -1,15 +1,11 @@
 #include "pid1.h"
 
-#include <sched.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
-#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -20,50 +16,6 @@
 extern char** environ;
 
 namespace trainit {
-
-namespace {
-
-// sched_setattr(2)'s argument (glibc 2.36 has no wrapper).
-struct SchedAttr {
-  uint32_t size;
-  uint32_t policy;
-  uint64_t flags;
-  int32_t nice;
-  uint32_t priority;
-  uint64_t runtime;  // SCHED_OTHER: the time slice asked for (Linux 6.12+)
-  uint64_t deadline;
-  uint64_t period;
-};
-constexpr uint64_t kSchedResetOnFork = 1;     // SCHED_FLAG_RESET_ON_FORK
-constexpr uint64_t kShortestSlice = 100'000;  // ns: the least the kernel grants
-
-// trainit wakes for a few microseconds of work at a time (reap a child,
-// forward a signal, relay a pipe). The fair scheduler (EEVDF) lets a task
-// ask for a shorter slice: no larger share of the CPU, but an earlier
-// deadline, so that on waking it runs at once instead of after a busy
-// task's slice. In a 20,000-orphan storm on two cores the zombies
-// outstanding fell from a p99 of 2-3 to 1-2 (bench/exec). Its processes start
-// with the default slice (reset on fork); a kernel without custom slices
-// ignores or refuses it, and nothing changes. Not under a negative nice:
-// reset on fork would take it from the ranks.
-void ask_for_a_short_slice() noexcept {
-  errno = 0;
-  const int nice = ::getpriority(PRIO_PROCESS, 0);
-  if (errno != 0 || nice < 0) {
-    return;
-  }
-  SchedAttr attr{};
-  attr.size = sizeof attr;
-  attr.policy = SCHED_OTHER;
-  attr.flags = kSchedResetOnFork;
-  attr.nice = nice;
-  attr.runtime = kShortestSlice;
-  if (::sched_getscheduler(0) == SCHED_OTHER) {
-    (void)::syscall(SYS_sched_setattr, 0, &attr, 0U);
-  }
-}
-
-}  // namespace
 
 int setup_pid1(const SignalState& parent, int parent_death_signal, Pid1* out) noexcept {
   out->is_pid1 = ::getpid() == 1;
@@ -97,7 +49,6 @@ int setup_pid1(const SignalState& parent, int parent_death_signal, Pid1* out) no
   if (parent_death_signal != 0 && ::prctl(PR_SET_PDEATHSIG, parent_death_signal) < 0) {
     return -errno;
   }
-  ask_for_a_short_slice();
   return 0;
 }
 

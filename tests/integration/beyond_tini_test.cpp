@@ -14,7 +14,6 @@
 
 #include "harness.h"
 #include "lifecycle_support.h"
-#include "process_support.h"
 
 namespace trainit::test {
 namespace {
@@ -396,48 +395,6 @@ TEST(Subreaper, StopWithNoDrainStillSignalsTheRestWhenTheChildExitsAtOnce) {
   if (daemon.alive()) {
     ::kill(d, SIGKILL);
   }
-}
-
-}  // namespace
-}  // namespace trainit::test
-
-namespace trainit::test {
-namespace {
-
-// One /proc/PID/sched field ("se.slice : 100000" gives "100000"), "" where
-// the kernel has none.
-std::string sched_field(const std::string& sched, std::string_view key) {
-  for (const std::string& line : lines_of(sched)) {
-    if (line.starts_with(key) && line.find(':') != std::string::npos) {
-      const std::string value = line.substr(line.find(':') + 1);
-      return value.substr(value.find_first_not_of(' '));
-    }
-  }
-  return "";
-}
-
-TEST(Scheduling, TrainitAsksForTheShortestSliceAndItsChildStartsWithTheDefault) {
-  TRAINIT_REQUIRE_ROOT();
-  // PROGRAM prints trainit's (its parent's) scheduling, then its own.
-  Spec spec;
-  spec.args = {"--", "/bin/sh", "-c", "cat /proc/$PPID/sched; echo ===; cat /proc/self/sched"};
-  const Outcome r = run(spec);
-  ASSERT_EQ(r.exit, Exit::code(0)) << r.transcript;
-  const size_t split = r.out.find("===");
-  ASSERT_NE(split, std::string::npos) << r.transcript;
-  const std::string init = r.out.substr(0, split);
-  const std::string child = r.out.substr(split);
-  const std::string ours = slurp("/proc/self/sched");
-  if (sched_field(ours, "se.slice").empty()) {
-    // A kernel without custom slices (before 6.12): nothing to ask for, and
-    // nothing changed for the child either.
-    EXPECT_EQ(sched_field(child, "se.slice"), "") << r.transcript;
-    return;
-  }
-  EXPECT_EQ(sched_field(init, "se.slice"), "100000") << r.transcript;
-  EXPECT_EQ(sched_field(child, "se.slice"), sched_field(ours, "se.slice"))
-      << "the child inherited trainit's short slice" << r.transcript;
-  EXPECT_EQ(sched_field(child, "policy"), "0") << r.transcript;
 }
 
 }  // namespace
