@@ -69,21 +69,17 @@ int host_copy(void* dst, const void* src, size_t bytes) {
   return 0;
 }
 
-int host_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
-  if (dtype_size(dtype) == 0 || op < 0 || op >= kOps || (count != 0 && (dst == nullptr || src == nullptr))) {
-    return -EINVAL;
+int host_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
+  const int rc = check_fold_args(dtype, op, count, dst, srcs, n);
+  if (rc == 0) {
+    kernels_best()->fold[dtype][op](dst, srcs, n, count);
   }
-  const void* ins[2] = {dst, src};
-  kernels_best()->fold[dtype][op](dst, ins, 2, count);
-  return 0;
+  return rc < 0 ? rc : 0;
 }
 
-int host_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
-  if (dtype_size(dtype) == 0 || op < 0 || op >= kOps || n < 1 || srcs == nullptr || (count != 0 && dst == nullptr)) {
-    return -EINVAL;
-  }
-  kernels_best()->fold[dtype][op](dst, srcs, n, count);
-  return 0;
+int host_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
+  const void* ins[2] = {dst, src};
+  return host_fold(dst, ins, 2, count, dtype, op);
 }
 
 int host_nothing() {

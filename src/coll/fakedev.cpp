@@ -440,16 +440,11 @@ int fd_copy(void* dst, const void* src, size_t bytes) {
 }
 
 int fd_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
+  const void* ins[2] = {dst, src};
+  if (const int rc = check_fold_args(dtype, op, count, dst, ins, 2); rc != 0) {
+    return rc < 0 ? rc : 0;
+  }
   const size_t size = dtype_size(dtype);
-  if (size == 0 || op < 0 || op >= kOps) {
-    return -EINVAL;
-  }
-  if (count == 0) {
-    return 0;
-  }
-  if (dst == nullptr || src == nullptr) {
-    return -EINVAL;
-  }
   maybe_hang("a reduce");
   const Locked guard;
   int rc = check_use(dst, count * size, "reduce into");
@@ -466,20 +461,16 @@ int fd_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   if (rc < 0) {
     return rc;
   }
-  const void* ins[2] = {dst, src};
   kernels_best()->fold[dtype][op](dst, ins, 2, count);
   corrupt_if_asked(dst);
   return 0;
 }
 
 int fd_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
+  if (const int rc = check_fold_args(dtype, op, count, dst, srcs, n); rc != 0) {
+    return rc < 0 ? rc : 0;
+  }
   const size_t size = dtype_size(dtype);
-  if (size == 0 || op < 0 || op >= kOps || n < 1 || srcs == nullptr) {
-    return -EINVAL;
-  }
-  if (count == 0) {
-    return 0;
-  }
   maybe_hang("a fold");
   const Locked guard;
   int rc = check_use(dst, count * size, "fold into");

@@ -8,6 +8,7 @@
 // no pointer needs any alignment. Callable from any thread.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 
 namespace trainit::coll {
@@ -28,6 +29,24 @@ const Kernels* kernels_best();
 const Kernels* kernels_by_name(const char* name);
 
 size_t dtype_size(int dtype);  // 0 for an unknown dtype
+
+// A backend's fold (or reduce: n = 2, srcs = {dst, src}) arguments, as every
+// backend checks them: -EINVAL for an unknown dtype or op, no inputs, or a
+// null pointer with elements to fold; 1 when there is nothing to do (count
+// 0); 0 to go on.
+inline int check_fold_args(int dtype, int op, size_t count, const void* dst, const void* const* srcs, int n) {
+  if (dtype_size(dtype) == 0 || op < 0 || op >= kOps || n < 1 || srcs == nullptr) {
+    return -EINVAL;
+  }
+  if (count == 0) {
+    return 1;
+  }
+  bool all = dst != nullptr;
+  for (int i = 0; i < n; ++i) {
+    all = all && srcs[i] != nullptr;
+  }
+  return all ? 0 : -EINVAL;
+}
 
 // The per-ISA tables (kernels_*.cpp); call only when the CPU supports them.
 const Kernels* kernels_scalar();

@@ -628,16 +628,11 @@ int as_copy(void* dst, const void* src, size_t bytes) {
 
 // Staged: both operands to the host, the host kernels' fold, back.
 int as_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
+  const void* ins[2] = {dst, src};
+  if (const int rc = check_fold_args(dtype, op, count, dst, ins, 2); rc != 0) {
+    return rc < 0 ? rc : 0;
+  }
   const size_t size = dtype_size(dtype);
-  if (size == 0 || op < 0 || op >= kOps) {
-    return -EINVAL;
-  }
-  if (count == 0) {
-    return 0;
-  }
-  if (dst == nullptr || src == nullptr) {
-    return -EINVAL;
-  }
   int rc = ready();
   const size_t bytes = count * size;
   Kind dk = Kind::kNone;
@@ -659,8 +654,8 @@ int as_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   rc = copy_any(host_dst, Kind::kNone, dst, dk, bytes);
   rc = rc != 0 ? rc : copy_any(host_src, Kind::kNone, src, sk, bytes);
   if (rc == 0) {
-    const void* ins[2] = {host_dst, host_src};
-    kernels_best()->fold[dtype][op](host_dst, ins, 2, count);
+    const void* on_host[2] = {host_dst, host_src};
+    kernels_best()->fold[dtype][op](host_dst, on_host, 2, count);
     rc = copy_any(dst, dk, host_dst, Kind::kNone, bytes);
   }
   std::free(staged);
@@ -670,13 +665,10 @@ int as_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
 // fold, staged as reduce is: every input to host memory, the host kernels'
 // n-input fold (f16/bf16 round once, as on the host path), the result back.
 int as_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
+  if (const int rc = check_fold_args(dtype, op, count, dst, srcs, n); rc != 0) {
+    return rc < 0 ? rc : 0;
+  }
   const size_t size = dtype_size(dtype);
-  if (size == 0 || op < 0 || op >= kOps || n < 1 || srcs == nullptr) {
-    return -EINVAL;
-  }
-  if (count == 0) {
-    return 0;
-  }
   int rc = ready();
   const size_t bytes = count * size;
   Kind dk = Kind::kNone;
