@@ -848,6 +848,14 @@ int peer_fds_from_env(int rank, int size, int* socks) {
 
 }  // namespace
 
+void comm_drop_peer_socks(trainit_comm* c) {
+  if (c->peer_socks != nullptr) {
+    close_socks(c->peer_socks, c->n);
+    std::free(c->peer_socks);
+    c->peer_socks = nullptr;
+  }
+}
+
 int comm_init_from_env_host(trainit_comm** comm) {
   if (comm == nullptr) {
     return -EINVAL;
@@ -984,10 +992,7 @@ int trainit_comm_destroy(trainit_comm* comm) {
   if (comm->device_destroy != nullptr) {
     comm->device_destroy(comm);  // while the arena's barrier still works
   }
-  if (comm->peer_socks != nullptr) {
-    trainit::coll::close_socks(comm->peer_socks, comm->n);
-    std::free(comm->peer_socks);
-  }
+  trainit::coll::comm_drop_peer_socks(comm);
   for (int p = 0; p < comm->n; ++p) {
     if (comm->pidfds[p] >= 0) {
       close(comm->pidfds[p]);

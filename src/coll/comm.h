@@ -80,6 +80,9 @@ int64_t comm_now_ns();
 int comm_init_from_env_host(trainit_comm** comm);
 int comm_init_named_host(trainit_comm** comm, const char* name, int rank, int size);
 
+// Closes and forgets c's sockets to its peers, if any.
+void comm_drop_peer_socks(trainit_comm* c);
+
 // Ranks up to this many get a socket to each peer (n(n-1)/2 pairs): from
 // trainit (TRAINIT_COLL_PEER_FDS) or from rank 0 of a standalone
 // communicator. Device communicators need them.

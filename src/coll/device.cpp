@@ -167,19 +167,6 @@ void close_imports(DeviceComm* d, int n, int rank) {
   }
 }
 
-void drop_peer_socks(trainit_comm* c) {
-  if (c->peer_socks == nullptr) {
-    return;
-  }
-  for (int p = 0; p < c->n; ++p) {
-    if (c->peer_socks[p] >= 0) {
-      close(c->peer_socks[p]);
-    }
-  }
-  std::free(c->peer_socks);
-  c->peer_socks = nullptr;
-}
-
 void device_destroy(trainit_comm* c) {
   DeviceComm* d = c->device;
   // Every rank is done reading its peers' staging before any import closes,
@@ -452,7 +439,7 @@ int device_call(trainit_comm* c, const DeviceCall& q) {
 // Makes c a communicator of the named backend's memory.
 int attach_device(trainit_comm* c, const char* name) {
   if (std::strcmp(name, "host") == 0) {
-    drop_peer_socks(c);  // host memory goes through the arena
+    comm_drop_peer_socks(c);  // host memory goes through the arena
     return 0;
   }
   const trainit_coll_backend* b = nullptr;
