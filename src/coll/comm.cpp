@@ -850,7 +850,9 @@ int peer_fds_from_env(int rank, int size, int* socks) {
 
 void comm_drop_peer_socks(trainit_comm* c) {
   if (c->peer_socks != nullptr) {
-    close_socks(c->peer_socks, c->n);
+    if (c->peer_socks_owned) {
+      close_socks(c->peer_socks, c->n);
+    }
     std::free(c->peer_socks);
     c->peer_socks = nullptr;
   }
@@ -965,6 +967,7 @@ int comm_init_named_host(trainit_comm** comm, const char* name, int rank, int si
     close_socks(socks, socks_n);
     return r;
   }
+  (*comm)->peer_socks_owned = true;
   if (socks_n > 0 && (r = keep_peer_socks(*comm, socks)) < 0) {
     close_socks(socks, socks_n);
     trainit_comm_destroy(*comm);

@@ -46,6 +46,10 @@ struct trainit_comm {
   // Per rank, a SOCK_SEQPACKET socket to that peer for swapping device
   // handles (-1 at this rank's own index); nullptr when none came.
   int* peer_socks;
+  // Whether they are this communicator's to close: a standalone one's are;
+  // those from trainit (TRAINIT_COLL_PEER_FDS) are the process's, lent to
+  // each communicator made from the environment in turn.
+  bool peer_socks_owned;
   // A device communicator's state and its collectives (device.cpp), reached
   // only through these pointers: a program that never makes one (PID 1)
   // links no backend loader.
@@ -80,7 +84,7 @@ int64_t comm_now_ns();
 int comm_init_from_env_host(trainit_comm** comm);
 int comm_init_named_host(trainit_comm** comm, const char* name, int rank, int size);
 
-// Closes and forgets c's sockets to its peers, if any.
+// Forgets c's sockets to its peers, closing those it owns.
 void comm_drop_peer_socks(trainit_comm* c);
 
 // Ranks up to this many get a socket to each peer (n(n-1)/2 pairs): from

@@ -625,6 +625,35 @@ TEST(DeviceComm, RanksFromTheEnvironmentSwapHandlesOverTheirPeerSocketsAndReduce
   }
 }
 
+TEST(DeviceComm, TheSocketsFromTheEnvironmentOutliveACommunicatorSoALaterOneCanUseThem) {
+  // Each rank first makes a host communicator from its environment and
+  // destroys it, then a device one: the sockets trainit passed are the
+  // process's, not the first communicator's.
+  const int arena = make_arena(2, 0x4242);
+  ASSERT_GE(arena, 0);
+  const auto mesh = make_mesh(2);
+  ASSERT_EQ(mesh.size(), 2U);
+  const auto status = run_ranks(
+      2,
+      [&](int rank) {
+        keep_only_row(mesh, rank);
+        set_rank_env(arena, rank, 2, mesh[static_cast<size_t>(rank)]);
+        setenv("TRAINIT_COLL_TIMEOUT", "5", 1);
+        trainit_comm* c = nullptr;
+        CHILD_CHECK(trainit_comm_init_from_env_backend(&c, "host") == 0, "host init");
+        CHILD_CHECK(trainit_barrier(c) == 0, "barrier");
+        CHILD_CHECK(trainit_comm_destroy(c) == 0, "destroy");
+        const int r = trainit_comm_init_from_env_backend(&c, TRAINIT_FAKEDEV_PLUGIN);
+        CHILD_CHECK(r == 0, "device init after a host one: %s (%s)", trainit_strerror(r), trainit_backend_error());
+        CHILD_CHECK(trainit_comm_destroy(c) == 0, "destroy");
+        return 0;
+      },
+      60, [&] { close_mesh(mesh); });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
+}
+
 TEST(DeviceComm, APeerSocketThatIsNotASocketIsRefusedWithEinval) {
   const int arena = make_arena(2, 0x99);
   ASSERT_GE(arena, 0);
