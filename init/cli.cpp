@@ -189,7 +189,10 @@ constexpr OptionSpec kOptions[] = {
        if (o.parent_death_signal == 0) {
          return std::nullopt;
        }
-       return std::string(signal_name(o.parent_death_signal));
+       // glibc's own real-time signals (32, 33) have no name that reads back.
+       const std::string_view name = signal_name(o.parent_death_signal);
+       return signal_from_name(name) == o.parent_death_signal ? std::string(name)
+                                                              : std::to_string(o.parent_death_signal);
      },
      .default_text = "none",
      .help = "have trainit receive SIGNAL when its parent dies\n"
