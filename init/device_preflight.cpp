@@ -236,7 +236,9 @@ struct Check {
 template <typename Feed>
 void drain(Fd& fd, Feed feed) {
   char buf[4096];
-  while (fd) {
+  // At most 64 KiB a call: a check that never stops writing must not keep
+  // PID 1 here past the bound (the poll loop checks it between calls).
+  for (int reads = 0; fd && reads < 16; ++reads) {
     const ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n > 0) {
       feed(std::string_view(buf, static_cast<size_t>(n)));

@@ -7,6 +7,7 @@
 // same cause in the status file, no rank started and nothing left.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <string>
 #include <vector>
@@ -200,6 +201,20 @@ TEST(DevicePreflight, AMissingDeviceCheckFailsTheJobWith78NamingWhereItLooked) {
   EXPECT_NE(r.err.find("--device-check /nonexistent/check: No such file or directory"), std::string::npos)
       << r.transcript;
   EXPECT_TRUE(job.starts().empty()) << r.transcript;
+}
+
+TEST(DevicePreflight, ACheckThatFloodsItsOutputIsStillKilledAtTheBound) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  // A check (or the driver it loads) that never stops writing: PID 1 reads
+  // its pipes a bounded amount at a time and still keeps the bound.
+  const std::string check = job.root() + "/flooding-check";
+  ASSERT_TRUE(write_file(check, "#!/bin/sh\nexec yes 'driver: retrying' >&2\n"));
+  ASSERT_EQ(::chmod(check.c_str(), 0755), 0);
+  Outcome r =
+      run(preflight_spec(job, 2, "", {"--preflight", "devices", "--preflight-timeout", "1", "--device-check", check}));
+  expect_failure_named(job, r, "device preflight failed: device 0: hung in step start after 1.0 s");
+  EXPECT_LT(r.elapsed, 5s) << r.transcript;
 }
 
 TEST(DevicePreflight, WithoutPreflightDevicesNoDeviceIsCheckedAndTheRanksStart) {
