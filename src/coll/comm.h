@@ -54,6 +54,11 @@ struct trainit_comm {
   // only through these pointers: a program that never makes one (PID 1)
   // links no backend loader.
   trainit::coll::DeviceComm* device;
+  // The device collective in progress (kOpNone: none). Its progress slot
+  // shows it, from its start, for the whole call: the host steps inside it
+  // leave the slot alone, so that a rank stuck in its device is seen by the
+  // init's hang detection as in that collective.
+  uint32_t device_op;
   int (*device_call)(trainit_comm* c, const trainit::coll::DeviceCall& call);
   void (*device_destroy)(trainit_comm* c);
 };

@@ -417,7 +417,31 @@ class Pieces {
   bool backend_failed_ = false;
 };
 
+// The call's progress slot, as a host collective's (protocol.h's Call),
+// but for the whole device call.
+class ShownInSlot {
+ public:
+  ShownInSlot(trainit_comm* c, CollOp kind) : c_(c) {
+    ArenaSlot* slot = arena_slot(c_->base, c_->rank);
+    slot->start_ns.store(static_cast<uint64_t>(comm_now_ns()), std::memory_order_relaxed);
+    slot->op.store(kind, std::memory_order_relaxed);
+    c_->device_op = kind;
+  }
+  ~ShownInSlot() {
+    c_->device_op = kOpNone;
+    ArenaSlot* slot = arena_slot(c_->base, c_->rank);
+    slot->op.store(kOpNone, std::memory_order_relaxed);
+    slot->progress.fetch_add(1, std::memory_order_relaxed);
+  }
+  ShownInSlot(const ShownInSlot&) = delete;
+  ShownInSlot& operator=(const ShownInSlot&) = delete;
+
+ private:
+  trainit_comm* c_;
+};
+
 int device_call(trainit_comm* c, const DeviceCall& q) {
+  const ShownInSlot shown(c, q.kind);
   int r = agree(c, q);
   if (r < 0 || q.count == 0) {
     return r;

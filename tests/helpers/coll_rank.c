@@ -21,6 +21,12 @@
  *                           (rank + 1) copied to the device, allreduced there
  *                           and copied back; DIR/r<rank>.ok gets
  *                           "<code> <size> <backend>"
+ *   coll_rank DIR device-direct
+ *                           as device, but the buffer is filled and read
+ *                           in place (the fake device's memory is mapped in
+ *                           the rank), so that the backend's first operation
+ *                           is the allreduce's own; writes DIR/r<rank>.ret
+ *                           "<code>" when it returns
  *
  * A rank turned against the init (local rank 1 attacks, the others ignore
  * SIGTERM and wait in a barrier as in "die"):
@@ -110,7 +116,7 @@ static int attack(const char* dir, const char* mode) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: coll_rank DIR ok|device|die|hang|children|shrink|grow|scribble|progress\n");
+    fprintf(stderr, "usage: coll_rank DIR ok|device|device-direct|die|hang|children|shrink|grow|scribble|progress\n");
     return 64;
   }
   const char* dir = argv[1];
@@ -136,6 +142,19 @@ int main(int argc, char** argv) {
     }
     snprintf(name, sizeof name, "r%d.ok", me);
     snprintf(text, sizeof text, "%d %d\n", r, n);
+    write_file(dir, name, text);
+    return r == 0 ? 0 : 3;
+  }
+  if (strcmp(mode, "device-direct") == 0) {
+    enum { kCount = 1024 };
+    int* dev = NULL;
+    r = trainit_device_alloc(comm, kCount * sizeof(int), (void**)&dev);
+    for (int i = 0; r == 0 && i < kCount; ++i)
+      dev[i] = me + 1;
+    if (r == 0)
+      r = trainit_allreduce(comm, dev, dev, kCount, TRAINIT_I32, TRAINIT_SUM);
+    snprintf(name, sizeof name, "r%d.ret", me);
+    snprintf(text, sizeof text, "%d\n", r);
     write_file(dir, name, text);
     return r == 0 ? 0 : 3;
   }

@@ -229,6 +229,22 @@ TEST(CollArena, RanksStartedByTrainitSwapDeviceHandlesOverTheSocketsTheInitMadeA
   }
 }
 
+TEST(CollArena, ARankHungInItsDeviceMidCollectiveIsReportedAsInThatCollective) {
+  TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION("the fake device plugin is a host library: an emulated rank cannot load it");
+  TempDir dir;
+  Spec s = coll_spec(dir, 2, {"--hang-timeout", "1"}, "device-direct");
+  // Local rank 1's device never finishes its first operation: the
+  // allreduce's copy into its staging, between the call's host steps.
+  s.env.insert(s.env.end(), {"TRAINIT_COLL_BACKEND=" TRAINIT_FAKEDEV_PLUGIN, "TRAINIT_FAKEDEV_FAULT=1:hang"});
+  Trainit t(s);
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_TRUE(wait_err(t, "collective hang: local rank 1 has been in allreduce for")) << t.transcript();
+  EXPECT_TRUE(wait_err(t, "collective hang: local rank 0 has been in allreduce for")) << t.transcript();
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  EXPECT_EQ(t.wait(), Exit::code(143)) << t.transcript();
+}
+
 TEST(CollArena, ARankSigkilledMidCollectiveAbortsEveryPeerWithin100msAndTheJobExits137) {
   TRAINIT_REQUIRE_ROOT();
   TRAINIT_SKIP_UNDER_EMULATION("qemu-user's scheduling makes a 100 ms bound meaningless");
