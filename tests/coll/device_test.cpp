@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "child_support.h"
 #include "coll/arena.h"
 #include "coll/kernels.h"
 #include "trainit/coll.h"
@@ -38,26 +39,9 @@ using trainit::coll::dtype_size;
 using trainit::coll::kDtypes;
 using trainit::coll::kOps;
 
-using Bytes = std::vector<unsigned char>;
-
-#define CHILD_CHECK(cond, ...)                                                                              \
-  do {                                                                                                      \
-    if (!(cond)) {                                                                                          \
-      char what_[512];                                                                                      \
-      if (std::snprintf(what_, sizeof what_, __VA_ARGS__) < 0) {                                            \
-        what_[0] = '\0';                                                                                    \
-      }                                                                                                     \
-      static_cast<void>(                                                                                    \
-          std::fprintf(stderr, "child check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond, what_)); \
-      _exit(1);                                                                                             \
-    }                                                                                                       \
-  } while (0)
-
-int64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using trainit::coll::test::Bytes;
+using trainit::coll::test::now_ns;
+using trainit::coll::test::random_values;
 
 // Runs body(rank) in n fork()ed ranks; their exit statuses (128 + n for a
 // signal, -1 for one still running after deadline_s, then killed).
@@ -101,32 +85,6 @@ std::vector<int> run_ranks(int n, const std::function<int(int)>& body, int deadl
 std::string unique_name(const char* what) {
   static int calls = 0;
   return std::string("device-test-") + what + "-" + std::to_string(getpid()) + "-" + std::to_string(++calls);
-}
-
-// Finite values of every type (no NaN: comparisons are bitwise).
-Bytes random_values(int dtype, size_t count, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  const size_t size = dtype_size(dtype);
-  Bytes out(count * size);
-  for (size_t i = 0; i < count; ++i) {
-    uint64_t bits = rng();
-    switch (dtype) {
-      case TRAINIT_F32:
-        bits &= ~(uint64_t{1} << 30);
-        break;
-      case TRAINIT_F64:
-        bits &= ~(uint64_t{1} << 62);
-        break;
-      case TRAINIT_F16:
-      case TRAINIT_BF16:
-        bits &= ~(uint64_t{1} << 14);
-        break;
-      default:
-        break;
-    }
-    std::memcpy(&out[i * size], &bits, size);
-  }
-  return out;
 }
 
 // A device buffer holding `host`'s bytes (room for `bytes` at least).
