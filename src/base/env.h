@@ -32,6 +32,7 @@ inline constexpr DocumentedVariable kDocumentedVariables[] = {
     {"TRAINIT_COLL_DEVICE_STAGING", true},  // a device communicator's staging bytes: the ranks read it
     {"TRAINIT_COLL_DEVICE", true},          // the device a backend plugin opens, over the platform's variables
     {"TRAINIT_COLL_PEER_FDS", false},       // set by trainit for each rank: a socket to each local peer
+    {"TRAINIT_COLL_LIBRARY", true},         // libtrainit_coll.so's path for the Python module in the ranks
     {"TRAINIT_FAKEDEV_FAULT", true},        // the fake device's faults, for tests: its plugin reads it
 };
 
