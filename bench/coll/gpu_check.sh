@@ -2,8 +2,8 @@
 # gpu_check.sh: the CUDA backend on this node's NVIDIA GPU(s), in one run.
 #
 #  1. builds what it needs in its own build directory (CUDA on: the plugin
-#     libtrainit_coll_cuda.so from src/coll/cuda, and
-#     bench/coll/gpu_allreduce.cpp; tests off);
+#     libtrainit_coll_cuda.so from src/coll/cuda, bench/coll/gpu_allreduce.cpp,
+#     trainit, trainit-device-check and libtrainit_coll.so; tests off);
 #  2. runs the CUDA backend's check with 2 and then 4 ranks sharing the
 #     GPUs it finds (rank r on GPU r mod G): every collective, dtype and op,
 #     in and out of place, in pieces, bitwise equal to the host
@@ -11,18 +11,32 @@
 #     the others -ECONNABORTED within a second;
 #  3. prints one markdown table: device allreduce latency and busbw (f32
 #     sum, in place, N = 2 and 4) for 4 B … 256 MiB beside cudaMemcpy
-#     device-to-device bandwidth of the same sizes on GPU 0.
+#     device-to-device bandwidth of the same sizes on GPU 0;
+#  4. where python3 has torch with a GPU: a trainit job of 2 Python ranks
+#     (--mode torchrun, --preflight devices) that reduce CUDA tensors
+#     through the trainit_coll module, checked element for element
+#     (bench/coll/gpu_torch_rank.py), with its timings from Python.
 #
-#   bench/coll/gpu_check.sh [BUILD_DIR]     (default build/gpu)
+#   bench/coll/gpu_check.sh [--prebuilt] [BUILD_DIR]     (default build/gpu)
+#
+# --prebuilt: build nothing; take the programs from BUILD_DIR, laid out as a
+# build tree (a release build with CUDA has them all): for a GPU node that
+# has the driver but not the project's build dependencies.
 #
 # Needs: an NVIDIA GPU and its driver (nvidia-smi works), the CUDA toolkit
 # (nvcc on PATH, in /usr/local/cuda/bin, or CUDACXX), cmake, a C++20
 # compiler, and the project's build dependencies (libfmt-dev,
-# nlohmann-json3-dev). Exit 0: built, checked and measured; 1: a step
+# nlohmann-json3-dev, libsystemd-dev, libcap-dev); with --prebuilt, only the
+# GPU and its driver. Exit 0: built, checked and measured; 1: a step
 # failed (the line says which); 2: no GPU or driver here, nothing was run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+prebuilt=0
+if [ "${1:-}" = --prebuilt ]; then
+  prebuilt=1
+  shift
+fi
 build=${1:-$root/build/gpu}
 
 no_gpu() {
@@ -40,12 +54,12 @@ gpus=$(nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version
 [ -n "$gpus" ] || no_gpu "nvidia-smi lists no GPU"
 
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-[ -x "$nvcc" ] || die "no CUDA compiler (put the CUDA toolkit's bin on PATH, or set CUDACXX)"
+[ "$prebuilt" = 1 ] || [ -x "$nvcc" ] || die "no CUDA compiler (put the CUDA toolkit's bin on PATH, or set CUDACXX)"
 
 echo "# gpu_check.sh on $(hostname), $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "GPUs (index, name, compute capability, memory, driver):"
 while IFS= read -r line; do echo "  $line"; done <<<"$gpus"
-echo "nvcc: $("$nvcc" --version | tail -n 1); commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "nvcc: $([ -x "$nvcc" ] && "$nvcc" --version | tail -n 1 || echo none); commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 # The plugin's kernels are built for compute capability 8.x and 9.x
 # (src/coll/cuda/CMakeLists.txt): another GPU cannot run them.
 while IFS=, read -r index name cap _; do
@@ -55,12 +69,18 @@ while IFS=, read -r index name cap _; do
   esac
 done <<<"$gpus"
 
-echo "== building in $build"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTRAINIT_TESTS=OFF -DTRAINIT_BENCH=ON \
-  -DTRAINIT_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" >"$build.configure.log" 2>&1 ||
-  die "configuring $build failed (see $build.configure.log; are libfmt-dev and nlohmann-json3-dev installed?)"
-cmake --build "$build" --target trainit_coll_cuda gpu_allreduce -j"$(nproc)" >"$build.build.log" 2>&1 ||
-  die "building trainit_coll_cuda and gpu_allreduce failed (see $build.build.log)"
+if [ "$prebuilt" = 0 ]; then
+  echo "== building in $build"
+  # MinSizeRel, as the release preset: GCC 12's -O3 warns falsely in trainit.
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=MinSizeRel -DTRAINIT_TESTS=OFF -DTRAINIT_BENCH=ON \
+    -DTRAINIT_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" >"$build.configure.log" 2>&1 ||
+    die "configuring $build failed (see $build.configure.log; are libfmt-dev and nlohmann-json3-dev installed?)"
+  cmake --build "$build" --target trainit_coll_cuda gpu_allreduce trainit trainit_device_check trainit_coll_shared \
+    -j"$(nproc)" >"$build.build.log" 2>&1 ||
+    die "building the plugin, gpu_allreduce, trainit and libtrainit_coll.so failed (see $build.build.log)"
+else
+  echo "== prebuilt programs from $build"
+fi
 plugin=$build/src/coll/cuda/libtrainit_coll_cuda.so
 program=$build/bench/coll/gpu_allreduce
 [ -f "$plugin" ] || die "the CUDA plugin was not built ($plugin missing: see $build.configure.log)"
@@ -75,3 +95,22 @@ done
 
 echo "== allreduce beside cudaMemcpy"
 "$program" bench 2 4 || die "the bench failed"
+
+echo "== a trainit job of 2 Python ranks reducing CUDA tensors"
+trainit=$build/init/trainit
+library=$build/src/coll/libtrainit_coll.so
+if ! python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  echo "skipped: python3 has no torch that sees a GPU"
+elif [ ! -x "$trainit" ] || [ ! -f "$library" ]; then
+  die "trainit or libtrainit_coll.so is missing from $build"
+else
+  job=$(mktemp -d)
+  trap 'rm -rf "$job"' EXIT
+  # The device check beside trainit finds libtrainit_coll.so on this path
+  # when the build tree was moved here (--prebuilt).
+  (cd "$job" && LD_LIBRARY_PATH=$build/src/coll${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} \
+    timeout 300 "$trainit" --mode torchrun --nproc-per-node 2 --preflight devices \
+    --device-check "$build/init/trainit-device-check" -- python3 "$here/gpu_torch_rank.py") ||
+    die "the trainit job of Python ranks failed (its lines above say which call)"
+fi
