@@ -47,7 +47,8 @@ namespace {
 
 constexpr int kMaxRanks = 16;                    // a device communicator's limit
 constexpr size_t kMaxBytes = size_t{256} << 20;  // the bench's largest size
-constexpr size_t kSizes = 15;                    // 4 B, 16 B, … 256 MiB (×4)
+constexpr size_t kSizes = 14;                    // 4 B, 16 B, … 256 MiB (×4)
+static_assert(size_t{4} << (2 * (kSizes - 1)) == kMaxBytes, "the largest size is the buffer's");
 constexpr bench::Ns kKillBound = 1'000'000'000;  // -ECONNABORTED after a peer's death, at most
 constexpr bench::Ns kCheckDeadline = 600'000'000'000;
 constexpr int kDtypes = 7;
@@ -128,6 +129,14 @@ std::vector<int> run_ranks(int n, bench::Ns deadline_ns, Body body) {
 
 bool exited_zero(int status) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// How a rank ended, for the line that says a run failed.
+std::string ending(int status) {
+  if (WIFSIGNALED(status)) {
+    return std::string("was killed by ") + strsignal(WTERMSIG(status));
+  }
+  return "exited " + std::to_string(WEXITSTATUS(status));
 }
 
 // The GPUs this node has, from a child (the parent stays without CUDA).
@@ -423,13 +432,21 @@ void bench_ranks(int n, int gpus, double* us) {
       }
       if (rank == 0) {
         us[i] = static_cast<double>(bench::now_ns() - t0) / 1e3 / static_cast<double>(calls);
+        (void)std::fprintf(stderr, "  N=%d, %zu B: %.1f µs\n", n, size_at(i), us[i]);  // progress
       }
     }
-    return trainit_comm_destroy(dev) == 0 ? 0 : 1;
+    int r = trainit_device_free(dev, buf);
+    r = r != 0 ? r : trainit_comm_destroy(dev);
+    if (r != 0) {
+      (void)std::fprintf(stderr, "rank %d: freeing the buffer or destroying the communicator: %s\n", rank,
+                         trainit_strerror(r));
+      return 1;
+    }
+    return 0;
   });
-  for (const int s : st) {
-    if (!exited_zero(s)) {
-      bench::die("bench with %d ranks: a rank failed", n);
+  for (size_t r = 0; r < st.size(); ++r) {
+    if (!exited_zero(st[r])) {
+      bench::die("bench with %d ranks: rank %zu %s", n, r, ending(st[r]).c_str());
     }
   }
 }

@@ -17,11 +17,15 @@
 #     through the trainit_coll module, checked element for element
 #     (bench/coll/gpu_torch_rank.py), with its timings from Python.
 #
-#   bench/coll/gpu_check.sh [--prebuilt] [BUILD_DIR]     (default build/gpu)
+#   bench/coll/gpu_check.sh [--prebuilt] [--mps] [BUILD_DIR]   (default build/gpu)
 #
 # --prebuilt: build nothing; take the programs from BUILD_DIR, laid out as a
 # build tree (a release build with CUDA has them all): for a GPU node that
 # has the driver but not the project's build dependencies.
+# --mps: run the ranks under a CUDA MPS server of this script's own (its pipe
+# and log directories private, stopped at the end). Where ranks share a GPU,
+# the driver otherwise time-slices their contexts, which puts a floor of
+# several hundred µs under every call; one rank per GPU needs no MPS.
 #
 # Needs: an NVIDIA GPU and its driver (nvidia-smi works), the CUDA toolkit
 # (nvcc on PATH, in /usr/local/cuda/bin, or CUDACXX), cmake, a C++20
@@ -33,10 +37,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 prebuilt=0
-if [ "${1:-}" = --prebuilt ]; then
-  prebuilt=1
+mps=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --prebuilt) prebuilt=1 ;;
+    --mps) mps=1 ;;
+    *) break ;;
+  esac
   shift
-fi
+done
 build=${1:-$root/build/gpu}
 
 no_gpu() {
@@ -69,6 +78,7 @@ while IFS=, read -r index name cap _; do
   esac
 done <<<"$gpus"
 
+mkdir -p "$build" && build=$(cd "$build" && pwd) || die "cannot use $build as the build directory"
 if [ "$prebuilt" = 0 ]; then
   echo "== building in $build"
   # MinSizeRel, as the release preset: GCC 12's -O3 warns falsely in trainit.
@@ -88,6 +98,22 @@ program=$build/bench/coll/gpu_allreduce
 
 # The plugin by its path: no loader path to set up.
 export TRAINIT_COLL_BACKEND=$plugin
+
+scratch=$(mktemp -d)
+stop_mps() {
+  if [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
+    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || echo "gpu_check.sh: the MPS server did not stop" >&2
+  fi
+  rm -rf "$scratch"
+}
+trap stop_mps EXIT
+if [ "$mps" = 1 ]; then
+  command -v nvidia-cuda-mps-control >/dev/null 2>&1 || die "--mps: nvidia-cuda-mps-control not found"
+  mkdir "$scratch/mps-pipe" "$scratch/mps-log"
+  export CUDA_MPS_PIPE_DIRECTORY=$scratch/mps-pipe CUDA_MPS_LOG_DIRECTORY=$scratch/mps-log
+  nvidia-cuda-mps-control -d || die "--mps: the MPS control daemon did not start"
+  echo "== ranks under an MPS server of this script's own"
+fi
 for n in 2 4; do
   echo "== check, $n ranks"
   "$program" check "$n" || die "the CUDA backend's check with $n ranks failed (the lines above say which call)"
@@ -104,8 +130,8 @@ if ! python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else
 elif [ ! -x "$trainit" ] || [ ! -f "$library" ]; then
   die "trainit or libtrainit_coll.so is missing from $build"
 else
-  job=$(mktemp -d)
-  trap 'rm -rf "$job"' EXIT
+  job=$scratch/job
+  mkdir "$job"
   # The device check beside trainit finds libtrainit_coll.so on this path
   # when the build tree was moved here (--prebuilt).
   (cd "$job" && LD_LIBRARY_PATH=$build/src/coll${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
