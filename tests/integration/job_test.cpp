@@ -633,9 +633,10 @@ TEST(JobLogs, ConsolePipeNobodyReadsDoesNotStopFourRanksAndTheirLogsAreComplete)
 
 TEST(JobLogs, ConsoleShowsEachRanksWholeLinesPrefixedByItsRank) {
   TRAINIT_REQUIRE_ROOT();
-  // Per rank; the four together (512 KiB) fit trainit's console buffer
-  // (1 MiB) even if the reader stalled, so nothing may be dropped.
-  constexpr size_t kBytes = size_t{128} << 10;
+  // Per rank; the four together with their prefixes (209 KiB) fit trainit's
+  // console buffer (256 KiB) even if the reader stalled, so nothing may be
+  // dropped.
+  constexpr size_t kBytes = size_t{48} << 10;
   constexpr size_t kLines = kBytes / 100;
   Job job;
   ASSERT_TRUE(write_file(job.table(), template1("completed", 4)));
