@@ -61,8 +61,10 @@ cluster_down() {
     # shellcheck disable=SC2086
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
-    rm -rf "/etc/netns/$ns"
   done
+  # Every host's /etc/netns directory, also of a namespace a test deleted
+  # itself (a host whose container vanished).
+  rm -rf /etc/netns/"$E2E_ID"-*
   if [ "$rc" -ne 0 ] && [ -d "$E2E_DIR" ]; then
     local f
     for f in "$E2E_DIR"/h*/out; do
