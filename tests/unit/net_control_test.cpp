@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "net/control.h"
+#include "net/control_common.h"
 #include "net/socket.h"
 #include "net_control_fixture.h"
 #include "net_support.h"
@@ -388,6 +389,35 @@ TEST_F(NetControl, AClientThatReconnectsWithinTheGraceIsNotLost) {
     step_for(loop_, 100ms);
   }
   EXPECT_TRUE(server_seen_.lost.empty());
+}
+
+// A client's STOP: host 0 is told (and stops its own ranks) before the other
+// clients' sockets have it. Each write wakes a host, and on a machine short
+// of CPU the woken hosts would run first and host 0 stop last.
+TEST_F(NetControl, Host0HearsAClientsStopBeforeItWritesItToTheOthers) {
+  RawPeer* other = nullptr;
+  std::string other_had;  // what host 2's socket held when host 0 heard the stop
+  int stops = 0;
+  ControlEvents events = record(server_seen_);
+  events.on_stop = [&](const StopNotice&) {
+    ++stops;
+    other_had = other->take_bytes();
+  };
+  auto server = ControlServer::listen(loop_, 0, {loopback()}, config(0, 3), std::move(events));
+  ASSERT_TRUE(server.ok()) << server.error().message;
+  server_ = std::move(*server);
+  RawPeer one(server_->port());
+  RawPeer two(server_->port());
+  other = &two;
+  ASSERT_TRUE(join_by_hand(loop_, one, 1, 3));
+  ASSERT_TRUE(join_by_hand(loop_, two, 2, 3));
+  (void)two.take_bytes();
+  ASSERT_TRUE(one.send(wire::Type::kStop, net::encode_stop({3, 1, 5, "rank 5 exited with 3"})));
+  ASSERT_TRUE(step_until(loop_, [&] { return stops == 1; }));
+  EXPECT_EQ(other_had, "");
+  wire::Frame frame;
+  ASSERT_TRUE(step_until(loop_, [&] { return two.next(frame); }));
+  EXPECT_EQ(frame.type, wire::Type::kStop);  // then it is written to them
 }
 
 TEST_F(NetControl, AClientThatStopsRespondingWithoutClosingTakesPeerLoss) {
