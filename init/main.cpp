@@ -34,7 +34,7 @@ using namespace trainit;
 // The console's buffer: what a slow console may hold back before lines are
 // dropped (and counted; the rank's log file keeps them all). Allocated at the
 // first line, resident as it is used: four pipe buffers, and within a job's
-// 2 MB budget (512 KiB took a logging 8-rank job to 2.06 MB).
+// 2 MB budget (512 KiB took a logging 8-rank job to 2,060 KiB).
 constexpr size_t kConsoleBuffer = 256 << 10;
 
 // The hosts' shared secret: PID 1's alone (pid1.h erase_from_environment).

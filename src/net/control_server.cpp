@@ -420,10 +420,10 @@ void ControlServer::on_stop(Link* link, const std::string& payload) {
   }
   stop_ = notice;
   // This host stops its own ranks first (a millisecond), then tells the
-  // others: the writes wake every other host at once, and on a machine short
-  // of CPU host 0 would get it back only after they all ran (host 0's own
-  // ranks stopped 0.5 s after the others' at 1,024 simulated hosts on 2
-  // cores). The handler never ends this server.
+  // others: each write wakes a host, and on a machine short of CPU the woken
+  // hosts run before this one has the CPU back (host 0 stopped last, 1.2 s
+  // after the failing host, at 1,024 simulated hosts on 2 cores). The
+  // handler never ends this server.
   const std::string frame = wire::encode(Type::kStop, net::encode_stop(notice));  // what was checked
   if (emit(alive_, events_.on_stop, notice)) {
     send_to_clients(frame, link);
