@@ -229,6 +229,42 @@ TEST(CollArena, RanksStartedByTrainitSwapDeviceHandlesOverTheSocketsTheInitMadeA
   }
 }
 
+// What a Python training script does: its rank finds libtrainit_coll.so
+// through TRAINIT_COLL_LIBRARY in the job's environment (trainit withheld it
+// once, as an unknown TRAINIT_* name) and reduces device memory through
+// trainit_coll, after the device preflight; the rank program is
+// bench/coll/gpu_check.sh's, on the fake device.
+TEST(CollArena, PythonRanksFindTheLibraryTheJobNamesAndReduceOnTheDeviceAfterThePreflight) {
+  TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION("this machine's python3 cannot load an aarch64 library");
+  TempDir dir;
+  Spec s;
+  s.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "MA_NUM_GPUS=2",
+           "MA_MOUNT_PATH=" + dir.path(),
+           "TRAINIT_COLL_BACKEND=" TRAINIT_FAKEDEV_PLUGIN,
+           "TRAINIT_COLL_LIBRARY=" TRAINIT_COLL_SHARED,
+           "PYTHONPATH=" TRAINIT_SOURCE_DIR "/python"};
+  s.args = {"--mode",
+            "torchrun",
+            "--grace",
+            "5",
+            "--preflight",
+            "devices",
+            "--",
+            TRAINIT_PYTHON3,
+            TRAINIT_SOURCE_DIR "/bench/coll/gpu_torch_rank.py",
+            "--addresses-only"};
+  Trainit t(s);
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  for (const char* line :
+       {"rank 0 of 2: every result right (backend fakedev)", "rank 1 of 2: every result right (backend fakedev)"}) {
+    EXPECT_NE(t.out().find(line), std::string::npos) << line << t.transcript();
+  }
+  EXPECT_NE(t.err().find("device preflight: 2 devices passed"), std::string::npos) << t.transcript();
+}
+
 TEST(CollArena, ARankHungInItsDeviceMidCollectiveIsReportedAsInThatCollective) {
   TRAINIT_REQUIRE_ROOT();
   TRAINIT_SKIP_UNDER_EMULATION("the fake device plugin is a host library: an emulated rank cannot load it");
