@@ -93,6 +93,7 @@ class ExecSupervisor {
     signals_ = loop_.add_signal(
         forwardable_signals(), [this](const signalfd_siginfo& i) { return on_signal(i); }, "forwarded signals");
     loop_.set_orphan_handler([this](const siginfo_t& info) { on_orphan(info); });
+    loop_.set_children_changed_handler([this] { check_drained(); });
     notifier_.start_watchdog(loop_);
     if (options_.ready == Ready::kSpawn) {
       notifier_.send("READY=1");
@@ -111,6 +112,8 @@ class ExecSupervisor {
 
   // Returns -1 when PROGRAM runs, else the exit code for the failure.
   int spawn_child() {
+    // PROGRAM's pidfd is taken while nothing reaps behind our back.
+    (void)loop_.set_kernel_reaps(false);
     auto spawned = spawn(spawn_options_);
     if (!spawned) {
       log_error("{}", spawned.error().message);
@@ -124,6 +127,13 @@ class ExecSupervisor {
     started_at_ = Clock::now();
     child_ = loop_.add_child(
         child_pid_, [this](const siginfo_t& info) { return on_child_exit(info); }, "main child");
+    // Orphans are the kernel's to reap, where it keeps PROGRAM's status for
+    // us; -w wants to hear of each, so trainit reaps them itself then.
+    if (!options_.warn_on_reap) {
+      if (int r = loop_.set_kernel_reaps(true); r < 0) {
+        log_debug("reaping orphans ourselves: the kernel cannot ({})", errno_string(-r));
+      }
+    }
     phase_ = Phase::kRunning;
     log_info("spawned '{}' with pid {}", options_.command[0], child_pid_);
     notifier_.status("running '{}' (pid {})", options_.command[0], child_pid_);

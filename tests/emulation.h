@@ -35,6 +35,11 @@ inline constexpr const char* kNoSubreaper =
 inline constexpr const char* kVforkIsFork =
     "vfork runs as fork: the child's report of a failed exec or set-up never reaches trainit's memory, only its "
     "exit status does";
+// It keeps SA_NOCLDWAIT to itself (the host's SIGCHLD is its own handler),
+// and makes every child with fork() and SIGCHLD: the kernel never reaps an
+// emulated trainit's orphans for it, so trainit reaps them as it must.
+inline constexpr const char* kNoAutoreap =
+    "SA_NOCLDWAIT does not reach the host kernel: orphans are reaped by the emulated trainit, not by the kernel";
 // It has no host signal left to stand for real-time signals 63 and 64 of its
 // program: kill() of those is EINVAL, and a mask or ignore of them is lost.
 inline constexpr const char* kNoTopSignals = "real-time signals 63 and 64 cannot be sent (EINVAL)";

@@ -14,7 +14,8 @@
 // each one it drains waitid(P_ALL, WEXITED|WNOHANG) until nothing is left
 // and hands each status to the child source registered for that pid; any
 // other pid is an orphan, counted and passed to the orphan handler. The loop
-// is the only code that waits for children.
+// is the only code that waits for children. Where the kernel reaps for it
+// (set_kernel_reaps), a registered child's status comes from its pidfd.
 //
 // Waiting: with descriptors to watch, the loop sleeps in epoll_wait() on the
 // epoll set (io sources, the signalfd, the timerfd). With none (exec mode's
@@ -114,6 +115,18 @@ class Loop {
   // Called once, in registration order, when run() ends after exit().
   SourceHandle add_exit(ExitFn fn, std::string description);
   void set_orphan_handler(OrphanFn fn) { orphan_fn_ = std::move(fn); }
+  // Called after every SIGCHLD, once the zombies are reaped: where the kernel
+  // reaps the orphans, the only news that one of them ended.
+  void set_children_changed_handler(std::function<void()> fn) { children_changed_fn_ = std::move(fn); }
+
+  // With `on`, the kernel reaps every child the moment it exits (SIGCHLD's
+  // SA_NOCLDWAIT): an orphan never lingers as a zombie, however late we get a
+  // CPU. The children registered with add_child() still get their status, which
+  // the kernel keeps for their pidfds (PIDFD_INFO_EXIT, Linux 6.15). Refused
+  // with -EOPNOTSUPP where it would not for each of them; register a child
+  // with it off (pidfd_open needs an unreaped child). Returns 0 or -errno.
+  int set_kernel_reaps(bool on);
+  [[nodiscard]] bool kernel_reaps() const noexcept { return kernel_reaps_; }
 
   // One iteration: defer sources, then wait up to `timeout_ms` (-1: forever,
   // 0: not at all) and dispatch what is ready. Returns the number of handlers
@@ -145,6 +158,8 @@ class Loop {
   int wait_signals(int timeout_ms);
   void dispatch_signals();
   void route_signal(const signalfd_siginfo& info);
+  void on_child_signal();
+  int collect_kernel_reaped();
   void dispatch_timers();
   int run_due_timers();
   bool call(Source* source, const std::function<int()>& invoke);
@@ -158,10 +173,13 @@ class Loop {
   std::vector<std::unique_ptr<Source>> sources_;
   std::unordered_map<pid_t, Source*> children_;
   OrphanFn orphan_fn_;
+  std::function<void()> children_changed_fn_;
+  SourceHandle reap_again_;  // set_kernel_reaps: a SIGCHLD discarded, a child still ending
   Clock::time_point armed_{Clock::time_point::max()};
   uint64_t orphans_reaped_ = 0;
   int watched_ = 0;  // io sources in the epoll set
   bool has_pidfd_ = true;
+  bool kernel_reaps_ = false;
   bool garbage_ = false;
   bool exiting_ = false;
   int exit_code_ = 0;

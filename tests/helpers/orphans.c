@@ -7,6 +7,9 @@
  *                      reparented (Q: its new parent) and exits; then waits
  *                      until O has been reaped, prints "reaped O", exits 0
  *                      (1 if O is still there after 10 s)
+ *   orphans one-when-told
+ *                      the same, but makes the orphan only once a line has
+ *                      come on stdin (the test stops the init meanwhile)
  *   orphans storm N    makes N orphans in a stream (a parent forks, starts 8
  *                      and exits; then the next), counts the init's
  *                      zombies every 32 orphans, waits until every
@@ -87,9 +90,12 @@ static pid_t fork_retrying(void) {
   return -1;
 }
 
-static int one(void) {
+static int one(int when_told) {
   printf("parent %d\n", (int)getppid());
   fflush(stdout);
+  char line[16];
+  if (when_told && fgets(line, sizeof(line), stdin) == NULL)
+    return 2;
   int report[2];
   if (pipe(report) < 0)
     return 2;
@@ -216,9 +222,11 @@ static int storm(int count) {
 
 int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "one") == 0)
-    return one();
+    return one(0);
+  if (argc == 2 && strcmp(argv[1], "one-when-told") == 0)
+    return one(1);
   if (argc == 3 && strcmp(argv[1], "storm") == 0)
     return storm(atoi(argv[2]));
-  fprintf(stderr, "usage: orphans one | orphans storm N\n");
+  fprintf(stderr, "usage: orphans one | orphans one-when-told | orphans storm N\n");
   return 2;
 }

@@ -62,6 +62,24 @@ TEST(Reaping, DashWWarnsOncePerReapedOrphan) {
   EXPECT_EQ(r.err, "");
 }
 
+TEST(Reaping, AnOrphanNeverLingersAsAZombieEvenWhileTrainitCannotRun) {
+  TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoAutoreap);
+  // PROGRAM makes its orphan only once trainit is stopped (SIGSTOP from this,
+  // the parent namespace): a PID 1 that reaps orphans itself leaves the
+  // orphan a zombie until it runs again; exec mode has the kernel reap them.
+  Trainit t({.args = {"--", helper_path("orphans"), "one-when-told"}});
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line_starting("parent ")) << t.transcript();
+  ASSERT_EQ(t.signal(SIGSTOP), 0);
+  ASSERT_TRUE(t.write_stdin("go\n"));
+  std::optional<std::string> seen = t.wait_line_starting("reaped ", 5s);
+  ASSERT_EQ(t.signal(SIGCONT), 0);
+  EXPECT_TRUE(seen) << "the orphan stayed a zombie while trainit was stopped\n" << t.transcript();
+  t.close_stdin();
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+}
+
 TEST(Reaping, NotPid1TrainitIsASubreaperThatAdoptsAndReapsOrphans) {
   TRAINIT_REQUIRE_ROOT();
   TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);

@@ -16,6 +16,7 @@
 
 #include "base/fd.h"
 #include "base/sys.h"
+#include "emulation.h"
 
 namespace trainit {
 namespace {
@@ -38,6 +39,7 @@ class LoopTest : public ::testing::TestWithParam<Wait> {
     }
   }
   void TearDown() override {
+    EXPECT_EQ(loop_.set_kernel_reaps(false), 0);  // SIGCHLD's disposition is the process's
     sys::reset_table();
     while (::waitpid(-1, nullptr, WNOHANG) > 0) {
     }
@@ -70,6 +72,35 @@ class LoopTest : public ::testing::TestWithParam<Wait> {
       ::_exit(code);
     }
     return pid;
+  }
+
+  // A child that exits with `code` once `go`'s write end is closed.
+  static pid_t fork_exit_when_closed(const int go[2], int code) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(go[1]);
+      char byte;
+      while (::read(go[0], &byte, 1) != 0) {
+      }
+      ::_exit(code);
+    }
+    return pid;
+  }
+
+  // Lets the kernel reap; false (the test skips) where it cannot keep the
+  // registered children's status.
+  bool kernel_reaps() {
+    int r = loop_.set_kernel_reaps(true);
+    EXPECT_TRUE(r == 0 || r == -EOPNOTSUPP) << r;
+    return r == 0;
+  }
+
+  // A child status the child source was handed.
+  static Loop::ChildFn record_status(siginfo_t& status) {
+    return [&status](const siginfo_t& s) {
+      status = s;
+      return 0;
+    };
   }
 
   Loop loop_;
@@ -538,6 +569,68 @@ TEST(LoopDescriptors, OpenOnlyWithTheFirstWatchedDescriptor) {
   ASSERT_EQ(::write(w.get(), "x", 1), 1);
   EXPECT_EQ(loop.run_once(1000), 1);
   EXPECT_EQ(reads, 1);
+}
+
+constexpr const char* kNoKeptStatus = "this kernel keeps no exit status for a pidfd (PIDFD_INFO_EXIT, Linux 6.15)";
+
+TEST_P(LoopTest, WhenTheKernelReapsOrphansLeaveNoZombieAndARegisteredChildStillGetsItsStatus) {
+  TRAINIT_SKIP_UNDER_EMULATION(test::emulation::kNoAutoreap);
+  int go[2];
+  ASSERT_EQ(::pipe2(go, O_CLOEXEC), 0);
+  Fd go_read(go[0]), go_write(go[1]);
+  pid_t mine = fork_exit_when_closed(go, 7);
+  siginfo_t status{};
+  auto child = loop_.add_child(mine, record_status(status), "child");
+  if (!kernel_reaps()) {
+    GTEST_SKIP() << kNoKeptStatus;
+  }
+  pid_t orphan = fork_exit(3);
+  // Gone without a wait: nobody could reap it but the kernel.
+  siginfo_t info{};
+  auto limit = Clock::now() + 5s;
+  while (::waitid(P_PID, static_cast<id_t>(orphan), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && Clock::now() < limit) {
+    ::usleep(1000);
+  }
+  EXPECT_EQ(errno, ECHILD) << "the orphan was left a zombie";
+
+  go_write.reset();
+  ASSERT_TRUE(step_until([&] { return status.si_pid != 0; }));
+  EXPECT_EQ(status.si_pid, mine);
+  EXPECT_EQ(status.si_code, CLD_EXITED);
+  EXPECT_EQ(status.si_status, 7);
+  EXPECT_EQ(loop_.orphans_reaped(), 0U);  // the kernel reaped, not the loop
+  EXPECT_EQ(child.send_signal(SIGTERM), -ESRCH);
+}
+
+TEST_P(LoopTest, WhenTheKernelReapsAKilledChildsSignalIsKept) {
+  int go[2];
+  ASSERT_EQ(::pipe2(go, O_CLOEXEC), 0);
+  Fd go_read(go[0]), go_write(go[1]);
+  pid_t mine = fork_exit_when_closed(go, 0);
+  siginfo_t status{};
+  auto child = loop_.add_child(mine, record_status(status), "child");
+  if (!kernel_reaps()) {
+    GTEST_SKIP() << kNoKeptStatus;
+  }
+  ASSERT_EQ(child.send_signal(SIGKILL), 0);
+  ASSERT_TRUE(step_until([&] { return status.si_pid != 0; }));
+  EXPECT_EQ(status.si_code, CLD_KILLED);
+  EXPECT_EQ(status.si_status, SIGKILL);
+}
+
+TEST_P(LoopTest, AChildThatEndedBeforeTheKernelTookOverReapingIsStillHeardOf) {
+  pid_t mine = fork_exit(9);
+  siginfo_t status{};
+  auto child = loop_.add_child(mine, record_status(status), "child");
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(mine), &info, WEXITED | WNOWAIT), 0);  // a zombie now
+  // The switch to SA_NOCLDWAIT discards the SIGCHLD that was pending for it.
+  if (!kernel_reaps()) {
+    GTEST_SKIP() << kNoKeptStatus;
+  }
+  ASSERT_TRUE(step_until([&] { return status.si_pid != 0; }));
+  EXPECT_EQ(status.si_code, CLD_EXITED);
+  EXPECT_EQ(status.si_status, 9);
 }
 
 INSTANTIATE_TEST_SUITE_P(Waits, LoopTest, ::testing::Values(Wait::kEpoll, Wait::kSigtimedwait),
