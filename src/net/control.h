@@ -112,7 +112,7 @@ struct ControlConfig {
   std::string secret;  // empty: none; else every host needs the same
   Duration peer_loss = std::chrono::seconds(10);
   // Each side looks after its connections every min(heartbeat, peer_loss / 4);
-  // a heartbeat goes out every peer_loss / 4 (net/control_common.h).
+  // a heartbeat goes out every peer_loss / 3 (net/control_common.h).
   Duration heartbeat = std::chrono::seconds(1);
   Duration handshake = std::chrono::seconds(5);  // a connection not through its handshake by then is dropped
   // A host whose connection closed has min(this, peer_loss) to reconnect.

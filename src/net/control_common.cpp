@@ -180,7 +180,7 @@ Duration heartbeat_interval(const ControlConfig& config) {
 }
 
 Duration beat_interval(const ControlConfig& config) {
-  return std::max<Duration>(heartbeat_interval(config), config.peer_loss / 4);
+  return std::max<Duration>(heartbeat_interval(config), config.peer_loss / 3);
 }
 
 Clock::time_point next_beat(Duration interval, Duration offset) {

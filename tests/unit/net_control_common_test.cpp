@@ -45,5 +45,22 @@ TEST(NetControlCommon, AReleaseOutOfRangeIsSentAsAFailure) {
   EXPECT_EQ(code, 137);
 }
 
+TEST(NetControlCommon, ABeatGoesOutThreeTimesAPeerLossWindowWhileSilenceIsCheckedFourTimes) {
+  using std::chrono::milliseconds;
+  ControlConfig config;
+  config.peer_loss = std::chrono::seconds(9);
+  config.heartbeat = std::chrono::seconds(1);
+  EXPECT_EQ(beat_interval(config), milliseconds(3000));
+  EXPECT_EQ(heartbeat_interval(config), milliseconds(1000));
+  config.peer_loss = milliseconds(2000);
+  EXPECT_EQ(beat_interval(config), std::chrono::nanoseconds(666'666'666));
+  EXPECT_EQ(heartbeat_interval(config), milliseconds(500));
+  // Never more often than the checks: a long --heartbeat wins.
+  config.heartbeat = std::chrono::seconds(5);
+  config.peer_loss = std::chrono::seconds(60);
+  EXPECT_EQ(beat_interval(config), std::chrono::seconds(20));
+  EXPECT_EQ(heartbeat_interval(config), std::chrono::seconds(5));
+}
+
 }  // namespace
 }  // namespace trainit::net
