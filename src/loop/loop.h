@@ -126,7 +126,6 @@ class Loop {
   // with -EOPNOTSUPP where it would not for each of them; register a child
   // with it off (pidfd_open needs an unreaped child). Returns 0 or -errno.
   int set_kernel_reaps(bool on);
-  [[nodiscard]] bool kernel_reaps() const noexcept { return kernel_reaps_; }
 
   // One iteration: defer sources, then wait up to `timeout_ms` (-1: forever,
   // 0: not at all) and dispatch what is ready. Returns the number of handlers
