@@ -490,15 +490,18 @@ int Loop::reap() {
       }
       continue;
     }
-    Source* source = it->second;
-    children_.erase(it);
-    source->reaped = true;
-    source->pidfd.reset();
-    if (source->enabled && !source->dead) {
-      call(source, [&] { return source->child_fn(info); });
-    }
+    child_ended(it->second, info);
   }
   return reaped;
+}
+
+void Loop::child_ended(Source* source, const siginfo_t& info) {
+  children_.erase(source->pid);
+  source->reaped = true;
+  source->pidfd.reset();
+  if (source->enabled && !source->dead) {
+    call(source, [&] { return source->child_fn(info); });
+  }
 }
 
 int Loop::set_kernel_reaps(bool on) {
@@ -571,12 +574,7 @@ int Loop::collect_kernel_reaped() {
       info.si_status = exit_code::kOsError;
     }
     ++collected;
-    children_.erase(pid);
-    source->reaped = true;
-    source->pidfd.reset();
-    if (source->enabled && !source->dead) {
-      call(source, [&] { return source->child_fn(info); });
-    }
+    child_ended(source, info);
   }
   return collected;
 }

@@ -158,6 +158,7 @@ class Loop {
   void dispatch_signals();
   void route_signal(const signalfd_siginfo& info);
   void on_child_signal();
+  void child_ended(Source* source, const siginfo_t& info);
   int collect_kernel_reaped();
   void dispatch_timers();
   int run_due_timers();
