@@ -1,9 +1,13 @@
 // Reaping: orphans as PID 1 (a stream of 20,000, and one at a time with -w),
 // and subreaper mode when trainit is not PID 1.
 #include <gtest/gtest.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 
 #include "harness.h"
@@ -65,14 +69,28 @@ TEST(Reaping, DashWWarnsOncePerReapedOrphan) {
   EXPECT_EQ(r.err, "");
 }
 
-// Linux 6.15 or later: the kernel keeps a reaped child's status for its pidfd
-// (PIDFD_INFO_EXIT), which exec mode needs before it lets the kernel reap.
+// What exec mode checks before it lets the kernel reap: Linux 6.15 or later,
+// where the kernel keeps a reaped child's status for its pidfd
+// (PIDFD_INFO_EXIT), and PIDFD_GET_INFO answered (no filter refuses it).
 bool kernel_keeps_exit_status() {
   utsname u{};
   int major = 0;
   int minor = 0;
-  return ::uname(&u) == 0 && std::sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
-         (major > 6 || (major == 6 && minor >= 15));
+  if (::uname(&u) != 0 || std::sscanf(u.release, "%d.%d", &major, &minor) != 2 ||
+      !(major > 6 || (major == 6 && minor >= 15))) {
+    return false;
+  }
+  struct {
+    uint64_t mask;
+    char rest[56];
+  } info{};
+  info.mask = 1U << 3;  // PIDFD_INFO_EXIT
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  const bool answered = fd >= 0 && ::ioctl(fd, _IOWR(0xFF, 11, decltype(info)), &info) == 0;  // PIDFD_GET_INFO
+  if (fd >= 0) {
+    ::close(fd);
+  }
+  return answered;
 }
 
 TEST(Reaping, AnOrphanNeverLingersAsAZombieEvenWhileTrainitCannotRun) {
