@@ -97,7 +97,8 @@ TEST(Reaping, AnOrphanNeverLingersAsAZombieEvenWhileTrainitCannotRun) {
   TRAINIT_REQUIRE_ROOT();
   TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoAutoreap);
   if (!kernel_keeps_exit_status()) {
-    GTEST_SKIP() << "before Linux 6.15 the kernel keeps no exit status for a pidfd: trainit reaps orphans itself";
+    GTEST_SKIP() << "no exit status kept for a pidfd here (Linux < 6.15, or PIDFD_GET_INFO refused): trainit reaps "
+                    "orphans itself";
   }
   // PROGRAM makes its orphan only once trainit is stopped (SIGSTOP from this,
   // the parent namespace): a PID 1 that reaps orphans itself leaves the
