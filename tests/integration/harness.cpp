@@ -789,6 +789,12 @@ std::optional<std::string> Trainit::wait_line_starting(std::string_view prefix, 
   return find_line(out_, prefix, false);
 }
 
+bool Trainit::wait_err(std::string_view text, Clock::duration timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return err_.find(text) != std::string::npos || err_eof_; });
+  return err_.find(text) != std::string::npos;
+}
+
 Exit Trainit::wait(Clock::duration timeout) {
   if (waitee_ <= 0) {
     return {};

@@ -123,6 +123,9 @@ class Trainit {
   bool wait_line(std::string_view line, Clock::duration timeout = kTimeout);
   // Waits until stdout has a line that starts with `prefix`; returns it.
   std::optional<std::string> wait_line_starting(std::string_view prefix, Clock::duration timeout = kTimeout);
+  // Waits until stderr (trainit's log) has `text`; false on timeout or when
+  // stderr reached its end without it.
+  bool wait_err(std::string_view text, Clock::duration timeout = kTimeout);
   // Waits for trainit to end (then for its output to end, at most 2 s more).
   // On timeout, SIGKILLs it and returns kTimedOut.
   Exit wait(Clock::duration timeout = kTimeout);

@@ -103,9 +103,12 @@ TEST(Reaping, AnOrphanNeverLingersAsAZombieEvenWhileTrainitCannotRun) {
   // PROGRAM makes its orphan only once trainit is stopped (SIGSTOP from this,
   // the parent namespace): a PID 1 that reaps orphans itself leaves the
   // orphan a zombie until it runs again; exec mode has the kernel reap them.
-  Trainit t({.args = {"--", helper_path("orphans"), "one-when-told"}});
+  Trainit t({.args = {"-v", "--", helper_path("orphans"), "one-when-told"}});
   TRAINIT_ASSERT_STARTED(t);
   ASSERT_TRUE(t.wait_line_starting("parent ")) << t.transcript();
+  // trainit hands the orphans to the kernel just before it logs PROGRAM's
+  // start (-v), and PROGRAM may print its line ahead of that.
+  ASSERT_TRUE(t.wait_err("spawned '")) << t.transcript();
   ASSERT_EQ(t.signal(SIGSTOP), 0);
   ASSERT_TRUE(t.write_stdin("go\n"));
   std::optional<std::string> seen = t.wait_line_starting("reaped ", 5s);
