@@ -88,7 +88,7 @@ class ExecSupervisor {
     // PROGRAM runs: what trainit needs from here is signalling it (and
     // starting it again, with --restart).
     if (pid1_.privileges != nullptr) {
-      pid1_.privileges->narrow_own(options_.restart != Restart::kNo);
+      pid1_.privileges->narrow_own({.more_spawns = options_.restart != Restart::kNo});
     }
     signals_ = loop_.add_signal(
         forwardable_signals(), [this](const signalfd_siginfo& i) { return on_signal(i); }, "forwarded signals");

@@ -69,11 +69,10 @@ class JobPrivileges {
   [[nodiscard]] int give_to_job(const std::string& path) const;
 
   // trainit's own capabilities once its setup is past
-  // (narrow_own_caps_after_setup(): CAP_KILL, and what starting processes
-  // again takes while `more_spawns`). Logs what it keeps at debug level; a
-  // failure is a warning, never fatal.
-  void narrow_own(bool more_spawns, bool hands_over_files = false) const {
-    if (int r = narrow_own_caps_after_setup(caps_, switches_user(), more_spawns, hands_over_files); r < 0) {
+  // (narrow_own_caps_after_setup(): CAP_KILL, and what `still` takes). Logs
+  // what it keeps at debug level; a failure is a warning, never fatal.
+  void narrow_own(StillToDo still) const {
+    if (int r = narrow_own_caps_after_setup(caps_, switches_user(), still); r < 0) {
       log_warning("cannot drop trainit's own capabilities: {}", errno_string(-r));
     } else if (log_enabled(Level::kDebug)) {
       const CapSets now = own_cap_sets();

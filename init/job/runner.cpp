@@ -596,12 +596,14 @@ class JobRunner {
 
   // Once the job's processes run, trainit keeps only what the rest of the
   // job needs of its capabilities: sshd has started, directories and files
-  // are made; a restart spawns again.
+  // are made; a restart spawns again, and makes the processes' error files
+  // for them again; host 0 still writes the stop to every host.
   void narrow_own_privileges() {
     if (!privileges_narrowed_ && pid1_.privileges != nullptr) {
       privileges_narrowed_ = true;
-      // A restart makes the processes' error files for them again.
-      pid1_.privileges->narrow_own(plan_.restarts.has_value(), /*hands_over_files=*/true);
+      pid1_.privileges->narrow_own({.more_spawns = plan_.restarts.has_value(),
+                                    .hands_over_files = true,
+                                    .fans_out = multi_host() && host_index() == 0});
     }
   }
 

@@ -231,7 +231,8 @@ class ControlServer {
   // each other).
   [[nodiscard]] size_t max_pending() const noexcept;
   void evict_from_the_most();
-  void send_to_clients(const std::string& frame, const Link* except = nullptr);
+  unsigned send_to_clients(const std::string& frame, const Link* except = nullptr);
+  void fan_out(std::string_view what, const std::string& frame, const Link* except = nullptr);
   void refuse(Link* link, const std::string& why);
   // Closes `link` with a (rate-limited) warning: `verb` is "closed" or
   // "refused".

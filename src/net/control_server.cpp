@@ -5,6 +5,7 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "base/urgent.h"
 #include "net/connection.h"
 #include "net/control.h"
 #include "net/control_common.h"
@@ -402,7 +403,7 @@ void ControlServer::maybe_go() {
     return;
   }
   go_ = true;
-  send_to_clients(wire::encode(Type::kGo, net::encode_generation(generation_)));
+  fan_out("go", wire::encode(Type::kGo, net::encode_generation(generation_)));
   emit(alive_, events_.on_go);
 }
 
@@ -426,7 +427,7 @@ void ControlServer::on_stop(Link* link, const std::string& payload) {
   // handler never ends this server.
   const std::string frame = wire::encode(Type::kStop, net::encode_stop(notice));  // what was checked
   if (emit(alive_, events_.on_stop, notice)) {
-    send_to_clients(frame, link);
+    fan_out("stop", frame, link);
   }
 }
 
@@ -468,7 +469,7 @@ void ControlServer::begin_generation(const StopNotice& notice, const Link* from)
   }
   clients_checked_in_ = 0;
   clients_finished_ = 0;
-  send_to_clients(wire::encode(Type::kRestart, net::encode_restart(generation_, notice)), from);
+  fan_out("restart", wire::encode(Type::kRestart, net::encode_restart(generation_, notice)), from);
 }
 
 bool ControlServer::stop(const StopNotice& notice) {
@@ -477,7 +478,7 @@ bool ControlServer::stop(const StopNotice& notice) {
     return false;
   }
   stop_ = own_notice(notice, config_.host_count);
-  send_to_clients(wire::encode(Type::kStop, net::encode_stop(*stop_)));
+  fan_out("stop", wire::encode(Type::kStop, net::encode_stop(*stop_)));
   return true;
 }
 
@@ -486,18 +487,34 @@ void ControlServer::release(int exit_code) {
     return;
   }
   release_ = exit_code;
-  send_to_clients(wire::encode(Type::kRelease, net::encode_release(exit_code)));
+  fan_out("release", wire::encode(Type::kRelease, net::encode_release(exit_code)));
 }
 
 // One frame to every client through its handshake (but `except`): encoded
 // once, written to each socket at once without waiting for any (what a
 // socket does not take now is queued: a slow host delays no other).
-void ControlServer::send_to_clients(const std::string& frame, const Link* except) {
+// Returns how many were sent it.
+unsigned ControlServer::send_to_clients(const std::string& frame, const Link* except) {
+  unsigned sent = 0;
   for (const auto& link : links_) {
     if (link->host > 0 && link.get() != except) {
       link->conn->send_frame(frame);
+      ++sent;
     }
   }
+  return sent;
+}
+
+// A frame every host waits on (go, stop, restart, release), as one urgent
+// burst: each write wakes a host, and the woken hosts must not take the CPU
+// from the writes still to come (base/urgent.h). Heartbeats, which nobody
+// waits on, stay in the fair class.
+void ControlServer::fan_out(std::string_view what, const std::string& frame, const Link* except) {
+  const Clock::time_point began = Clock::now();
+  const UrgentSection urgent;
+  const unsigned sent = send_to_clients(frame, except);
+  log_debug("control: {} written to {} host{} in {:.1f} ms{}", what, sent, sent == 1 ? "" : "s",
+            seconds(Clock::now() - began) * 1e3, urgent.ahead() ? ", ahead of the fair class" : "");
 }
 
 bool ControlServer::flush(Duration max) {

@@ -315,8 +315,7 @@ int Credentials::apply() const noexcept {
   return 0;
 }
 
-int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, bool more_spawns,
-                                bool hands_over_files) noexcept {
+int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, StillToDo still) noexcept {
   CapMask keep = cap_bit(CAP_KILL);
   CapMask bounding = keep;
   switch (caps.policy) {
@@ -329,14 +328,17 @@ int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, boo
       bounding |= caps.list;
       break;
   }
-  if (more_spawns) {
+  if (still.more_spawns) {
     if (switches_user) {
-      keep |= cap_bit(CAP_SETUID) | cap_bit(CAP_SETGID) | (hands_over_files ? cap_bit(CAP_CHOWN) : 0);
+      keep |= cap_bit(CAP_SETUID) | cap_bit(CAP_SETGID) | (still.hands_over_files ? cap_bit(CAP_CHOWN) : 0);
     }
     if (caps.policy != CapsPolicy::kKeep) {
       keep |= cap_bit(CAP_SETPCAP) | caps.list;
     }
     bounding |= keep;
+  }
+  if (still.fans_out) {
+    keep |= cap_bit(CAP_SYS_NICE);  // trainit's own: not added to the bounding set
   }
   return narrow_own_caps(keep, bounding);
 }

@@ -114,14 +114,23 @@ class Credentials {
 // starts later may still get). Returns 0 or -errno.
 [[nodiscard]] int narrow_own_caps(CapMask keep, CapMask bounding) noexcept;
 
+// What trainit still does once its setup is past that takes a capability.
+struct StillToDo {
+  bool more_spawns = false;       // restarts to come: it starts processes again
+  bool hands_over_files = false;  // and makes files for them at each start
+  bool fans_out = false;          // host 0 of several: writes go and stop to every host
+};
+
 // trainit's own capabilities once its setup is past: it keeps CAP_KILL (its
-// processes may run as another user, or change their own), and, while
-// `more_spawns` (restarts to come), what starting them takes: CAP_SETUID and
-// CAP_SETGID when `switches_user` (and CAP_CHOWN when `hands_over_files`:
-// files made for them at each start), CAP_SETPCAP and the listed
-// capabilities when `caps` narrows their sets. Its bounding set keeps only
-// what processes it starts later may hold. Returns 0 or -errno.
-[[nodiscard]] int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, bool more_spawns,
-                                              bool hands_over_files) noexcept;
+// processes may run as another user, or change their own); while
+// `still.more_spawns` (restarts to come), what starting them takes: CAP_SETUID
+// and CAP_SETGID when `switches_user` (and CAP_CHOWN when
+// `still.hands_over_files`: files made for them at each start), CAP_SETPCAP
+// and the listed capabilities when `caps` narrows their sets; with
+// `still.fans_out`, CAP_SYS_NICE, which its fan-outs run ahead of the fair
+// scheduling class with (base/urgent.h; it is never passed on). Its bounding
+// set keeps only what processes it starts later may hold. Returns 0 or
+// -errno.
+[[nodiscard]] int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, StillToDo still) noexcept;
 
 }  // namespace trainit

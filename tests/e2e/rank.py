@@ -9,6 +9,10 @@
                                     that times out), then all exit 0
   rank.py MARKS wait                marks, then waits for a signal
   rank.py MARKS until FILE          marks, then exits 0 once FILE exists
+  rank.py MARKS fail-when FILE RANK CODE
+                                    marks, then the rank RANK exits CODE once
+                                    FILE exists; every other rank waits for a
+                                    signal
 """
 import os
 import signal
@@ -55,6 +59,13 @@ elif action == "rendezvous":
 elif action == "until":
     while not os.path.exists(sys.argv[3]):
         time.sleep(0.05)
+elif action == "fail-when":
+    if rank == int(sys.argv[4]):
+        while not os.path.exists(sys.argv[3]):
+            time.sleep(0.05)
+        sys.exit(int(sys.argv[5]))
+    while True:
+        signal.pause()
 elif action == "wait":
     while True:
         signal.pause()

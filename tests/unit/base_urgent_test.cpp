@@ -1,0 +1,113 @@
+// UrgentSection against the real kernel: the thread's scheduling policy
+// inside and after a section, with and without the right to raise it. Each
+// case runs in a thread (a policy is a thread's) or a forked child (one that
+// gives its capabilities up), so the test process keeps its own.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/capability.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "base/urgent.h"
+
+namespace trainit {
+namespace {
+
+struct Seen {
+  bool ahead = false;
+  int inside = -1;  // sched_getscheduler(0) in the section
+  int priority = -1;
+  int after = -1;  // and once it ended
+  int nice_after = 99;
+};
+
+// A section in a fresh thread whose policy is `policy` and nice `nice`
+// before it.
+Seen section_in_a_thread(int policy, int nice) {
+  Seen seen;
+  std::thread([&] {
+    const sched_param none{.sched_priority = 0};
+    if (::sched_setscheduler(0, policy, &none) != 0 || ::setpriority(PRIO_PROCESS, 0, nice) != 0) {
+      return;
+    }
+    {
+      const UrgentSection urgent;
+      seen.ahead = urgent.ahead();
+      seen.inside = ::sched_getscheduler(0);
+      sched_param param{};
+      (void)::sched_getparam(0, &param);
+      seen.priority = param.sched_priority;
+    }
+    seen.after = ::sched_getscheduler(0);
+    seen.nice_after = ::getpriority(PRIO_PROCESS, 0);
+  }).join();
+  return seen;
+}
+
+bool may_raise() {
+  cap_t caps = ::cap_get_proc();
+  cap_flag_value_t nice = CAP_CLEAR;
+  (void)::cap_get_flag(caps, CAP_SYS_NICE, CAP_EFFECTIVE, &nice);
+  ::cap_free(caps);
+  return nice == CAP_SET;
+}
+
+TEST(UrgentSection, RunsTheThreadAheadOfTheFairClassThenGivesItsPolicyAndNiceBack) {
+  if (!may_raise()) {
+    GTEST_SKIP() << "needs CAP_SYS_NICE (root), as trainit's fan-outs do";
+  }
+  const Seen seen = section_in_a_thread(SCHED_OTHER, 3);
+  EXPECT_TRUE(seen.ahead);
+  EXPECT_EQ(seen.inside, SCHED_FIFO | SCHED_RESET_ON_FORK);
+  EXPECT_EQ(seen.priority, 1);  // the lowest: a real-time task of the machine's still comes first
+  EXPECT_EQ(seen.after, SCHED_OTHER);
+  EXPECT_EQ(seen.nice_after, 3);
+}
+
+TEST(UrgentSection, LeavesAThreadOfAnotherPolicyAsItWas) {
+  for (const int policy : {SCHED_BATCH, SCHED_IDLE}) {
+    const Seen seen = section_in_a_thread(policy, 0);
+    EXPECT_FALSE(seen.ahead) << policy;
+    EXPECT_EQ(seen.inside, policy);
+    EXPECT_EQ(seen.after, policy);
+  }
+}
+
+// In a child that gives CAP_SYS_NICE up (and keeps RLIMIT_RTPRIO at 0): 0
+// when what `check` saw was right.
+int in_a_child_without_cap_sys_nice(int (*check)()) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    cap_t caps = ::cap_get_proc();
+    const cap_value_t nice = CAP_SYS_NICE;
+    const rlimit none{.rlim_cur = 0, .rlim_max = 0};
+    if (caps == nullptr || ::cap_set_flag(caps, CAP_EFFECTIVE, 1, &nice, CAP_CLEAR) != 0 ||
+        ::cap_set_flag(caps, CAP_PERMITTED, 1, &nice, CAP_CLEAR) != 0 || ::setrlimit(RLIMIT_RTPRIO, &none) != 0 ||
+        ::cap_set_proc(caps) != 0) {
+      ::_exit(90);
+    }
+    ::_exit(check());
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+    return -1;
+  }
+  return WEXITSTATUS(status);
+}
+
+TEST(UrgentSection, WithoutTheRightToRaiseItNothingChangesAndNothingFails) {
+  const int result = in_a_child_without_cap_sys_nice([] {
+    const UrgentSection urgent;
+    if (urgent.ahead()) {
+      return 1;
+    }
+    return ::sched_getscheduler(0) == SCHED_OTHER ? 0 : 2;
+  });
+  EXPECT_EQ(result, 0);
+}
+
+}  // namespace
+}  // namespace trainit
