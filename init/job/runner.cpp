@@ -538,8 +538,13 @@ class JobRunner {
       return;
     }
     prepare_rank_error_files();
-    plan_.rank_table.reset();
-    ::malloc_trim(0);
+    if (plan_.rank_table) {
+      // An Ascend rank table's pages back to the kernel (megabytes for a
+      // large job). Not without one: malloc_trim walks every free chunk
+      // (a fifth of a torchrun host's spawn at 1,024 hosts, by perf).
+      plan_.rank_table.reset();
+      ::malloc_trim(0);
+    }
     if (!check_devices()) {
       return;
     }
