@@ -3,7 +3,7 @@
 // Host 0's job-wide stop is 1,023 writes at 1,024 hosts: each wakes a host,
 // and on a machine short of CPU every woken task runs before the writer has
 // the CPU back (the fair class shares it among the runnable; host 0 wrote
-// its 16 ms of stops over 1.2 s at 1,024 simulated hosts on 2 cores). An
+// its 16-22 ms of stops over 1.2 s at 1,024 simulated hosts on 2 cores). An
 // UrgentSection runs the calling thread in the real-time class for its
 // lifetime, ahead of every fair-class task, where the kernel lets it.
 #pragma once

@@ -493,7 +493,7 @@ void ControlServer::release(int exit_code) {
 // One frame to every client through its handshake (but `except`): encoded
 // once, written to each socket at once without waiting for any (what a
 // socket does not take now is queued: a slow host delays no other).
-// Returns how many were sent it.
+// Returns how many clients it wrote to.
 unsigned ControlServer::send_to_clients(const std::string& frame, const Link* except) {
   unsigned sent = 0;
   for (const auto& link : links_) {
@@ -511,10 +511,15 @@ unsigned ControlServer::send_to_clients(const std::string& frame, const Link* ex
 // waits on, stay in the fair class.
 void ControlServer::fan_out(std::string_view what, const std::string& frame, const Link* except) {
   const Clock::time_point began = Clock::now();
-  const UrgentSection urgent;
-  const unsigned sent = send_to_clients(frame, except);
+  unsigned sent = 0;
+  bool ahead = false;
+  {
+    const UrgentSection urgent;
+    ahead = urgent.ahead();
+    sent = send_to_clients(frame, except);
+  }
   log_debug("control: {} written to {} host{} in {:.1f} ms{}", what, sent, sent == 1 ? "" : "s",
-            seconds(Clock::now() - began) * 1e3, urgent.ahead() ? ", ahead of the fair class" : "");
+            seconds(Clock::now() - began) * 1e3, ahead ? ", ahead of the fair class" : "");
 }
 
 bool ControlServer::flush(Duration max) {
