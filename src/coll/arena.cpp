@@ -33,7 +33,7 @@ ArenaLayout coll_arena_layout(int local_size) {
   l.lines_off = l.slots_off + n * sizeof(ArenaSlot);
   // Staging starts on a page: the pipeline's chunks stream through it.
   l.staging_off = round_up(l.lines_off + n * 2 * sizeof(SeqLine), kPage);
-  l.staging_stride = 4 * kChunkBytes;
+  l.staging_stride = 2 * kStagingHalfBytes;
   l.heap_off = l.staging_off + n * l.staging_stride;
   l.min_size = l.heap_off;
   return l;

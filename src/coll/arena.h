@@ -36,7 +36,10 @@ inline constexpr uint64_t kArenaMagic = 0x314c4c4f434e5254ULL;  // "TRNCOLL1", l
 // 2: a chunked call's staging lacks each rank's own share, and rank 0's
 // descriptor picks the hand-over (protocol.h): ranks of version 1 would
 // read wrong bytes there, so they refuse each other's arenas.
-inline constexpr uint32_t kArenaVersion = 2;
+// 3: an allreduce between 2 ranks hands each rank's whole chunk over and
+// every rank folds it all (collectives.cpp): version 2 would wait for a
+// share it is never given.
+inline constexpr uint32_t kArenaVersion = 3;
 inline constexpr size_t kLineBytes = 64;
 inline constexpr int kMaxRanks = 1024;
 // What fits in a sequence line beside its seq word and descriptor: the
@@ -44,6 +47,7 @@ inline constexpr int kMaxRanks = 1024;
 inline constexpr size_t kInlineBytes = 48;
 // One pipeline chunk; each rank's staging holds 2 halves of (in, out) chunks.
 inline constexpr size_t kChunkBytes = size_t{512} * 1024;
+inline constexpr size_t kStagingHalfBytes = 2 * kChunkBytes;
 
 struct alignas(kLineBytes) ArenaHeader {
   uint64_t magic;
