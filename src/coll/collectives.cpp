@@ -110,7 +110,8 @@ class Reduce {
   // stores (hand_over). A rank's own share of a chunk is only ever read by
   // itself: it stays out of staging, the fold reads it from the send buffer
   // (unchanged until the folded chunk comes back, one step later), and a
-  // writer folds it straight into its recv — for 2 ranks, half the copy into
+  // writer folds it straight into its recv — for 2 ranks (a reduce, or an
+  // allreduce past kPairMaxBytes: chunked_pair below), half the copy into
   // staging and half the copy out saved.
   int chunked(const Call& call) const {
     if (all_ && c_->n == 2 && count_ * es_ <= kPairMaxBytes) {
