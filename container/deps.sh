@@ -20,7 +20,7 @@ BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd
 # cores (a CMake build preset can only fix one); unshare runs the demo.
 DEMO="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsodium-dev libcap-dev ninja-build util-linux"
 TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
-      python3 python3-torch python3-numpy tini dumb-init catatonit openssh-server openssh-client openmpi-bin
+      python3 python3-dev python3-torch python3-numpy tini dumb-init catatonit openssh-server openssh-client openmpi-bin
       libopenmpi-dev systemd"
 # The fuzz preset: clang, and its libFuzzer and sanitizer runtimes (which
 # clang only recommends, and --no-install-recommends leaves out), built by Ninja.

@@ -6,8 +6,8 @@ set -eu
 what=$1
 cd "$2"
 files=$(git ls-files 'src/*.cpp' 'src/*.h' 'init/*.cpp' 'init/*.h' 'include/*.h' 'tests/*.cpp' 'tests/*.h' \
-        'bench/*.cpp' 'bench/*.h' 2>/dev/null ||
-        find $(ls -d src init include tests bench 2>/dev/null) \( -name '*.cpp' -o -name '*.h' \) | sort)
+        'bench/*.cpp' 'bench/*.h' 'python/*.cpp' 2>/dev/null ||
+        find $(ls -d src init include tests bench python 2>/dev/null) \( -name '*.cpp' -o -name '*.h' \) | sort)
 case $what in
   format)
     # shellcheck disable=SC2086
@@ -15,7 +15,7 @@ case $what in
     echo "clang-format: $(echo "$files" | wc -w) files clean"
     ;;
   tidy)
-    sources=$(echo "$files" | tr ' ' '\n' | grep -E '^(src|init)/.*\.cpp$')
+    sources=$(echo "$files" | tr ' ' '\n' | grep -E '^(src|init|python)/.*\.cpp$')
     # shellcheck disable=SC2086
     echo "$sources" | xargs -P "$(nproc)" -n 1 clang-tidy -p "$3" --quiet 2>&1 |
       grep -v -E '^[0-9]+ warnings? generated\.$|^Suppressed [0-9]+ warnings|^Use -header-filter|^$' > "$3/clang-tidy.log" || true

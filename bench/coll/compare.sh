@@ -26,6 +26,8 @@ die() { echo "compare.sh: $*" >&2; exit 1; }
 
 cmake --build "$build" --target bench_coll mpi_allreduce memcpy_rate trainit_coll_shared -j2 >/dev/null ||
   die "building bench_coll, mpi_allreduce, memcpy_rate and trainit_coll_shared in $build failed (is Open MPI's libopenmpi-dev installed?)"
+# The module's C part, where the build has it (python3-dev); the table says which path ran.
+cmake --build "$build" --target trainit_coll_python_fast >/dev/null 2>&1 || true
 bench_coll=$build/bench/coll/bench_coll
 mpi=$build/bench/coll/mpi_allreduce
 memcpy_rate=$build/bench/coll/memcpy_rate
@@ -74,8 +76,11 @@ done
 py_sizes=(8 1048576)
 declare -A py_module py_bare c_inplace
 if "$python" -c 'import numpy' 2>/dev/null; then
-  TRAINIT_COLL_LIBRARY=$build/src/coll/libtrainit_coll.so "$python" "$here/py_allreduce.py" -n 2 "${py_sizes[@]}" > "$out/py2" ||
+  py_env=(TRAINIT_COLL_LIBRARY="$build/src/coll/libtrainit_coll.so" TRAINIT_COLL_PYTHON="$build/python")
+  env "${py_env[@]}" "$python" "$here/py_allreduce.py" -n 2 "${py_sizes[@]}" > "$out/py2" ||
     die "py_allreduce.py -n 2 failed"
+  py_path=$(env "${py_env[@]}" PYTHONPATH="$build/python" "$python" -c \
+    'import trainit_coll as t; print("its C part, trainit_coll._fast" if t._fast else "ctypes alone (no trainit_coll._fast in this build)")')
   while read -r b m bare _ _; do py_module[$b]=$m; py_bare[$b]=$bare; done < "$out/py2"
   for b in "${py_sizes[@]}"; do
     read -r _ _ c_inplace[$b] _ < <("$bench_coll" --one "$b" --ranks 2 --in-place) || die "bench_coll --one $b failed"
@@ -121,11 +126,11 @@ for n in "${ranks[@]}"; do
 done
 if ((${#py_module[@]} > 0)); then
   echo
-  echo "**From Python** (\`bench/coll/py_allreduce.py -n 2 ${py_sizes[*]}\`, numpy float32, \`comm.allreduce(a, out=a)\`), 2 ranks, same run; median µs of one call on rank 0:"
+  echo "**From Python** (\`bench/coll/py_allreduce.py -n 2 ${py_sizes[*]}\`, numpy float32, \`comm.allreduce(a, out=a)\`; the module through $py_path), 2 ranks, same run; median µs of one call on rank 0:"
   echo
-  echo "| size | C (\`bench_coll --one SIZE --in-place\`) | Python module | the same call through bare ctypes | module − bare ctypes |"
-  echo "|---:|---:|---:|---:|---:|"
+  echo "| size | C (\`bench_coll --one SIZE --in-place\`) | Python module | module − C | the same call through bare ctypes | module − bare ctypes |"
+  echo "|---:|---:|---:|---:|---:|---:|"
   for b in "${py_sizes[@]}"; do
-    echo "| $(human "$b") | ${c_inplace[$b]} | ${py_module[$b]} | ${py_bare[$b]} | $(awk -v m="${py_module[$b]}" -v c="${py_bare[$b]}" 'BEGIN { printf "%.2f", m - c }') |"
+    echo "| $(human "$b") | ${c_inplace[$b]} | ${py_module[$b]} | $(awk -v m="${py_module[$b]}" -v c="${c_inplace[$b]}" 'BEGIN { printf "%.2f", m - c }') | ${py_bare[$b]} | $(awk -v m="${py_module[$b]}" -v c="${py_bare[$b]}" 'BEGIN { printf "%.2f", m - c }') |"
   done
 fi

@@ -16,7 +16,9 @@ Under trainit (TRAINIT_COLL_FD set: `trainit --mode torchrun
 --nproc-per-node 2 -- /usr/bin/python3 bench/coll/py_allreduce.py 8 1048576`)
 each rank joins the job's arena; otherwise `-n N` forks N ranks of one
 standalone communicator (what bench/coll/compare.sh runs). The library:
-$TRAINIT_COLL_LIBRARY, else build/release's; the module: python/.
+$TRAINIT_COLL_LIBRARY, else build/release's; the module: the package the
+build made ($TRAINIT_COLL_PYTHON, else build/release/python: the module and
+its C part, trainit_coll._fast), else python/ (the module alone, ctypes).
 
     py_allreduce.py [-n N] [--budget BYTES] [--max-iters K] SIZE...
 """
@@ -29,7 +31,9 @@ import time
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
-sys.path.insert(0, os.path.join(root, "python"))
+# The built package (the module and its C part), else the module alone.
+sys.path.insert(0, os.environ.get("TRAINIT_COLL_PYTHON", os.path.join(root, "build", "release", "python")))
+sys.path.append(os.path.join(root, "python"))
 os.environ.setdefault("TRAINIT_COLL_LIBRARY", os.path.join(root, "build", "release", "src", "coll",
                                                            "libtrainit_coll.so"))
 

@@ -139,8 +139,9 @@ def need_numpy():
         sys.exit(SKIP)
 
 
-def case_allreduce_on_numpy_is_bitwise_the_rank_order_fold_for_every_dtype_op_and_count():
-    np = need_numpy()
+def numpy_allreduce_matches_the_fold(np):
+    """The body of the allreduce-on-numpy cases: every type, op and count,
+    into a new array, into out and in place, against the reference."""
 
     def body(comm):
         n = comm.size
@@ -168,6 +169,125 @@ def case_allreduce_on_numpy_is_bitwise_the_rank_order_fold_for_every_dtype_op_an
 
     for n in (2, 3):
         check_ranks(n, body)
+
+
+def case_allreduce_on_numpy_is_bitwise_the_rank_order_fold_for_every_dtype_op_and_count():
+    numpy_allreduce_matches_the_fold(need_numpy())
+
+
+def case_allreduce_on_numpy_through_ctypes_alone_is_the_same_fold():
+    """The module without its C part (an interpreter it was not built for)."""
+    np = need_numpy()
+    tc._fast = None
+    numpy_allreduce_matches_the_fold(np)
+
+
+class _CountingFast:
+    """Stands in for tc._fast: counts the calls and what they returned."""
+
+    def __init__(self, real):
+        self.real, self.calls, self.declined = real, 0, 0
+
+    def allreduce(self, *args):
+        self.calls += 1
+        rc = self.real.allreduce(*args)
+        self.declined += rc is None
+        return rc
+
+
+def case_numpy_allreduce_with_out_takes_the_c_path_where_it_is_built():
+    np = need_numpy()
+    if os.environ.get("TRAINIT_COLL_FAST_BUILT") == "1":
+        assert tc._fast is not None, "the build made trainit_coll._fast, but the module did not import it"
+    if tc._fast is None:
+        print("trainit_coll._fast is not built for this interpreter: skipped")
+        sys.exit(SKIP)
+    tc._load()  # bound to the library before the stand-in comes
+    counting = tc._fast = _CountingFast(tc._fast)
+
+    def body(comm):
+        a = np.full(1000, comm.rank + 1, dtype=np.float32)
+        comm.allreduce(a)  # the first numpy call takes the general path, which learns numpy
+        before = counting.calls
+        for _ in range(3):
+            assert comm.allreduce(a, out=a) is a
+        b = np.empty_like(a)
+        assert comm.allreduce(a, out=b) is b
+        frozen = np.ones(7, dtype=np.int64)
+        frozen.flags.writeable = False  # read-only input, written elsewhere: still the C path
+        got = np.empty(7, dtype=np.int64)
+        comm.allreduce(frozen, out=got)
+        assert counting.calls - before == 5 and counting.declined == 0, (counting.calls, counting.declined)
+        n = comm.size
+        assert a[0] == (n * (n + 1) // 2) * n ** 2 and b[0] == a[0] * n and list(got) == [n] * 7, (a[0], b[0], got)
+
+    check_ranks(2, body)
+
+
+def case_arrays_the_c_path_declines_raise_einval_on_every_rank_and_keep_them_in_step():
+    np = need_numpy()
+
+    def body(comm):
+        a = np.arange(8, dtype=np.float32)
+        frozen = a.copy()
+        frozen.flags.writeable = False
+        declined = {
+            "a strided input": (lambda: comm.allreduce(a[::2], out=np.empty(4, np.float32)), "non-contiguous"),
+            "a strided out": (lambda: comm.allreduce(a[:4], out=a[::2]), "non-contiguous"),
+            "Fortran order": (lambda: comm.allreduce(np.asfortranarray(a.reshape(2, 4)),
+                                                     out=np.empty((2, 4), np.float32)), "non-contiguous"),
+            "the other byte order": (lambda: comm.allreduce(a.astype(">f4"), out=np.empty(8, ">f4")), ">f4"),
+            "read-only, in place": (lambda: comm.allreduce(frozen, out=frozen), "read-only"),
+            "out of another type of the same size": (lambda: comm.allreduce(a, out=np.empty(8, np.int32)),
+                                                     "out is int32"),
+            "a short out": (lambda: comm.allreduce(a, out=np.empty(4, np.float32)), "4 elements"),
+            "int8": (lambda: comm.allreduce(np.ones(4, np.int8), out=np.empty(4, np.int8)), "int8"),
+            "bool": (lambda: comm.allreduce(np.ones(4, bool), out=np.empty(4, bool)), "bool"),
+        }
+        for what, (call, detail) in declined.items():
+            e = expect_error(call, errno.EINVAL, what)
+            assert detail in str(e), "%s: %s" % (what, e)
+        # Still in step, and on the C path again.
+        assert comm.allreduce(a, out=a) is a and list(a) == [comm.size * i for i in range(8)], a
+        comm.barrier()
+
+    check_ranks(2, body)
+
+
+def case_numpy_allreduce_lets_the_ranks_other_threads_run_while_it_waits():
+    import threading
+    np = need_numpy()
+
+    def body(comm):
+        a = np.ones(1 << 16, dtype=np.float32)
+        comm.allreduce(a, out=a)  # both paths warmed up
+        if comm.rank == 1:
+            time.sleep(0.3)  # rank 0 waits in its call meanwhile
+        ticks, stop = [0], threading.Event()
+
+        def tick():
+            while not stop.is_set():
+                ticks[0] += 1
+
+        sys.setswitchinterval(0.001)
+        t = threading.Thread(target=tick)
+        t.start()
+        time.sleep(0.05)  # the thread's pace while this one sleeps
+        before = ticks[0]
+        t0 = time.monotonic()
+        comm.allreduce(a, out=a)
+        waited, during = time.monotonic() - t0, ticks[0] - before
+        stop.set()
+        t.join()
+        if comm.rank == 0:
+            # Holding the interpreter's lock, the call would leave the thread
+            # about one switch interval (1 ms, after the call returned): a
+            # fiftieth of the 50 ms it counted before, where it should count
+            # through the whole wait.
+            assert waited > 0.2 and during > before, "waited %.3f s; the thread counted %d, %d in 50 ms before" % (
+                waited, during, before)
+
+    check_ranks(2, body)
 
 
 def case_reduce_scatter_allgather_broadcast_reduce_on_numpy_match_the_reference():
