@@ -255,7 +255,7 @@ cluster_down() {
 }
 
 # host_start I RUN ARGS...: trainit ARGS as PID 1 of host I; its output in
-# $DIR/RUN/hI.out.
+# $DIR/RUN/hI/out.
 host_start() {
   local i=$1 run=$2
   shift 2
@@ -266,20 +266,31 @@ host_start() {
     env -i "PATH=$DIR/bin:/usr/local/bin:/usr/bin:/bin" "MA_NUM_HOSTS=$hosts" "MA_TASK_INDEX=$i" \
     "VC_TASK_INDEX=$i" "MA_VJ_NAME=$VJ" "MA_TASK_NAME=$TASK" MA_NUM_GPUS=1 \
     "MA_CURRENT_INSTANCE_NAME=$VJ-$TASK-$i" "MA_CURRENT_HOST_IP=$(host_ip "$i")" HOME=/root \
-    "$DIR/bin/trainit" "$@" >"$DIR/$run/h$i.out" 2>&1 </dev/null &
+    "$DIR/bin/trainit" "$@" >"$DIR/$run/h$i/out" 2>&1 </dev/null &
   launcher[i]=$!
 }
 
-# Starts every host of run RUN (its own directory of marks, logs and status
-# files) with trainit's extra ARGS.
+# Starts every host of run RUN with trainit's extra ARGS. Each host has a
+# directory of its own, $DIR/RUN/hI: its output (out), its status file
+# (status.json), its rank's start mark (started) and the FIFO its rank
+# waits on (hold). Not one directory for all: each status file is rewritten
+# through a temporary file and a rename, and both take the directory's lock,
+# so 1,024 hosts writing theirs into one directory wait on each other, on a
+# lock whose holder the scheduler may preempt (one host took its stop 590 ms
+# late asleep on it, by ftrace), where a real host writes to its own /tmp.
 job_start() {
   local run=$1 i
+  local -a dirs=() holds=()
   shift
-  mkdir -p "$DIR/$run/marks"
-  mkfifo "$DIR/$run/marks/fail" "$DIR/$run/marks/hold"
   for ((i = 0; i < hosts; i++)); do
-    host_start "$i" "$run" -v --mode torchrun --coll-arena off --status-file "$DIR/$run/s$i.json" "$@" -- \
-      sh "$DIR/bin/scale_rank.sh" "$DIR/$run/marks" "$DIR/$run/s$i.json" $((hosts - 1))
+    dirs+=("$DIR/$run/h$i")
+    holds+=("$DIR/$run/h$i/hold")
+  done
+  mkdir -p "$DIR/$run" "${dirs[@]}"
+  mkfifo "$DIR/$run/fail" "${holds[@]}"
+  for ((i = 0; i < hosts; i++)); do
+    host_start "$i" "$run" -v --mode torchrun --coll-arena off --status-file "$DIR/$run/h$i/status.json" "$@" -- \
+      sh "$DIR/bin/scale_rank.sh" "$DIR/$run/h$i" "$DIR/$run/fail" $((hosts - 1))
   done
 }
 
@@ -288,7 +299,7 @@ job_start() {
 wait_started() {
   local run=$1 deadline=$((SECONDS + $2)) n i tick
   for ((tick = 0; ; tick++)); do
-    n=$({ compgen -G "$DIR/$run/marks/started-*" || true; } | wc -l)
+    n=$({ compgen -G "$DIR/$run/h*/started" || true; } | wc -l)
     [ "$n" -lt "$hosts" ] || return 0
     # The launchers twice a second: N kill(2)s are CPU the hosts want.
     if [ $((tick % 5)) = 0 ]; then
@@ -443,7 +454,7 @@ measure() {
   host0_pid=$(trainit_pid 0)
   echo "${after%% *}" >"$DIR/job/cpu0"  # until wait_all_exited reads later ones
   trigger=$(now)
-  timeout 10 sh -c "echo x >'$DIR/job/marks/fail'" || fail "the failing rank did not take its cue"
+  timeout 10 sh -c "echo x >'$DIR/job/fail'" || fail "the failing rank did not take its cue"
   wait_all_exited job 60
   echo "$trigger" >"$DIR/job/trigger"
   echo "$before" >"$DIR/job/host0_before"

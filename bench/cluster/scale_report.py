@@ -27,10 +27,10 @@ class Host:
     def __init__(self, run_dir, i):
         self.start = self.checkin = self.running = self.stopping = self.exit = None
         self.code = None
-        with open(f"{run_dir}/marks/started-{i}") as f:
+        with open(f"{run_dir}/h{i}/started") as f:
             started = json.load(f)
         durations = {}
-        with open(f"{run_dir}/h{i}.out", errors="replace") as f:
+        with open(f"{run_dir}/h{i}/out", errors="replace") as f:
             for line in f:
                 m = TRANSITION.search(line)
                 if m:
@@ -44,7 +44,7 @@ class Host:
         if ("running", "stopping") in durations:
             self.stopping = self.running + durations[("running", "stopping")]
         try:
-            with open(f"{run_dir}/s{i}.json") as f:
+            with open(f"{run_dir}/h{i}/status.json") as f:
                 final = json.load(f)
             if final["state"] == "exit":
                 self.exit, self.code = final["since"], final["exit_code"]

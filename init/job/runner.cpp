@@ -15,6 +15,7 @@
 #include "base/exit_code.h"
 #include "base/log.h"
 #include "base/redact.h"
+#include "base/urgent.h"
 #include "device_preflight.h"
 #include "job/arena_watch.h"
 #include "job/error_file.h"
@@ -143,7 +144,10 @@ class JobRunner {
   // what entering it does.
   void go(State to, const std::string& reason) {
     note_cause_state();
+    // The moment of the transition, on both clocks at once: logging it and
+    // leaving the state may wait for a CPU, and "since" is when it began.
     const Clock::time_point now = Clock::now();
+    const double since = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     if (started_) {
       log_info("{} -> {} after {:.3f} s: {}", state_name(state_), state_name(to), seconds(now - entered_), reason);
       leave(state_);
@@ -153,7 +157,7 @@ class JobRunner {
     }
     state_ = to;
     entered_ = now;
-    status_.since = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    status_.since = since;
     reason_ = reason;
     write_status();
     notifier_.status(fmt::format("{}: {}", state_name(to), reason));
@@ -406,6 +410,21 @@ class JobRunner {
     arena_.prepare(local_rank_count());
   }
 
+  // Every host but host 0 waits for the job's end ahead of the fair class
+  // once its ranks run: a stop from host 0, a rank's exit or a lost peer is
+  // taken when it comes, not after the scheduler has served every task woken
+  // before it (with 1,024 simulated hosts on 2 cores, hosts woken by the
+  // stop waited up to 0.5 s for a CPU; ahead, the last took it 0.13 s after
+  // the failing rank's exit). Host 0 stays in the fair class: the heartbeats
+  // of every host reach it, and its fan-outs run ahead anyway. Only after
+  // the ranks started: a vfork child, in the fair class, would otherwise
+  // wait behind its parent (and behind every host's trainit) to exec.
+  void wait_ahead_while_running() {
+    if (multi_host() && host_index() != 0) {
+      ahead_.emplace();
+    }
+  }
+
   // --barrier-timeout, unless the mode's own rendezvous timeout says
   // otherwise (torchrun's --rdzv_conf=timeout=, MSRUN_CLUSTER_TIME_OUT).
   [[nodiscard]] Duration barrier_timeout() const {
@@ -512,6 +531,7 @@ class JobRunner {
   // --- spawn, running ------------------------------------------------------
 
   void enter_spawn() {
+    ahead_.reset();  // a restart's spawn: its vfork children must not wait behind it
     if (restart_pending_) {
       prepare_restart();
     }
@@ -560,6 +580,7 @@ class JobRunner {
         return;
       }
     }
+    wait_ahead_while_running();  // before narrowing: it takes CAP_SYS_NICE
     narrow_own_privileges();
     fire(Event::kDone, fmt::format("{} started", count_of(ranks_.size(), "rank")));
   }
@@ -608,7 +629,8 @@ class JobRunner {
       privileges_narrowed_ = true;
       pid1_.privileges->narrow_own({.more_spawns = plan_.restarts.has_value(),
                                     .hands_over_files = true,
-                                    .fans_out = multi_host() && host_index() == 0});
+                                    // host 0's fan-outs, every host's wait ahead after a restart
+                                    .runs_ahead = multi_host() && (host_index() == 0 || plan_.restarts.has_value())});
     }
   }
 
@@ -922,6 +944,9 @@ class JobRunner {
   std::unique_ptr<HostLink> link_;
   std::unique_ptr<SshdPhase> sshd_;
   std::unique_ptr<PeerSshds> peer_sshds_;
+  // While set, this thread runs ahead of the fair class (base/urgent.h):
+  // every host of several but host 0, once its ranks run.
+  std::optional<UrgentSection> ahead_;
 };
 
 const std::pair<State, JobRunner::Enter> JobRunner::kEntries[10] = {

@@ -6,15 +6,20 @@ namespace trainit {
 
 UrgentSection::UrgentSection() noexcept {
   before_ = ::sched_getscheduler(0);
-  if (before_ < 0 || (before_ & ~SCHED_RESET_ON_FORK) != SCHED_OTHER) {
+  const int policy = before_ & ~SCHED_RESET_ON_FORK;
+  if (before_ >= 0 && (policy == SCHED_FIFO || policy == SCHED_RR)) {
+    ahead_ = true;
+    return;
+  }
+  if (before_ < 0 || policy != SCHED_OTHER) {
     return;
   }
   const sched_param lowest{.sched_priority = 1};
-  ahead_ = ::sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &lowest) == 0;
+  raised_ = ahead_ = ::sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &lowest) == 0;
 }
 
 UrgentSection::~UrgentSection() {
-  if (ahead_) {
+  if (raised_) {
     // Leaving the real-time class takes no privilege; clearing the
     // reset-on-fork flag does. A thread ahead by RLIMIT_RTPRIO alone keeps
     // the flag: for SCHED_OTHER it only starts children at nice 0 where the

@@ -1,11 +1,13 @@
-// Bounded bursts of work that must not wait behind the tasks they wake.
+// Work that must not wait behind the tasks it wakes.
 //
 // Host 0's job-wide stop is 1,023 writes at 1,024 hosts: each wakes a host,
 // and on a machine short of CPU every woken task runs before the writer has
 // the CPU back (the fair class shares it among the runnable; host 0 wrote
 // its 16-22 ms of stops over 1.2 s at 1,024 simulated hosts on 2 cores). An
 // UrgentSection runs the calling thread in the real-time class for its
-// lifetime, ahead of every fair-class task, where the kernel lets it.
+// lifetime, ahead of every fair-class task, where the kernel lets it: a
+// burst of writes, or a state whose every wake-up must be taken when it
+// comes (job/runner.cpp). Sections nest: an inner one keeps the outer's.
 #pragma once
 
 namespace trainit {
@@ -15,21 +17,23 @@ class UrgentSection {
   // SCHED_FIFO at the lowest priority (1), with SCHED_RESET_ON_FORK, for a
   // thread of the normal policy (SCHED_OTHER) that may (CAP_SYS_NICE, or
   // RLIMIT_RTPRIO, and a real-time budget in its cpu cgroup). A thread of
-  // any other policy (batch, idle, already real-time: someone chose it) or
-  // one the kernel refuses runs as it was: nothing fails.
+  // the real-time class already (an outer section, or someone chose it)
+  // stays as it is, ahead; one of another policy (batch, idle) or one the
+  // kernel refuses runs as it was: nothing fails.
   UrgentSection() noexcept;
-  // Back to SCHED_OTHER (and the reset-on-fork flag as it was): the nice
-  // value is the thread's own all along.
+  // Back to SCHED_OTHER (and the reset-on-fork flag as it was) where this
+  // section raised it: the nice value is the thread's own all along.
   ~UrgentSection();
   UrgentSection(const UrgentSection&) = delete;
   UrgentSection& operator=(const UrgentSection&) = delete;
 
-  // Whether this section runs ahead of the fair class.
+  // Whether the thread runs ahead of the fair class in this section.
   [[nodiscard]] bool ahead() const noexcept { return ahead_; }
 
  private:
   int before_ = -1;  // the thread's policy before, flags included
   bool ahead_ = false;
+  bool raised_ = false;  // by this section
 };
 
 }  // namespace trainit

@@ -337,7 +337,7 @@ int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, Sti
     }
     bounding |= keep;
   }
-  if (still.fans_out) {
+  if (still.runs_ahead) {
     keep |= cap_bit(CAP_SYS_NICE);  // trainit's own: not added to the bounding set
   }
   return narrow_own_caps(keep, bounding);

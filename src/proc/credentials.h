@@ -118,7 +118,7 @@ class Credentials {
 struct StillToDo {
   bool more_spawns = false;       // restarts to come: it starts processes again
   bool hands_over_files = false;  // and makes files for them at each start
-  bool fans_out = false;          // host 0 of several: writes go and stop to every host
+  bool runs_ahead = false;        // runs ahead of the fair class (base/urgent.h) from time to time
 };
 
 // trainit's own capabilities once its setup is past: it keeps CAP_KILL (its
@@ -127,7 +127,7 @@ struct StillToDo {
 // and CAP_SETGID when `switches_user` (and CAP_CHOWN when
 // `still.hands_over_files`: files made for them at each start), CAP_SETPCAP
 // and the listed capabilities when `caps` narrows their sets; with
-// `still.fans_out`, CAP_SYS_NICE, which its fan-outs run ahead of the fair
+// `still.runs_ahead`, CAP_SYS_NICE, which it runs ahead of the fair
 // scheduling class with (base/urgent.h; it is never passed on). Its bounding
 // set keeps only what processes it starts later may hold. Returns 0 or
 // -errno.

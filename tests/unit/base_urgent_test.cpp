@@ -76,6 +76,29 @@ TEST(UrgentSection, LeavesAThreadOfAnotherPolicyAsItWas) {
   }
 }
 
+TEST(UrgentSection, AnInnerSectionKeepsTheOutersPolicyAndLeavesItInPlace) {
+  if (!may_raise()) {
+    GTEST_SKIP() << "needs CAP_SYS_NICE (root), as trainit's fan-outs do";
+  }
+  bool inner_ahead = false;
+  int after_inner = -1;
+  int after_outer = -1;
+  std::thread([&] {
+    {
+      const UrgentSection outer;
+      {
+        const UrgentSection inner;
+        inner_ahead = inner.ahead();
+      }
+      after_inner = ::sched_getscheduler(0);
+    }
+    after_outer = ::sched_getscheduler(0);
+  }).join();
+  EXPECT_TRUE(inner_ahead);
+  EXPECT_EQ(after_inner, SCHED_FIFO | SCHED_RESET_ON_FORK);  // the outer section still runs
+  EXPECT_EQ(after_outer, SCHED_OTHER);
+}
+
 // In a child that gives CAP_SYS_NICE up (and keeps RLIMIT_RTPRIO at 0): 0
 // when what `check` saw was right.
 int in_a_child_without_cap_sys_nice(int (*check)()) {
