@@ -21,7 +21,8 @@
 // median and spread of one call on rank 0, and how rank 0's waits for its
 // peers ended per call (polling, between sched_yield()s, after a futex
 // sleep). --pin puts rank r on CPU r mod the CPUs it may use; --alloc takes
-// the buffer from trainit_alloc (zero copy) instead of malloc.
+// the buffer from trainit_alloc (zero copy) instead of malloc; --turns DIR
+// times the calls only in the turns fresh_runs.sh hands out (turns.h).
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -37,6 +38,7 @@
 #include "bench_util.h"
 #include "coll/comm.h"
 #include "trainit/coll.h"
+#include "turns.h"
 
 namespace {
 
@@ -63,8 +65,9 @@ struct Options {
   bool in_place = false;
   bool pin = false;
   bool alloc = false;
-  size_t calls = 0;   // 0: clamp(512 MiB / size, 7, 20000)
-  int handover = -1;  // --handover plain|stream|both: -1 the library's choice, 0, 1, 2 (alternating blocks)
+  size_t calls = 0;             // 0: clamp(512 MiB / size, 7, 20000)
+  int handover = -1;            // --handover plain|stream|both: -1 the library's choice, 0, 1, 2 (alternating blocks)
+  const char* turns = nullptr;  // --turns DIR: run only in the turns handed out there
 };
 
 // One call of the collective on size bytes (f32; sum where it reduces; root 0).
@@ -203,27 +206,67 @@ int run_one_rank(int rank, const char* name, const Options& opt, OneResult* out)
   }
   std::memset(send, 0, bytes);
   std::memset(recv, 0, bytes);
+  turns mine;
+  if (turns_open(&mine, opt.turns, rank) != 0 || turns_pass(&mine) != 0) {
+    std::fprintf(stderr, "rank %d: --turns %s: %s\n", rank, opt.turns, std::strerror(errno));
+    return 1;
+  }
   const size_t calls = opt.calls != 0 ? opt.calls : std::clamp<size_t>((512UL << 20) / opt.one, 7, 20000);
   for (int i = 0; i < 10 && rc == 0; ++i) {
     rc = call(comm, opt.coll, send, recv, opt.one, opt.ranks);
   }
+  // How rank 0's waits ended in the timed calls alone: a turn's warm-up
+  // calls are taken out.
   comm->waits_spun = comm->waits_yielded = comm->waits_slept = 0;
+  const auto warm_up = [&] {
+    const uint64_t spun = comm->waits_spun;
+    const uint64_t yielded = comm->waits_yielded;
+    const uint64_t slept = comm->waits_slept;
+    if (turns_pass(&mine) != 0) {
+      std::fprintf(stderr, "rank %d: the turns' conductor went away\n", rank);
+      return -EPIPE;
+    }
+    int warm = 0;
+    for (int i = 0; i < kTurnWarmUp && warm == 0; ++i) {
+      warm = call(comm, opt.coll, send, recv, opt.one, opt.ranks);
+    }
+    comm->waits_spun = spun;
+    comm->waits_yielded = yielded;
+    comm->waits_slept = slept;
+    return warm;
+  };
   std::vector<double> us;
   std::vector<double> us_stream;  // --handover both: the streaming blocks' calls
+  std::vector<double> turn;       // --turns: this turn's calls
   us.reserve(calls);
+  turn.reserve(kTurnCalls);
   for (size_t i = 0; i < calls && rc == 0; ++i) {
+    if (mine.go >= 0 && i > 0 && i % kTurnCalls == 0) {
+      turns_note(&mine, turn.data(), turn.size());
+      turn.clear();
+      if ((rc = warm_up()) != 0) {
+        break;
+      }
+    }
     if (opt.handover >= 0) {
       comm->handover_forced = opt.handover == 2 ? static_cast<int>((i / 16) % 2) : opt.handover;
     }
     const bench::Ns t0 = bench::now_ns();
     rc = call(comm, opt.coll, send, recv, opt.one, opt.ranks);
-    (comm->stream_handover && opt.handover == 2 ? us_stream : us)
-        .push_back(static_cast<double>(bench::now_ns() - t0) / 1000.0);
+    const double took = static_cast<double>(bench::now_ns() - t0) / 1000.0;
+    (comm->stream_handover && opt.handover == 2 ? us_stream : us).push_back(took);
+    turn.push_back(took);
   }
   if (rc != 0) {
     std::fprintf(stderr, "rank %d: %s of %zu bytes: %s\n", rank, opt.name, opt.one, trainit_strerror(rc));
     return 1;
   }
+  turns_note(&mine, turn.data(), turn.size());
+  if (turns_pass(&mine) != 0) {  // the last turn ends; the conductor lets every rank go
+    std::fprintf(stderr, "rank %d: the turns' conductor went away\n", rank);
+    return 1;
+  }
+  turns_close(&mine);
   if (rank == 0) {
     std::sort(us.begin(), us.end());
     *out = {us[us.size() / 2], us[us.size() / 10],  us[us.size() * 9 / 10], calls,
@@ -366,6 +409,10 @@ Options parse(int argc, char** argv) {
       }
       continue;
     }
+    if (std::strcmp(argv[i], "--turns") == 0 && i + 1 < argc) {
+      opt.turns = argv[++i];
+      continue;
+    }
     if (std::strcmp(argv[i], "--calls") == 0) {
       opt.calls = static_cast<size_t>(number(1));
       continue;
@@ -388,7 +435,8 @@ Options parse(int argc, char** argv) {
     if (found == nullptr) {
       bench::die(
           "usage: bench_coll [--quick] [--coll allreduce|reduce|reduce_scatter|allgather|broadcast]\n"
-          "       bench_coll --one BYTES [--ranks N] [--in-place] [--pin] [--alloc] [--calls K] [--coll NAME]");
+          "       bench_coll --one BYTES [--ranks N] [--in-place] [--pin] [--alloc] [--calls K] [--coll NAME]\n"
+          "         [--handover plain|stream|both] [--turns DIR]");
     }
     opt.coll = found->coll;
     opt.name = found->name;

@@ -27,6 +27,7 @@ struct trainit_comm {
   bool stream_handover;           // hand_over() with streaming stores (protocol.h)
   int handover_forced;            // -1: chosen by measurement (choose_handover), 0 plain, 1 streaming (bench)
   uint64_t handover_calls;        // chunked calls so far
+  uint64_t handover_untried;      // chunked calls since the dearer way was last tried
   double handover_ns_per_kib[2];  // a moving average of each way's chunked calls (plain, streaming), 0: none yet
   int yield_iters;                // sched_yield()s before sleeping on the futex (none when they do not)
   int* pidfds;                    // per rank: a pidfd of that peer, -1 none yet, -2 use kill(pid, 0)

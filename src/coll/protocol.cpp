@@ -64,21 +64,29 @@ void hand_over(const trainit_comm* c, void* dst, const void* src, size_t bytes) 
 }
 
 Handover choose_handover(trainit_comm* c) {
-  constexpr uint64_t kExploreEvery = 32;
+  constexpr double kExploreEvery = 32;  // calls between tries of the dearer way, at least
+  constexpr double kExploreRarest = 8;  // times that, at most
   const double plain = c->handover_ns_per_kib[0];
   const double streaming = c->handover_ns_per_kib[1];
-  bool stream = false;
+  Handover h{false, false, 0};
   if (c->handover_forced >= 0) {
-    stream = c->handover_forced == 1;
+    h.stream = c->handover_forced == 1;
   } else if (c->handover_calls < 4) {
-    stream = c->handover_calls % 2 == 1;  // each way twice at first: the first one of each is not measured
+    h.stream = c->handover_calls % 2 == 1;  // each way twice at first: the first one of each is not measured
   } else {
-    const bool explore = c->handover_calls % kExploreEvery == kExploreEvery - 1;
-    stream = (streaming < plain) != explore;
+    // A try costs what the dearer way costs: the dearer it is, the rarer,
+    // so that tries cost about a 32nd of the calls' time.
+    const bool cheaper = streaming < plain;
+    const double dearer = cheaper ? plain / streaming : streaming / plain;
+    const double every = kExploreEvery * (dearer > 1 ? std::min(dearer, kExploreRarest) : 1);
+    h.explore = static_cast<double>(++c->handover_untried) >= every;
+    c->handover_untried = h.explore ? 0 : c->handover_untried;
+    h.stream = cheaper != h.explore;
   }
   ++c->handover_calls;
-  c->stream_handover = stream;
-  return {stream, comm_now_ns()};
+  c->stream_handover = h.stream;
+  h.start_ns = comm_now_ns();
+  return h;
 }
 
 void learn_handover(trainit_comm* c, Handover h, size_t bytes) {
@@ -89,7 +97,11 @@ void learn_handover(trainit_comm* c, Handover h, size_t bytes) {
   double& avg = c->handover_ns_per_kib[h.stream ? 1 : 0];
   // One call preempted midway counts as no worse than 4 times the average.
   per_kib = avg != 0 && per_kib > 4 * avg ? 4 * avg : per_kib;
-  avg = avg == 0 ? per_kib : avg + (per_kib - avg) / 4;
+  // A try replaces the dearer way's figure: the one it had may be hundreds
+  // of calls old, from before the cores moved. Averaged with it, a way that
+  // became the cheaper one took several tries, hundreds of calls, to be
+  // chosen again.
+  avg = avg == 0 || h.explore ? per_kib : avg + (per_kib - avg) / 4;
 }
 
 Share share(size_t len, int n, int i) {

@@ -169,9 +169,12 @@ class Call {
 // where they reach each other slowly — the same pair of processes can see
 // both, as a VM's host moves its cores. So rank 0 measures each way's cost
 // per KiB as calls go and picks for every rank (kDescStream): the cheaper,
-// and the other every 32nd call, to notice a change.
+// and now and then the other, to notice a change — every 32nd call, or
+// more rarely where that way costs more (up to every 256th where it costs
+// 8 times as much), and that try's figure replaces the way's.
 struct Handover {
   bool stream;
+  bool explore;      // a try of the dearer way
   int64_t start_ns;  // 0: not measured (ranks other than 0)
 };
 Handover choose_handover(trainit_comm* c);
@@ -191,7 +194,7 @@ template <class Algorithm>
 [[gnu::always_inline]] inline int run(trainit_comm* c, const Algorithm& a) {
   const Request q = a.request();
   const Call call(c, q.kind);
-  const Handover h = is_large(q) && c->rank == 0 ? choose_handover(c) : Handover{false, 0};
+  const Handover h = is_large(q) && c->rank == 0 ? choose_handover(c) : Handover{false, false, 0};
   const Opening o = call.open(q, is_large(q) && a.zero_copy_ok(), h.stream);
   if (o.rc < 0 || !q.valid) {
     // The first step failed on this rank's invalid bit already: never read on.

@@ -33,6 +33,7 @@
 #include "coll/arena.h"
 #include "coll/comm.h"
 #include "coll/kernels.h"
+#include "coll/protocol.h"
 #include "emulation.h"
 #include "trainit/coll.hpp"
 
@@ -1145,6 +1146,70 @@ TEST(CollLarge, ChunkedCallsFollowRankZerosHandoverAndGiveTheSameResultEitherWay
     EXPECT_EQ(followed[r * 2], 0) << "rank " << r << " when rank 0 picked plain stores";
     EXPECT_EQ(followed[r * 2 + 1], 1) << "rank " << r << " when rank 0 picked streaming stores";
   }
+}
+
+// Rank 0's choice of hand-over, driven by a model of a VM whose host moves
+// its vCPUs: each call costs what its way costs where the cores sit now
+// (µs a 1 MiB call; the figures bench_coll --handover both measured on a
+// 2-vCPU EPYC VM). Returns whether the call streamed.
+class HandoverModel {
+ public:
+  HandoverModel() { c_.handover_forced = -1; }
+
+  bool call(double plain_us, double stream_us) {
+    trainit::coll::Handover h = trainit::coll::choose_handover(&c_);
+    h.start_ns = trainit::coll::comm_now_ns() - static_cast<int64_t>((h.stream ? stream_us : plain_us) * 1000);
+    trainit::coll::learn_handover(&c_, h, size_t{1} << 20);
+    return h.stream;
+  }
+
+  // How many of `calls` calls streamed.
+  int streamed(int calls, double plain_us, double stream_us) {
+    int n = 0;
+    for (int i = 0; i < calls; ++i) {
+      n += call(plain_us, stream_us) ? 1 : 0;
+    }
+    return n;
+  }
+
+ private:
+  trainit_comm c_{};
+};
+
+constexpr double kFarPlain = 490;  // cores that reach each other slowly: streaming stores win
+constexpr double kFarStream = 84;
+constexpr double kMiddlePlain = 60;  // cores nearer: plain stores win
+constexpr double kMiddleStream = 120;
+
+// After a move that makes the way rank 0 had left the cheaper one, the
+// first try of it is believed: plain stores stay chosen from then on (but
+// for tries of streaming), where a figure averaged with the one from before
+// the move kept them out for hundreds of calls.
+TEST(CollHandover, AfterTheCoresMoveTheFirstTryOfTheNowCheaperWayIsBelieved) {
+  HandoverModel m;
+  (void)m.streamed(1000, kFarPlain, kFarStream);
+  int first_plain = -1;
+  for (int i = 0; i < 512 && first_plain < 0; ++i) {
+    first_plain = m.call(kMiddlePlain, kMiddleStream) ? -1 : i;
+  }
+  ASSERT_GE(first_plain, 0) << "plain stores never tried in 512 calls after the move";
+  EXPECT_EQ(m.streamed(32, kMiddlePlain, kMiddleStream), 0) << "the 32 calls after plain stores were tried";
+  EXPECT_LE(m.streamed(512, kMiddlePlain, kMiddleStream), 512 / 32) << "512 calls later";
+}
+
+// A try costs what the dearer way costs: where it costs six times the
+// cheaper one, it is tried once every 192 calls or so, not every 32nd.
+TEST(CollHandover, TheDearerWayIsTriedMoreRarelyTheDearerItIs) {
+  HandoverModel m;
+  (void)m.streamed(64, kFarPlain, kFarStream);
+  const int plain = 2048 - m.streamed(2048, kFarPlain, kFarStream);
+  EXPECT_GE(plain, 2048 / 256) << "plain stores must still be tried, to notice a move";
+  EXPECT_LE(plain, 2048 / 128) << "plain stores tried in 2048 calls where they cost 5.8 times streaming";
+  HandoverModel near;
+  (void)near.streamed(64, kMiddlePlain, kMiddlePlain * 1.05);
+  const int tried = near.streamed(2048, kMiddlePlain, kMiddlePlain * 1.05);
+  EXPECT_GE(tried, 2048 / 34 - 1) << "streaming 5 % dearer is tried every 32nd to 34th call";
+  EXPECT_LE(tried, 2048 / 32 + 1);
 }
 
 // Standalone joins leave nothing behind: no file in /dev/shm, and the
