@@ -17,8 +17,10 @@
 #
 # Prints a markdown table: per run the median (p10–p90) of one call on rank
 # 0, how rank 0's waits ended per call, Open MPI's median, their ratio, and
-# in turns how many turns' medians were within half Open MPI's turn beside
-# them; then min / median / max of each column. --turn-log FILE appends
+# in turns the median of the turns' ratios (each turn's median against
+# Open MPI's turn beside it: where the cores moved during a run, the two
+# runs' medians can each fall on another side of the move) and how many
+# turns were within half Open MPI's; then min / median / max. --turn-log FILE appends
 # every turn's figures there: "RUN TURN TRAINIT_US OPEN_MPI_US RATIO".
 #
 #   bench/coll/fresh_runs.sh [--size BYTES] [--ranks N] [--runs K] [--apart]
@@ -56,17 +58,19 @@ calls=$(((512 << 20) / size))
 ((calls > 20000)) && calls=20000
 
 turn_calls=32 # kTurnCalls in turns.h
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 # One run in turns: prints bench_coll's line, then mpi_allreduce's, then a
 # line a turn: the two programs' medians in it. The
 # conductor (this shell) holds every FIFO open both ways, so no open blocks
-# and a program that dies leaves a read that times out; when the conductor
-# goes, the programs' reads see the end of file and they exit.
+# and a program that dies leaves a read that times out. The programs hold
+# none of the conductor's ends: when it goes, their reads see the end of
+# file and they exit.
 in_turns() {
-  local dir p r fd turn
+  local dir="$work/run$i" p r fd turn
   local -A fds
-  dir=$(mktemp -d)
-  mkdir "$dir/t" "$dir/m"
+  mkdir -p "$dir/t" "$dir/m"
   for p in t m; do
     mkfifo "$dir/$p/done"
     exec {fd}<>"$dir/$p/done"
@@ -77,10 +81,14 @@ in_turns() {
       fds[$p.$r]=$fd
     done
   done
-  "$bench_coll" --one "$size" --ranks "$ranks" --in-place --pin --calls "$calls" --turns "$dir/t" >"$dir/t.out" &
+  unheld() {
+    for fd in "${fds[@]}"; do exec {fd}>&-; done
+    exec "$@"
+  }
+  (unheld "$bench_coll" --one "$size" --ranks "$ranks" --in-place --pin --calls "$calls" --turns "$dir/t" >"$dir/t.out") &
   local ours=$!
-  mpirun --allow-run-as-root --bind-to core -np "$ranks" "$mpi" --in-place --budget $((calls * size)) \
-    --turns "$dir/m" "$size" >"$dir/m.out" &
+  (unheld mpirun --allow-run-as-root --bind-to core -np "$ranks" "$mpi" --in-place --budget $((calls * size)) \
+    --turns "$dir/m" "$size" >"$dir/m.out") &
   local theirs=$!
   # Every rank of program $1 ends its turn (or says it is ready) within $2 s.
   await() {
@@ -103,7 +111,6 @@ in_turns() {
   for fd in "${fds[@]}"; do exec {fd}>&-; done
   cat "$dir/t.out" "$dir/m.out"
   paste -d' ' "$dir/t/medians" "$dir/m/medians"
-  rm -rf "$dir"
 }
 
 apart() {
@@ -125,13 +132,12 @@ if ((apart)); then
   echo "| run | trainit µs, median (p10–p90) | rank 0's waits per call: polled / yielded / slept | Open MPI µs | trainit ÷ Open MPI |"
   echo "|---:|---:|---:|---:|---:|"
 else
-  echo "| run | trainit µs, median (p10–p90) | rank 0's waits per call: polled / yielded / slept | Open MPI µs | trainit ÷ Open MPI | turns at ≤ 0.5× |"
-  echo "|---:|---:|---:|---:|---:|---:|"
+  echo "| run | trainit µs, median (p10–p90) | rank 0's waits per call: polled / yielded / slept | Open MPI µs | trainit ÷ Open MPI | the turns' ratios, median | turns at ≤ 0.5× |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|"
 fi
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-declare -a ours theirs ratios
+declare -a ours theirs ratios paired
 for ((i = 1; i <= runs; i++)); do
+  out=$work/run$i.out
   $how >"$out"
   {
     read -r _ _ med p10 p90 _ spun yielded slept
@@ -146,12 +152,19 @@ for ((i = 1; i <= runs; i++)); do
     continue
   fi
   turns_met=$(awk 'NR > 2 { n++; ok += $1 <= 0.5 * $2 } END { printf "%d of %d", ok, n }' "$out")
-  echo "| $i | $med ($p10–$p90) | $spun / $yielded / $slept | $ompi | $ratio | $turns_met |"
+  turns_ratio=$(awk 'NR > 2 { printf "%.3f\n", $1 / $2 }' "$out" | sort -g |
+    awk '{ v[NR] = $1 } END { printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+  paired+=("$turns_ratio")
+  echo "| $i | $med ($p10–$p90) | $spun / $yielded / $slept | $ompi | $ratio | $turns_ratio | $turns_met |"
   if [[ -n $turn_log ]]; then
     awk -v run="$i" 'NR > 2 { printf "%d %d %s %s %.3f\n", run, NR - 2, $1, $2, $1 / $2 }' "$out" >>"$turn_log"
   fi
 done
 spread() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%s / %s / %s", v[1], v[int((NR + 1) / 2)], v[NR] }'; }
-echo "| min / median / max | $(spread "${ours[@]}") | | $(spread "${theirs[@]}") | $(spread "${ratios[@]}") |$( ((apart)) || echo ' |')"
+if ((apart)); then
+  echo "| min / median / max | $(spread "${ours[@]}") | | $(spread "${theirs[@]}") | $(spread "${ratios[@]}") |"
+else
+  echo "| min / median / max | $(spread "${ours[@]}") | | $(spread "${theirs[@]}") | $(spread "${ratios[@]}") | $(spread "${paired[@]}") | |"
+fi
 echo
 echo "($(nproc) online CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); load average at start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg); trainit $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?'); $(mpirun --version 2>&1 | head -1); $calls calls timed per run after 10 warm-up calls$( ((apart)) || echo ", and $turn_calls timed after 2 warm-up calls a turn"))"
