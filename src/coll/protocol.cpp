@@ -95,13 +95,20 @@ void learn_handover(trainit_comm* c, Handover h, size_t bytes) {
   }
   double per_kib = static_cast<double>(comm_now_ns() - h.start_ns) * 1024.0 / static_cast<double>(bytes);
   double& avg = c->handover_ns_per_kib[h.stream ? 1 : 0];
-  // One call preempted midway counts as no worse than 4 times the average.
-  per_kib = avg != 0 && per_kib > 4 * avg ? 4 * avg : per_kib;
-  // A try replaces the dearer way's figure: the one it had may be hundreds
-  // of calls old, from before the cores moved. Averaged with it, a way that
-  // became the cheaper one took several tries, hundreds of calls, to be
-  // chosen again.
-  avg = avg == 0 || h.explore ? per_kib : avg + (per_kib - avg) / 4;
+  if (avg == 0 || h.explore) {
+    // A try replaces the dearer way's figure: the one it had may be
+    // hundreds of calls old, from before the cores moved. Averaged with it,
+    // a way that became the cheaper one took several tries, hundreds of
+    // calls, to be chosen again.
+    avg = per_kib;
+    return;
+  }
+  // A slow call (the first after the caches went to other work, a
+  // preemption) counts as no worse than 1.5 times the average, which it
+  // moves by an eighth at most: where it counted up to 4 times, two in a row
+  // handed the calls after them to the dearer way until its next try. A
+  // real change (the cores moved) still doubles the figure in 6 calls.
+  avg += (std::min(per_kib, 1.5 * avg) - avg) / 4;
 }
 
 Share share(size_t len, int n, int i) {

@@ -171,7 +171,8 @@ class Call {
 // per KiB as calls go and picks for every rank (kDescStream): the cheaper,
 // and now and then the other, to notice a change — every 32nd call, or
 // more rarely where that way costs more (up to every 256th where it costs
-// 8 times as much), and that try's figure replaces the way's.
+// 8 times as much), and that try's figure replaces the way's; a slow call
+// of the chosen way moves its average by an eighth at most.
 struct Handover {
   bool stream;
   bool explore;      // a try of the dearer way

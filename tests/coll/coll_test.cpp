@@ -1197,6 +1197,36 @@ TEST(CollHandover, AfterTheCoresMoveTheFirstTryOfTheNowCheaperWayIsBelieved) {
   EXPECT_LE(m.streamed(512, kMiddlePlain, kMiddleStream), 512 / 32) << "512 calls later";
 }
 
+// After a move that makes the chosen way ten times dearer, the other is
+// taken within a few calls, without waiting for its next try.
+TEST(CollHandover, AfterTheCoresMoveTheChosenWayTurningDearerIsLeftWithinTenCalls) {
+  HandoverModel m;
+  (void)m.streamed(300, 49, 100);  // near: plain stores win
+  int first_stream = -1;
+  for (int i = 0; i < 64 && first_stream < 0; ++i) {
+    first_stream = m.call(kFarPlain, kFarStream) ? i : -1;
+  }
+  EXPECT_GE(first_stream, 0);
+  EXPECT_LE(first_stream, 10);
+  EXPECT_GE(m.streamed(256, kFarPlain, kFarStream), 256 - 2) << "of the 256 calls after";
+}
+
+// A call or two much slower than the rest (the first after the caches were
+// left to other work, a preemption) does not hand the calls after it to the
+// dearer way: with plain stores at 60 µs and streaming at 120, the first 2
+// calls of every 32 at four times the cost (as after a training step's
+// compute) left whole runs of calls to streaming stores, until the next try.
+TEST(CollHandover, TwoSlowCallsInARowDoNotHandTheCallsAfterThemToTheDearerWay) {
+  HandoverModel m;
+  (void)m.streamed(64, kMiddlePlain, kMiddleStream);
+  int streamed = 0;
+  for (int block = 0; block < 32; ++block) {
+    streamed += m.streamed(2, 4 * kMiddlePlain, kMiddleStream);
+    streamed += m.streamed(30, kMiddlePlain, kMiddleStream);
+  }
+  EXPECT_LE(streamed, 1024 / 64 + 1) << "of 1024 calls, where only tries of streaming stores should stream";
+}
+
 // A try costs what the dearer way costs: where it costs six times the
 // cheaper one, it is tried once every 192 calls or so, not every 32nd.
 TEST(CollHandover, TheDearerWayIsTriedMoreRarelyTheDearerItIs) {
