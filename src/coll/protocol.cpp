@@ -89,11 +89,11 @@ Handover choose_handover(trainit_comm* c) {
   return h;
 }
 
-void learn_handover(trainit_comm* c, Handover h, size_t bytes) {
+void learn_handover(trainit_comm* c, Handover h, size_t bytes, int64_t now_ns) {
   if (c->handover_calls <= 2) {
     return;  // a first call of its way: page faults, cold caches
   }
-  double per_kib = static_cast<double>(comm_now_ns() - h.start_ns) * 1024.0 / static_cast<double>(bytes);
+  const double per_kib = static_cast<double>(now_ns - h.start_ns) * 1024.0 / static_cast<double>(bytes);
   double& avg = c->handover_ns_per_kib[h.stream ? 1 : 0];
   if (avg == 0 || h.explore) {
     // A try replaces the dearer way's figure: the one it had may be

@@ -179,7 +179,9 @@ struct Handover {
   int64_t start_ns;  // 0: not measured (ranks other than 0)
 };
 Handover choose_handover(trainit_comm* c);
-void learn_handover(trainit_comm* c, Handover h, size_t bytes);
+// The call that began at h.start_ns ended at now_ns: its cost per KiB
+// goes into its way's figure (rank 0).
+void learn_handover(trainit_comm* c, Handover h, size_t bytes, int64_t now_ns);
 
 // Runs one collective: its first step in the tier its size picks, then the
 // algorithm's part for that tier. An Algorithm provides:
@@ -218,7 +220,7 @@ template <class Algorithm>
       c->stream_handover = (arena_line(c->base, 0, o.s)->desc & kDescStream) != 0;
       const int r = a.chunked(call);
       if (r == 0 && c->rank == 0) {
-        learn_handover(c, h, q.bytes);
+        learn_handover(c, h, q.bytes, comm_now_ns());
       }
       return r;
     }

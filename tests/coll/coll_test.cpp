@@ -1156,10 +1156,12 @@ class HandoverModel {
  public:
   HandoverModel() { c_.handover_forced = -1; }
 
+  // The call's cost is the model's alone, whatever the clock did between
+  // (a preemption, a sanitizer, an emulator).
   bool call(double plain_us, double stream_us) {
-    trainit::coll::Handover h = trainit::coll::choose_handover(&c_);
-    h.start_ns = trainit::coll::comm_now_ns() - static_cast<int64_t>((h.stream ? stream_us : plain_us) * 1000);
-    trainit::coll::learn_handover(&c_, h, size_t{1} << 20);
+    const trainit::coll::Handover h = trainit::coll::choose_handover(&c_);
+    const auto cost = static_cast<int64_t>((h.stream ? stream_us : plain_us) * 1000);
+    trainit::coll::learn_handover(&c_, h, size_t{1} << 20, h.start_ns + cost);
     return h.stream;
   }
 
