@@ -51,7 +51,11 @@ ControlServer::ControlServer(Loop& loop, ControlConfig config, ControlEvents eve
       events_(std::move(events)),
       heartbeat_(net::heartbeat_interval(config_)),
       hosts_(config_.host_count),
-      warnings_(std::make_unique<net::PeerWarnings>(kWarningInterval, kWarnedAddresses)) {}
+      warnings_(std::make_unique<net::PeerWarnings>(kWarningInterval, kWarnedAddresses)) {
+  // The fan-outs' sections (fan_out) raise the loop's thread with their
+  // first system call: its policy is read now, not after a go is decided.
+  UrgentSection::prepare();
+}
 
 ControlServer::~ControlServer() = default;
 
