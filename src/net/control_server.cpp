@@ -517,13 +517,18 @@ void ControlServer::fan_out(std::string_view what, const std::string& frame, con
   const Clock::time_point began = Clock::now();
   unsigned sent = 0;
   bool ahead = false;
+  Duration took{};
   {
     const UrgentSection urgent;
     ahead = urgent.ahead();
     sent = send_to_clients(frame, except);
+    // Read inside the section: once it ends, the hosts the writes woke (in
+    // the real-time class while their ranks run) come first, for hundreds
+    // of milliseconds at 1,024 simulated hosts on 2 cores.
+    took = Clock::now() - began;
   }
-  log_debug("control: {} written to {} host{} in {:.1f} ms{}", what, sent, sent == 1 ? "" : "s",
-            seconds(Clock::now() - began) * 1e3, ahead ? ", ahead of the fair class" : "");
+  log_debug("control: {} written to {} host{} in {:.1f} ms{}", what, sent, sent == 1 ? "" : "s", seconds(took) * 1e3,
+            ahead ? ", ahead of the fair class" : "");
 }
 
 bool ControlServer::flush(Duration max) {
