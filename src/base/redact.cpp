@@ -1,7 +1,6 @@
 #include "base/redact.h"
 
 #include <algorithm>
-#include <cctype>
 #include <vector>
 
 namespace trainit {
@@ -42,11 +41,23 @@ std::string_view secret_at(std::string_view text) noexcept {
   return {};
 }
 
-// Whether `haystack` holds `needle` (upper case) in any case.
+// Whether `haystack` holds `needle` (upper-case ASCII letters) in any case.
+// A byte ANDed with ~0x20 is an upper-case letter exactly when it is that
+// letter in either case: the C locale's toupper(), without a call per byte
+// (PID 1 asks this of every variable of its environment before it spawns,
+// and a pod's environment holds hundreds).
 bool contains_upper(std::string_view haystack, std::string_view needle) noexcept {
-  auto it = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
-                        [](char a, char b) { return std::toupper(static_cast<unsigned char>(a)) == b; });
-  return it != haystack.end();
+  const auto folded = [](char c) { return static_cast<char>(static_cast<unsigned char>(c) & 0xdf); };
+  for (size_t at = 0; at + needle.size() <= haystack.size(); ++at) {
+    size_t k = 0;
+    while (k < needle.size() && folded(haystack[at + k]) == needle[k]) {
+      ++k;
+    }
+    if (k == needle.size()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace

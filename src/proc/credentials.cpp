@@ -128,28 +128,31 @@ std::string cap_list_text(CapMask caps) {
 
 CapSets own_cap_sets() noexcept {
   CapSets sets;
-  cap_t proc = cap_get_proc();
   const int n = cap_count();
+  const CapMask valid = n >= 64 ? ~CapMask{0} : (CapMask{1} << n) - 1;
+  // Permitted, effective and inheritable in one capget(2), where libcap's
+  // cap_get_flag() asks for them a capability at a time.
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+  if (capget(&header, data) == 0) {
+    const auto mask = [valid](uint32_t low, uint32_t high) { return (CapMask{high} << 32 | low) & valid; };
+    sets.permitted = mask(data[0].permitted, data[1].permitted);
+    sets.effective = mask(data[0].effective, data[1].effective);
+    sets.inheritable = mask(data[0].inheritable, data[1].inheritable);
+  }
+  // The bounding and ambient sets have no call that reads them whole: one
+  // prctl(2) per capability. A capability is ambient only while permitted
+  // and inheritable (the kernel keeps it so): only those are asked, most
+  // often none.
   for (int cap = 0; cap < n; ++cap) {
     const CapMask bit = cap_bit(cap);
-    cap_flag_value_t value = CAP_CLEAR;
-    if (proc != nullptr && cap_get_flag(proc, cap, CAP_PERMITTED, &value) == 0 && value == CAP_SET) {
-      sets.permitted |= bit;
-    }
-    if (proc != nullptr && cap_get_flag(proc, cap, CAP_EFFECTIVE, &value) == 0 && value == CAP_SET) {
-      sets.effective |= bit;
-    }
-    if (proc != nullptr && cap_get_flag(proc, cap, CAP_INHERITABLE, &value) == 0 && value == CAP_SET) {
-      sets.inheritable |= bit;
-    }
     if (cap_get_bound(cap) == 1) {
       sets.bounding |= bit;
     }
-    if (cap_get_ambient(cap) == 1) {
+    if (has(sets.permitted & sets.inheritable, cap) && cap_get_ambient(cap) == 1) {
       sets.ambient |= bit;
     }
   }
-  cap_free(proc);
   return sets;
 }
 
@@ -315,36 +318,10 @@ int Credentials::apply() const noexcept {
   return 0;
 }
 
-int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, StillToDo still) noexcept {
-  CapMask keep = cap_bit(CAP_KILL);
-  CapMask bounding = keep;
-  switch (caps.policy) {
-    case CapsPolicy::kKeep:
-      bounding = own_cap_sets().bounding;  // later processes get what the container gave
-      break;
-    case CapsPolicy::kDrop:
-      break;
-    case CapsPolicy::kList:
-      bounding |= caps.list;
-      break;
-  }
-  if (still.more_spawns) {
-    if (switches_user) {
-      keep |= cap_bit(CAP_SETUID) | cap_bit(CAP_SETGID) | (still.hands_over_files ? cap_bit(CAP_CHOWN) : 0);
-    }
-    if (caps.policy != CapsPolicy::kKeep) {
-      keep |= cap_bit(CAP_SETPCAP) | caps.list;
-    }
-    bounding |= keep;
-  }
-  if (still.runs_ahead) {
-    keep |= cap_bit(CAP_SYS_NICE);  // trainit's own: not added to the bounding set
-  }
-  return narrow_own_caps(keep, bounding);
-}
+namespace {
 
-int narrow_own_caps(CapMask keep, CapMask bounding) noexcept {
-  const CapSets own = own_cap_sets();
+// narrow_own_caps() from the sets `own` read a moment before.
+int narrow_caps(const CapSets& own, CapMask keep, CapMask bounding) noexcept {
   int result = 0;
   if (has(own.effective, CAP_SETPCAP)) {
     for (int cap = 0; cap < 64; ++cap) {
@@ -369,6 +346,41 @@ int narrow_own_caps(CapMask keep, CapMask bounding) noexcept {
   }
   cap_free(target);
   return result;
+}
+
+}  // namespace
+
+int narrow_own_caps_after_setup(const CapsRequest& caps, bool switches_user, StillToDo still) noexcept {
+  const CapSets own = own_cap_sets();
+  CapMask keep = cap_bit(CAP_KILL);
+  CapMask bounding = keep;
+  switch (caps.policy) {
+    case CapsPolicy::kKeep:
+      bounding = own.bounding;  // later processes get what the container gave
+      break;
+    case CapsPolicy::kDrop:
+      break;
+    case CapsPolicy::kList:
+      bounding |= caps.list;
+      break;
+  }
+  if (still.more_spawns) {
+    if (switches_user) {
+      keep |= cap_bit(CAP_SETUID) | cap_bit(CAP_SETGID) | (still.hands_over_files ? cap_bit(CAP_CHOWN) : 0);
+    }
+    if (caps.policy != CapsPolicy::kKeep) {
+      keep |= cap_bit(CAP_SETPCAP) | caps.list;
+    }
+    bounding |= keep;
+  }
+  if (still.runs_ahead) {
+    keep |= cap_bit(CAP_SYS_NICE);  // trainit's own: not added to the bounding set
+  }
+  return narrow_caps(own, keep, bounding);
+}
+
+int narrow_own_caps(CapMask keep, CapMask bounding) noexcept {
+  return narrow_caps(own_cap_sets(), keep, bounding);
 }
 
 }  // namespace trainit

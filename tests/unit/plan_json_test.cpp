@@ -11,10 +11,13 @@ namespace {
 
 TEST(SecretNames, AreRedactedByNameWithoutRegardToCase) {
   for (const char* name : {"AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "DB_PASSWORD", "api_key", "CREDENTIALS", "cred_file",
-                           "MY_SECRET", "KEY", "GITHUB_TOKEN_2"}) {
+                           "MY_SECRET", "KEY", "GITHUB_TOKEN_2", "Api_Key", "x.kEy"}) {
     EXPECT_TRUE(is_secret_name(name)) << name;
   }
-  for (const char* name : {"PATH", "MA_VJ_NAME", "MY_CRED", "RANK_ID", "PASSWD", "TOKE"}) {
+  // Only ASCII letters match, in either case: the bytes of K, E, Y and of
+  // k, e, y with bit 7 set do not.
+  for (const char* name :
+       {"PATH", "MA_VJ_NAME", "MY_CRED", "RANK_ID", "PASSWD", "TOKE", "\xcb\xc5\xd9", "\xeb\xe5\xf9"}) {
     EXPECT_FALSE(is_secret_name(name)) << name;
   }
 }
