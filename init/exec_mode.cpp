@@ -324,8 +324,11 @@ class ExecSupervisor {
     sweep_signal_ = signo;
     child_signalled_ = child_.send_signal(signo) == 0;
     if (child_signalled_ && signo != SIGKILL) {
-      (void)child_.send_signal(SIGCONT);  // a stopped PROGRAM sees the stop now
+      // The CPU to PROGRAM first, then SIGCONT: a stopped PROGRAM sees the
+      // stop now, and one that runs (nearly always) is not kept waiting for
+      // a signal it ignores.
       ::sched_yield();
+      (void)child_.send_signal(SIGCONT);
       sweep_.set_deadline(Clock::now() + kSweepDelay);
       sweep_pending_ = true;
       return;
