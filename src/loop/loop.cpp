@@ -230,7 +230,14 @@ int SourceHandle::signal_group(int signo) noexcept {
   if (source_->reaped) {
     return -ESRCH;  // its group may be empty, and the id someone else's
   }
-  return ::kill(-source_->pid, signo) < 0 ? -errno : 0;
+  if (::kill(-source_->pid, signo) == 0) {
+    return 0;
+  }
+  // No such group: the child has not made it yet (its setpgid or setsid is
+  // still to come where the parent runs on before the child's exec, as
+  // under qemu-user, whose vfork is a fork). It is then the only process
+  // the group will hold, and a signal pending on it acts once it unblocks.
+  return errno == ESRCH ? send_signal(signo) : -errno;
 }
 
 // --- Loop ------------------------------------------------------------------

@@ -71,7 +71,8 @@ class SourceHandle {
   int send_signal(int signo) noexcept;
   // Child sources: sends `signo` to the process group the child leads (its
   // pid is its group's id), and only while the child is not reaped: until
-  // then neither id can be reused. Returns 0 or -errno; -ESRCH once reaped.
+  // then neither id can be reused. A child that has not made its group yet
+  // gets it on its own. Returns 0 or -errno; -ESRCH once reaped.
   int signal_group(int signo) noexcept;
   [[nodiscard]] pid_t pid() const noexcept;
 
