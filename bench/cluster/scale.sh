@@ -261,7 +261,7 @@ host_start() {
   shift 2
   # shellcheck disable=SC2016 # $1, $2 are sh -c's own
   ip netns exec "$(host_ns "$i")" unshare --pid --fork --mount-proc --uts --propagation private \
-    sh -c 'hostname "$1" && mount -t tmpfs -o mode=1777 tmpfs /tmp && mount -t tmpfs -o mode=0755 tmpfs /run &&
+    sh -c 'hostname "$1" && mount -n -t tmpfs -o mode=1777 tmpfs /tmp && mount -n -t tmpfs -o mode=0755 tmpfs /run &&
            shift && exec "$@"' sh "$VJ-$TASK-$i" \
     env -i "PATH=$DIR/bin:/usr/local/bin:/usr/bin:/bin" "MA_NUM_HOSTS=$hosts" "MA_TASK_INDEX=$i" \
     "VC_TASK_INDEX=$i" "MA_VJ_NAME=$VJ" "MA_TASK_NAME=$TASK" MA_NUM_GPUS=1 \

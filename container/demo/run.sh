@@ -12,6 +12,15 @@ if [ -z "$trainit" ]; then  # the demo workflow's build, else the release build'
   trainit=$here/../../build/demo/init/trainit
   [ -x "$trainit" ] || trainit=$here/../../build/release/init/trainit
 fi
+[ -x "$trainit" ] || { echo "demo: no trainit binary at $trainit (build it first: cmake --workflow --preset demo)" >&2; exit 1; }
+# The namespaces first, on their own: a failure here is unshare's, not the
+# job's, and is said as such.
+if ! why=$(unshare --pid --fork --mount-proc --kill-child true 2>&1); then
+  echo "demo: unshare cannot create the PID and mount namespaces trainit runs in: ${why:-exit $?}" >&2
+  echo "demo: it needs root (or a container run with --privileged) and a root directory that is a mount point" >&2
+  echo "demo: (in a chroot, bind-mount the chroot onto itself first: mount --bind DIR DIR)" >&2
+  exit 1
+fi
 work=$(mktemp -d /tmp/trainit-demo.XXXXXX)
 mkdir -p "$work/config" "$work/modelarts/log"
 sed 's/"completed"/"initializing"/' "$here/ascend/jobstart_hccl.json" > "$work/config/jobstart_hccl.json"
@@ -27,9 +36,16 @@ env -i PATH="$PATH" MA_VJ_NAME=ma-job-demo MA_CURRENT_HOST_IP=10.0.0.1 \
 code=$?
 wait
 echo "== trainit exited with $code"
-echo "== per-rank log files:"
-ls "$work/modelarts/log"/*.txt
-echo "== status file $work/status.json:"
-cat "$work/status.json"
+for log in "$work/modelarts/log"/*.txt; do
+  [ -f "$log" ] || { echo "== no per-rank log file in $work/modelarts/log"; break; }
+  echo "== per-rank log file ${log#"$work"/}:"
+  cat "$log"
+done
+if [ -f "$work/status.json" ]; then
+  echo "== status file (trainit status reads it):"
+  cat "$work/status.json"
+else
+  echo "== no status file: trainit did not get as far as writing one"
+fi
 rm -rf "$work"
 [ "$code" -eq 0 ]

@@ -242,7 +242,7 @@ ssize_t LogRelay::read_once(Rank& rank) {
   if (console_ != nullptr && show_held(rank, kMinConsoleRead)) {
     room = console_->begin(rank.prefix, rank.partial, kMinConsoleRead, kReadSize);
   }
-  const bool queued = !room.empty();
+  const bool queued = console_ != nullptr && !room.empty();  // a record of console_'s is open
   char* const data = queued ? room.data() : buffer_.get();
   const size_t size = queued ? room.size() : kDirectReadSize;
   ssize_t n;

@@ -12,6 +12,10 @@
 #                            code, or fails when SECONDS pass first
 #   host_kill_namespace I    SIGKILLs everything in host I and deletes its
 #                            namespace (the container vanished)
+#   cluster_user NAME        a non-root user NAME that exists only inside the
+#                            hosts (a private /etc/passwd and /etc/group bind-
+#                            mounted in each host's mount namespace, a uid the
+#                            machine does not use); host_start then runs as it
 #
 # Everything it makes is its own: namespaces named $E2E_ID-*, one private
 # test subnet ($E2E_SUBNET.0/24) that exists only inside them, files under
@@ -39,6 +43,11 @@ E2E_TASK=worker
 E2E_HOSTS=0
 E2E_UNLISTED="${E2E_UNLISTED:-}"
 E2E_NETNS_DIR_WAS_THERE=$([ -d /etc/netns ] && echo 1 || echo 0)
+# `ip netns add` makes /run/netns (the names of the namespaces) a mount of
+# its own: made here, it is unmade when the cluster goes, once no namespace
+# of anyone's is named in it.
+E2E_NETNS_RUN_WAS_THERE=$([ -d /run/netns ] && echo 1 || echo 0)
+E2E_NETNS_RUN_WAS_MOUNTED=$(mountpoint -q /run/netns 2>/dev/null && echo 1 || echo 0)
 E2E_DIR=$(mktemp -d /var/tmp/trainit-e2e.XXXXXX)
 chmod 0755 "$E2E_DIR"
 mkdir -p "$E2E_DIR/bin"
@@ -73,6 +82,11 @@ cluster_down() {
   fi
   rm -rf "$E2E_DIR"
   [ "$E2E_NETNS_DIR_WAS_THERE" = 1 ] || rmdir /etc/netns 2>/dev/null || true
+  if [ "$E2E_NETNS_RUN_WAS_MOUNTED" = 0 ] && mountpoint -q /run/netns 2>/dev/null &&
+    [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+    umount -n /run/netns 2>/dev/null || true
+  fi
+  [ "$E2E_NETNS_RUN_WAS_THERE" = 1 ] || rmdir /run/netns 2>/dev/null || true
   exit "$rc"
 }
 trap cluster_down EXIT
@@ -125,8 +139,22 @@ host_env() {
   echo "MA_CURRENT_HOST_IP=$(host_ip "$i")"
 }
 
+# cluster_user NAME: a user of the hosts only, as a container image would
+# have one. The machine's own /etc/passwd and /etc/group are read, never
+# written: each host sees a copy of them with NAME added, so the test needs no
+# user of the machine and leaves none behind.
+cluster_user() {
+  local name=$1 uid=2000
+  while getent passwd "$uid" >/dev/null || getent group "$uid" >/dev/null; do uid=$((uid + 1)); done
+  mkdir -p "$E2E_DIR/etc"
+  { cat /etc/passwd && echo "$name:x:$uid:$uid::/home/$name:/bin/sh"; } >"$E2E_DIR/etc/passwd"
+  { cat /etc/group && echo "$name:x:$uid:"; } >"$E2E_DIR/etc/group"
+  chmod 0644 "$E2E_DIR/etc/passwd" "$E2E_DIR/etc/group"
+  E2E_USER=$name E2E_UID=$uid E2E_USER_HOME=/home/$name
+}
+
 # host_start I [VAR=value ...] -- ARGS...: runs `trainit ARGS...` as PID 1 of
-# host I, as $E2E_USER when set (a user name), in the background.
+# host I, as the cluster_user when one was made (else root), in the background.
 host_start() {
   local i=$1
   shift
@@ -137,21 +165,23 @@ host_start() {
     shift
   done
   [ "${1:-}" = "--" ] && shift
-  local dir="$E2E_DIR/h$i" home user="${E2E_USER:-root}"
-  home=$(getent passwd "$user" | cut -d: -f6)
-  [ -n "$home" ] || fail "no home directory for $user"
-  [ "$user" = root ] || chown -R "$user" "$dir/home"
+  local dir="$E2E_DIR/h$i" home=/root uid=0 gid=0 user=root
+  if [ -n "${E2E_USER:-}" ]; then
+    user=$E2E_USER home=$E2E_USER_HOME uid=$E2E_UID gid=$E2E_UID
+    chown -R "$uid:$gid" "$dir/home"
+  fi
   env+=("HOME=$home" "USER=$user")
   rm -f "$dir/rc"
   (
     set +e
     # shellcheck disable=SC2016
     ip netns exec "$(host_ns "$i")" unshare --pid --fork --mount-proc --uts --propagation private \
-      sh -c 'hostname "$1" && mount -t tmpfs -o mode=1777 tmpfs /tmp && mount -t tmpfs -o mode=0755 tmpfs /run &&
-             { [ -d "$3" ] || mount -t tmpfs -o mode=0755 tmpfs "${3%/*}/"; } && mkdir -p "$3" &&
-             mount --bind "$2" "$3" && shift 3 && exec "$@"' \
-      sh "$E2E_VJ-$E2E_TASK-$i" "$dir/home" "$home" \
-      setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups \
+      sh -c 'hostname "$1" && mount -n -t tmpfs -o mode=1777 tmpfs /tmp && mount -n -t tmpfs -o mode=0755 tmpfs /run &&
+             { [ ! -f "$4/passwd" ] || { mount -n --bind "$4/passwd" /etc/passwd && mount -n --bind "$4/group" /etc/group; }; } &&
+             { [ -d "$3" ] || mount -n -t tmpfs -o mode=0755 tmpfs "${3%/*}/"; } && mkdir -p "$3" &&
+             mount -n --bind "$2" "$3" && shift 4 && exec "$@"' \
+      sh "$E2E_VJ-$E2E_TASK-$i" "$dir/home" "$home" "$E2E_DIR/etc" \
+      setpriv --reuid="$uid" --regid="$gid" --clear-groups \
       env -i "${env[@]}" ${TRAINIT_E2E_EMULATOR:+"$TRAINIT_E2E_EMULATOR"} "$E2E_DIR/bin/trainit" "$@" >"$dir/out" 2>&1 </dev/null
     echo $? >"$dir/rc.tmp" && mv "$dir/rc.tmp" "$dir/rc"
   ) 2>>"$dir/harness.err" &

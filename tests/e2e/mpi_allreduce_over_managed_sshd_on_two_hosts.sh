@@ -52,11 +52,8 @@ cluster_up 2
 run_job
 e2e_log "as root: PASS"
 
-if user=$(getent passwd 1000 | cut -d: -f1) && [ -n "$user" ]; then
-  E2E_USER=$user
-  for i in 0 1; do rm -f "$E2E_DIR/h$i/rc" "$E2E_DIR/h$i/out"; done
-  run_job
-  e2e_log "as $user: PASS"
-else
-  fail "no uid 1000 to run the job as a non-root user"
-fi
+# A user the hosts have and the machine need not (a fresh machine has none).
+cluster_user trainit-e2e
+for i in 0 1; do rm -f "$E2E_DIR/h$i/rc" "$E2E_DIR/h$i/out"; done
+run_job
+e2e_log "as $E2E_USER (uid $E2E_UID): PASS"

@@ -193,9 +193,9 @@ using LogDirectory = ::testing::TestWithParam<Where>;
 // whatever reached a log file is the beginning of what its rank wrote.
 TEST_P(LogDirectory, FullIsToldInOneLineAndTheJobGoesOnWithTheConsole) {
   TRAINIT_REQUIRE_ROOT();
+  FaultJob job(GetParam());  // before the mounts: they go first, then the job's directory
   PrivateMounts mounts;
   ASSERT_TRUE(mounts.error().empty()) << mounts.error();
-  FaultJob job(GetParam());
   const std::string dir = log_dir_of(job);
   ASSERT_EQ(mounts.tmpfs(dir, "64k"), "");
   ASSERT_TRUE(fill(dir)) << "the tmpfs did not fill";
@@ -214,9 +214,9 @@ TEST_P(LogDirectory, FullIsToldInOneLineAndTheJobGoesOnWithTheConsole) {
 
 TEST_P(LogDirectory, ReadOnlyIsToldInOneLineAndTheJobGoesOnWithTheConsole) {
   TRAINIT_REQUIRE_ROOT();
+  FaultJob job(GetParam());  // before the mounts: they go first, then the job's directory
   PrivateMounts mounts;
   ASSERT_TRUE(mounts.error().empty()) << mounts.error();
-  FaultJob job(GetParam());
   const std::string dir = log_dir_of(job);
   ASSERT_TRUE(std::filesystem::create_directories(dir) || std::filesystem::is_directory(dir));
   ASSERT_EQ(mounts.read_only(dir), "");
@@ -242,9 +242,9 @@ INSTANTIATE_TEST_SUITE_P(Modes, LogDirectory, ::testing::Values(Where{Mode::kAsc
 // says why, and the job ends as it would have, with its rank's code.
 template <typename Fail>
 void status_directory_failing_mid_job(Fail fail, std::string_view said) {
+  FaultJob job(Where{Mode::kAscend});  // before the mounts: they go first, then the job's directory
   PrivateMounts mounts;
   ASSERT_TRUE(mounts.error().empty()) << mounts.error();
-  FaultJob job(Where{Mode::kAscend});
   // Its own small file system, beside nothing else of the job's.
   const std::string status_dir = job.dirs().path("status");
   ASSERT_EQ(::mkdir(status_dir.c_str(), 0755), 0);

@@ -55,6 +55,7 @@ struct ChildPlan {
   uid_t uid = 0;
   gid_t gid = 0;
   const char* root = nullptr;
+  const char* tmp = nullptr;  // Spec::tmp, or nullptr: a tmpfs of its own
   int pid_socket = -1;        // kUnderInit: trainit's process sends its credentials here
   const char* tty = nullptr;  // Spec::terminal: the pty's slave side
 };
@@ -258,13 +259,23 @@ void reset_signals() {
   child_fail("execve");
 }
 
-// In a new PID and mount namespace: a private mount tree and our own /proc.
-void mount_proc() {
+// In a new PID and mount namespace: a private mount tree, our own /proc,
+// and a /tmp of trainit's own as a container has (Spec::tmp, or an empty
+// tmpfs gone with the namespace): what trainit writes under /tmp by default
+// (the status file, logs, private directories) never reaches the machine's.
+void mount_namespace(const ChildPlan& p) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0) {
     child_fail("mount --make-rprivate /");
   }
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0) {
     child_fail("mount /proc");
+  }
+  if (p.tmp != nullptr) {
+    if (::mount(p.tmp, "/tmp", nullptr, MS_BIND, nullptr) < 0) {
+      child_fail("mount --bind Spec::tmp /tmp");
+    }
+  } else if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0) {
+    child_fail("mount -t tmpfs tmpfs /tmp");
   }
 }
 
@@ -272,7 +283,7 @@ void mount_proc() {
 // bystander, reaps everything, exits with trainit's status (128+N for a
 // signal).
 [[noreturn]] void stub_init(const ChildPlan& p) {
-  mount_proc();
+  mount_namespace(p);
   install_stdio(p);
   pid_t trainit = raw_clone(0);
   if (trainit < 0) {
@@ -344,7 +355,7 @@ void mount_proc() {
 [[noreturn]] void intermediate(const ChildPlan& p, int report, int release) {
   pid_t trainit = clone_namespaced(CLONE_NEWPID | CLONE_NEWNS);
   if (trainit == 0) {
-    mount_proc();
+    mount_namespace(p);
     install_stdio(p);
     exec_trainit(p);
   }
@@ -515,6 +526,9 @@ void Trainit::start(const Spec& spec) {
     plan.uid = *spec.uid;
     plan.gid = spec.gid;
   }
+  if (!spec.tmp.empty()) {
+    plan.tmp = spec.tmp.c_str();
+  }
   if (!spec.root.empty()) {
     plan.root = spec.root.c_str();
   }
@@ -614,7 +628,7 @@ void Trainit::start(const Spec& spec) {
           stub_init(plan);
         }
         if (spec.layout == Layout::kPid1) {
-          mount_proc();
+          mount_namespace(plan);
         }
         install_stdio(plan);
         exec_trainit(plan);
@@ -884,7 +898,7 @@ Outcome run(Spec spec, Clock::duration timeout) {
 // --- TempDir ------------------------------------------------------------------
 
 TempDir::TempDir() {
-  char pattern[] = "/tmp/trainit-test.XXXXXX";
+  char pattern[] = "/var/tmp/trainit-test.XXXXXX";
   if (::mkdtemp(pattern) != nullptr) {
     path_ = pattern;
   }

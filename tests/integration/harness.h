@@ -69,7 +69,10 @@ struct Spec {
   std::vector<int> ignored{};  // the signals trainit's parent ignores
   std::optional<uid_t> uid{};  // run as this user (with gid, no supplementary groups)
   gid_t gid = 100;
-  std::string root{};                    // chroot here before exec (no /proc in it)
+  std::string root{};  // chroot here before exec (no /proc in it)
+  // trainit's /tmp (kPid1, kUnderInit: its mount namespace's) is this
+  // directory, bound there; empty: a tmpfs of its own, gone with the namespace.
+  std::string tmp{};
   std::vector<std::string> bystander{};  // kUnderInit: the stub's other child
   // trainit's parent is an intermediate process that lives until
   // release_parent() (for -p). The test process must be a child subreaper to
@@ -185,7 +188,8 @@ std::vector<pid_t> children_of(pid_t pid);
 // The value of `key` in sigreport-style output ("key VALUE" lines), or "".
 std::string field(std::string_view text, std::string_view key);
 
-// A fresh directory under /tmp, removed with its contents at scope exit.
+// A fresh directory under /var/tmp (not /tmp: trainit's /tmp is a tmpfs of
+// its own, Spec::tmp), removed with its contents at scope exit.
 class TempDir {
  public:
   TempDir();
@@ -202,8 +206,8 @@ class TempDir {
 // Copies trainit and the helpers `helpers` (names as for helper_path) into
 // `dir` as dir/trainit and dir/NAME, and opens `dir` to every user (0755), for
 // tests that run them as another uid: the build tree may sit where that uid
-// cannot go (a checkout under /root, 0700 on Debian), a TempDir under /tmp
-// can. The copies go with `dir`. False, with the reason in `error`, when one
+// cannot go (a checkout under /root, 0700 on Debian), a TempDir under
+// /var/tmp can. The copies go with `dir`. False, with the reason in `error`, when one
 // cannot be made.
 bool copy_for_other_users(const TempDir& dir, const std::vector<std::string>& helpers, std::string* error);
 

@@ -833,9 +833,12 @@ TEST(JobStatus, DefaultStatusFileIsPerInstanceUnderTmp) {
   Job job;
   ASSERT_TRUE(write_file(job.table(), template1("completed", 1)));
   const std::string pid = std::to_string(::getpid());
-  const std::string expected = "/tmp/trainit-status-it5-" + pid + "_worker_0.json";  // '/' and ' ' made safe
-  ::unlink(expected.c_str());
+  // trainit's /tmp is the job's own directory here, so the test sees the file.
+  const std::string tmp = job.path("tmp");
+  ASSERT_EQ(::mkdir(tmp.c_str(), 01777), 0);
+  const std::string expected = tmp + "/trainit-status-it5-" + pid + "_worker_0.json";  // '/' and ' ' made safe
   Spec spec;
+  spec.tmp = tmp;
   spec.env = job.env({"MA_CURRENT_INSTANCE_NAME=it5-" + pid + "/worker 0"});
   spec.args = {"--"};
   for (auto& a : job.command({"exit", "0"})) {
@@ -844,7 +847,6 @@ TEST(JobStatus, DefaultStatusFileIsPerInstanceUnderTmp) {
   Outcome r = run(spec);
   EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
   std::string text = slurp(expected);
-  ::unlink(expected.c_str());
   Json status = Json::parse(text, nullptr, false);
   ASSERT_FALSE(status.is_discarded()) << expected << ": " << text << r.transcript;
   EXPECT_EQ(status["state"], "exit");
