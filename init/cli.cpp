@@ -358,6 +358,13 @@ constexpr OptionSpec kOptions[] = {
      .help = "their capabilities: keep (default: what the\n"
              "container gave), drop (none at all), or a list\n"
              "kept in every set (CAP_IPC_LOCK,CAP_SYS_PTRACE)"},
+    {.name = "allow-job-ptrace",
+     .kind = Kind::kFlag,
+     .set = [](Options& o, bool on) { o.allow_job_ptrace = on; },
+     .show = [](const Options& o) -> std::optional<std::string> { return bool_text(o.allow_job_ptrace); },
+     .help = "let --caps give CAP_SYS_PTRACE to a --user job:\n"
+             "its processes can then read and write PID 1's\n"
+             "memory (the job secret included), root's power"},
     {.name = "no-new-privs",
      .kind = Kind::kFlag,
      .set = [](Options& o, bool on) { o.no_new_privs = on; },

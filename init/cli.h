@@ -78,6 +78,7 @@ struct Options : PlanOptions {
   std::string run_user;              // --user NAME|UID[:GROUP|:GID]; empty: trainit's own
   CapsRequest caps;                  // --caps keep|drop|LIST
   bool no_new_privs = false;         // --no-new-privs
+  bool allow_job_ptrace = false;     // --allow-job-ptrace: CAP_SYS_PTRACE for a --user job
   std::vector<std::string> redact;   // --redact PATTERN: more secret variable names (globs)
   std::vector<std::string> command;  // PROGRAM ARGS...
 

@@ -1,6 +1,7 @@
 #include "privileges.h"
 
 #include <fmt/format.h>
+#include <linux/capability.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -197,6 +198,17 @@ Result<JobPrivileges> JobPrivileges::settle_asked(const Options& options) {
   }
   p.caps_ = options.caps;
   p.no_new_privs_ = options.no_new_privs;
+  // A process that may ptrace PID 1 reads and writes its memory (the job
+  // secret, every peer's trust) and so has root's power over it: never
+  // given to another user by accident.
+  if (p.account_ && p.account_->ids.uid != 0 && p.caps_.policy == CapsPolicy::kList &&
+      (p.caps_.list & cap_bit(CAP_SYS_PTRACE)) != 0 && !options.allow_job_ptrace) {
+    return Error{fmt::format("--caps {} with --user {}: CAP_SYS_PTRACE lets the job's processes read and write "
+                             "PID 1's memory (the job secret included), root's power over trainit; "
+                             "add --allow-job-ptrace to mean it",
+                             cap_list_text(p.caps_.list), options.run_user),
+                 EINVAL};
+  }
   if (!p.account_ && p.caps_.policy == CapsPolicy::kKeep && !p.no_new_privs_) {
     return p;  // the processes run as trainit does: nothing to check or apply
   }

@@ -83,7 +83,8 @@ inline constexpr const char* kDefaultTerminationLog = "/dev/termination-log";
 [[nodiscard]] std::string cut_utf8(std::string_view text, std::size_t max_bytes);
 
 // Writes `line` (its secrets hidden, base/redact.h, then cut to
-// kTerminationLogMax with its newline) to the file at
+// kTerminationLogMax with its newline, controls and malformed bytes as \xNN)
+// to the file at
 // `path` in one write from its start, replacing what it held. Only a file
 // that is there: nothing is created, a symbolic link, a FIFO, a device or a
 // file with other names is refused, and nothing here blocks. Errors name the

@@ -10,6 +10,7 @@
 
 #include "base/fd.h"
 #include "base/log.h"
+#include "base/redact.h"
 #include "platform/json.h"
 #include "platform/text.h"
 #include "status_file.h"
@@ -23,14 +24,15 @@ constexpr std::size_t kMaxException = 300;
 constexpr std::size_t kMaxFramePath = 200;
 constexpr std::size_t kMaxFunction = 100;
 
-// The first line of `text`, trailing blanks and a bare ": " off, cut and
-// escaped to one line of printable ASCII.
+// The first line of `text`, trailing blanks and a bare ": " off, its secrets
+// hidden, then cut and escaped to one line of printable ASCII: hidden first,
+// as a cut would leave a secret's beginning and the escapes its \xNN form.
 std::string first_line(std::string_view text, std::size_t max_bytes) {
   text = text.substr(0, std::min(text.find('\n'), text.size()));
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r' || text.back() == ':')) {
     text.remove_suffix(1);
   }
-  return one_line(cut_utf8(text, max_bytes));
+  return one_line(cut_utf8(redact(text), max_bytes));
 }
 
 // `  File "/w/train.py", line 10, in main` as "/w/train.py:10 in main";

@@ -3,12 +3,14 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <thread>
 
 #include "base/redact.h"
+#include "base/utf8.h"
 
 namespace trainit {
 namespace {
@@ -32,31 +34,34 @@ bool log_enabled(Level level) noexcept {
   return level == Level::kError || static_cast<int>(level) <= g_verbosity;
 }
 
+// A line is made in three steps, in this order: its secrets hidden in the
+// whole formatted text (a cut first would leave a secret's beginning), then
+// cut to kLineMax, then what is not printable UTF-8 (C0, DEL, C1 controls, a
+// malformed byte) written as \xNN, whatever text the message quotes: one
+// line, and nothing a terminal takes as a command.
 void log_write(Level level, fmt::string_view format, fmt::format_args args) noexcept {
+  constexpr size_t kFormattedMax = 4096;
+  constexpr size_t kLineMax = 1024;  // the newline included
   int saved_errno = errno;
-  char buf[1024];
-  char* end = buf + sizeof(buf) - 1;  // room for the newline
   try {
-    auto r = fmt::format_to_n(buf, sizeof(buf) - 1, "trainit: {}: ", kLevelNames[static_cast<int>(level)]);
+    char formatted[kFormattedMax];
+    auto r = fmt::format_to_n(formatted, sizeof(formatted), "trainit: {}: ", kLevelNames[static_cast<int>(level)]);
     char* p = r.out;
-    if (p < end) {
-      p = fmt::vformat_to_n(p, static_cast<size_t>(end - p), format, args).out;
+    if (p < formatted + sizeof(formatted)) {
+      p = fmt::vformat_to_n(p, static_cast<size_t>(formatted + sizeof(formatted) - p), format, args).out;
     }
-    if (p > end) {
-      p = end;
-    }
-    *p++ = '\n';
-    std::string_view line(buf, static_cast<size_t>(p - buf));
-    char hidden[sizeof(buf)];
+    std::string_view text(formatted, static_cast<size_t>(std::min(p, formatted + sizeof(formatted)) - formatted));
+    char hidden[kLineMax];
     if (has_secrets()) {  // nothing secret reaches a log line
-      size_t n = redact_into(line.substr(0, line.size() - 1), hidden, sizeof(hidden) - 1);
-      hidden[n++] = '\n';
-      line = std::string_view(hidden, n);
+      text = std::string_view(hidden, redact_into(text, hidden, sizeof(hidden) - 1));
     }
+    char line[kLineMax];
+    size_t n = escape_unprintable_into(text.substr(0, sizeof(line) - 1), line, sizeof(line) - 1);
+    line[n++] = '\n';
     if (g_sink != nullptr && std::this_thread::get_id() == g_sink_thread) {
-      g_sink->log_line(line);
+      g_sink->log_line(std::string_view(line, n));
     } else {
-      (void)write_now(STDERR_FILENO, line);
+      (void)write_now(STDERR_FILENO, std::string_view(line, n));
     }
   } catch (...) {  // a bad format string must not take PID 1 down
   }

@@ -1,7 +1,10 @@
 #include "base/redact.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
+
+#include "base/utf8.h"
 
 namespace trainit {
 namespace {
@@ -11,24 +14,92 @@ std::vector<std::string>& secrets() {
   return list;
 }
 
-// The value as a JSON string holds it, without the quotes.
-std::string json_escaped(std::string_view value) {
+constexpr char kHex[] = "0123456789abcdef";
+
+void append_hex(std::string& out, std::string_view prefix, unsigned value, int digits) {
+  out += prefix;
+  for (int shift = 4 * (digits - 1); shift >= 0; shift -= 4) {
+    out += kHex[(value >> shift) & 0xf];
+  }
+}
+
+// The JSON escape of `c`, or "" where JSON writes it as it is.
+std::string json_escape(unsigned char c) {
+  switch (c) {
+    case '"':
+      return "\\\"";
+    case '\\':
+      return "\\\\";
+    case '\b':
+      return "\\b";
+    case '\f':
+      return "\\f";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    default:
+      break;
+  }
   std::string out;
+  if (c < 0x20) {
+    append_hex(out, "\\u", c, 4);
+  }
+  return out;
+}
+
+// The forms a secret takes in what trainit writes, each without quotes:
+// as it is; in JSON written byte for byte (UTF-8 kept) and as
+// nlohmann::json's dump with ensure_ascii writes it (the status file:
+// \uXXXX beyond ASCII); as one_line() and quote_for_message() escape it
+// (platform/text.h: \xNN per byte outside printable ASCII, the second with
+// \" and \\ too).
+std::vector<std::string> written_forms(std::string_view value) {
+  std::string one_line, quoted;
   for (char c : value) {
     const auto u = static_cast<unsigned char>(c);
     if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += "\\u00";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
+      quoted += '\\';
+    }
+    if (u < 0x20 || u >= 0x7f) {
+      append_hex(one_line, "\\x", u, 2);
+      append_hex(quoted, "\\x", u, 2);
     } else {
-      out += c;
+      one_line += c;
+      quoted += c;
     }
   }
-  return out;
+  std::string json, ascii_json;
+  for (size_t at = 0; at < value.size();) {
+    const auto u = static_cast<unsigned char>(value[at]);
+    if (u < 0x80) {
+      const std::string escape = json_escape(u);
+      json += escape.empty() ? std::string(1, value[at]) : escape;
+      if (u == 0x7f) {
+        append_hex(ascii_json, "\\u", u, 4);
+      } else {
+        ascii_json += escape.empty() ? std::string(1, value[at]) : escape;
+      }
+      ++at;
+      continue;
+    }
+    const std::size_t length = utf8_length_at(value, at);
+    const std::size_t n = length == 0 ? 1 : length;
+    const char32_t cp = utf8_decode(value, at, n);
+    json.append(value.substr(at, n));
+    if (length == 0) {
+      append_hex(ascii_json, "\\u", 0xfffd, 4);  // what its error handler "replace" writes
+    } else if (cp <= 0xffff) {
+      append_hex(ascii_json, "\\u", cp, 4);
+    } else {
+      append_hex(ascii_json, "\\u", 0xd800 + ((cp - 0x10000) >> 10), 4);
+      append_hex(ascii_json, "\\u", 0xdc00 + ((cp - 0x10000) & 0x3ff), 4);
+    }
+    at += n;
+  }
+  return {std::string(value), std::move(json), std::move(ascii_json), std::move(one_line), std::move(quoted)};
 }
 
 // The registered secret that starts `text`, longest first; empty: none.
@@ -79,7 +150,7 @@ void add_secret(std::string_view value) {
     return;
   }
   auto& list = secrets();
-  for (std::string form : {std::string(value), json_escaped(value)}) {
+  for (std::string& form : written_forms(value)) {
     if (std::find(list.begin(), list.end(), form) != list.end()) {
       continue;
     }

@@ -105,9 +105,13 @@ bool Connection::flush(Clock::time_point until) {
   }
 }
 
+// Only what waits in the socket: every whole frame read is handed over at
+// once, so what the reader holds is part of a frame, which is no sign of life
+// (a peer that sends six bytes of one and falls silent is lost after
+// peer_loss, as a silent one is).
 bool Connection::has_unread() const noexcept {
   int queued = 0;
-  return reader_.buffered() > 0 || (::ioctl(fd_.get(), FIONREAD, &queued) == 0 && queued > 0);
+  return ::ioctl(fd_.get(), FIONREAD, &queued) == 0 && queued > 0;
 }
 
 int Connection::on_io(uint32_t events) {

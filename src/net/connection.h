@@ -49,8 +49,9 @@ class Connection {
   // Returns whether everything was written.
   bool flush(Clock::time_point until);
   [[nodiscard]] int fd() const noexcept { return fd_.get(); }
-  // Bytes arrived and not handed to on_frame yet (in the socket or held):
-  // a peer whose frames wait for this side to read them is not silent.
+  // Bytes arrived in the socket and not read yet: a peer whose frames wait
+  // for this side to read them is not silent. Part of a frame already read
+  // does not count.
   [[nodiscard]] bool has_unread() const noexcept;
 
  private:

@@ -4,12 +4,10 @@
 
 #include <algorithm>
 
+#include "base/utf8.h"
+
 namespace trainit::net {
 namespace {
-
-bool control_byte(char c) noexcept {
-  return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-}
 
 std::string plural(size_t n, std::string_view what) {
   return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
@@ -30,12 +28,16 @@ std::string text_problem(std::string_view what, std::string_view text, size_t ma
   if (text.size() > max) {
     return fmt::format("{} of {} bytes is over {}", what, text.size(), max);
   }
-  const auto at = std::find_if(text.begin(), text.end(), control_byte);
-  if (at != text.end()) {
-    return fmt::format("{} holds a control byte (0x{:02x} at byte {})", what, static_cast<unsigned char>(*at),
-                       at - text.begin());
+  const size_t at = first_unprintable(text);
+  if (at == std::string_view::npos) {
+    return {};
   }
-  return {};
+  const size_t length = utf8_length_at(text, at);
+  if (length == 0) {
+    return fmt::format("{} is not UTF-8 (byte 0x{:02x} at byte {})", what, static_cast<unsigned char>(text[at]), at);
+  }
+  return fmt::format("{} holds a control character (U+{:04X} at byte {})", what,
+                     static_cast<uint32_t>(utf8_decode(text, at, length)), at);
 }
 
 std::string sendable_text(std::string_view text, size_t max) {
@@ -48,8 +50,19 @@ std::string sendable_text(std::string_view text, size_t max) {
     }
     text = text.substr(0, cut);
   }
-  std::string out(text);
-  std::replace_if(out.begin(), out.end(), control_byte, '?');
+  // What the receiver would refuse (a malformed sequence, a control
+  // character) becomes '?', a character at a time.
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0; at < text.size();) {
+    const size_t length = utf8_length_at(text, at);
+    if (length != 0 && !is_control(utf8_decode(text, at, length))) {
+      out.append(text.substr(at, length));
+    } else {
+      out += '?';
+    }
+    at += length == 0 ? 1 : length;
+  }
   return out;
 }
 
@@ -163,8 +176,7 @@ std::string describe(const StopNotice& notice) {
 }
 
 std::string printable(std::string_view text, size_t max) {
-  std::string out(text.substr(0, max));
-  std::replace_if(out.begin(), out.end(), control_byte, '?');
+  std::string out = sendable_text(text, max);
   if (text.size() > max) {
     out += "...";
   }

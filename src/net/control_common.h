@@ -29,12 +29,12 @@ inline constexpr size_t kMaxCause = 4096;
 inline constexpr size_t kMaxJobId = 1024;
 
 // Why `text` (a peer's job id or cause) is not fit to be taken as it is:
-// longer than `max` bytes, or holding a control byte (< 0x20, 0x7f), which
-// would reach log lines and the status file as it is. Empty when it is fit.
-// Bytes from 0x80 (UTF-8) pass as they are.
+// longer than `max` bytes, not well-formed UTF-8, or holding a control
+// character (C0, DEL, C1: U+0080-U+009F), which would reach log lines, a
+// console and the termination message as commands. Empty when it is fit.
 [[nodiscard]] std::string text_problem(std::string_view what, std::string_view text, size_t max);
-// `text` made fit to send: control bytes as '?', cut to at most `max` bytes
-// at a UTF-8 character boundary.
+// `text` made fit to send: cut to at most `max` bytes at a UTF-8 character
+// boundary, each malformed byte and control character as '?'.
 [[nodiscard]] std::string sendable_text(std::string_view text, size_t max);
 
 // What this host sends in a STOP or RESTART: an exit code outside 0-255 as 1
@@ -88,7 +88,8 @@ inline constexpr size_t kMaxJobId = 1024;
 // and it did not reconnect within 1.0 s".
 [[nodiscard]] std::string silent_for(Duration silence);
 [[nodiscard]] std::string closed_for(Duration grace);
-// A peer's text fit for a log line: control bytes as '?', at most `max` bytes.
+// A peer's text fit for a log line: malformed bytes and control characters
+// as '?', cut to at most `max` bytes ("..." marks the cut).
 [[nodiscard]] std::string printable(std::string_view text, size_t max = 200);
 [[nodiscard]] std::string_view view(const Nonce& bytes) noexcept;
 

@@ -1,5 +1,8 @@
 #include "platform/text.h"
 
+#include "base/redact.h"
+#include "base/utf8.h"
+
 namespace trainit {
 namespace {
 
@@ -17,41 +20,6 @@ void append_hex_escape(std::string& out, unsigned char c) {
   out += "\\x";
   out += kHex[c >> 4];
   out += kHex[c & 0xf];
-}
-
-// Length of the valid UTF-8 sequence starting at s[i], 0 when it is not one
-// (overlong forms, surrogates and values above U+10FFFF are invalid).
-std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = byte(i);
-  std::size_t n = 0;
-  unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    if (c == 0xe0)
-      lo = 0xa0;
-    if (c == 0xed)
-      hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    if (c == 0xf0)
-      lo = 0x90;
-    if (c == 0xf4)
-      hi = 0x8f;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size())
-    return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi)
-    return 0;
-  for (std::size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf)
-      return 0;
-  }
-  return n;
 }
 
 }  // namespace
@@ -73,7 +41,7 @@ void append_json_string(std::string& out, std::string_view text) {
   while (i < text.size()) {
     auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
-      std::size_t n = utf8_sequence_length(text, i);
+      std::size_t n = utf8_length_at(text, i);
       if (n == 0) {
         out += "\xef\xbf\xbd";  // U+FFFD
         ++i;
@@ -119,7 +87,9 @@ void append_json_string(std::string& out, std::string_view text) {
   out += '"';
 }
 
-std::string quote_for_message(std::string_view text, std::size_t max_bytes) {
+std::string quote_for_message(std::string_view raw, std::size_t max_bytes) {
+  const std::string hidden = redact(raw);  // before the cut, which would leave a secret's beginning
+  const std::string_view text = hidden;
   bool cut = text.size() > max_bytes;
   std::string_view shown = cut ? text.substr(0, max_bytes) : text;
   std::string out = "\"";
@@ -138,7 +108,8 @@ std::string quote_for_message(std::string_view text, std::size_t max_bytes) {
   return out;
 }
 
-std::string one_line(std::string_view text) {
+std::string one_line(std::string_view raw) {
+  const std::string text = redact(raw);  // before the escapes, which would hide a secret from it
   std::string out;
   out.reserve(text.size());
   for (char ch : text) {

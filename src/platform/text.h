@@ -20,13 +20,15 @@ namespace trainit {
 // the output is always valid JSON.
 void append_json_string(std::string& out, std::string_view text);
 
-// `text` quoted for a one-line message: JSON-like escapes, every byte outside
-// printable ASCII as \xNN, cut to at most `max_bytes` of input ("..." marks
-// the cut). Never contains a newline.
+// `text` quoted for a one-line message: its secrets hidden (base/redact.h),
+// then cut to at most `max_bytes` ("..." marks the cut), then JSON-like
+// escapes, every byte outside printable ASCII as \xNN. Never contains a
+// newline, nor any part of a secret.
 [[nodiscard]] std::string quote_for_message(std::string_view text, std::size_t max_bytes = 80);
 
-// `text` with every byte outside printable ASCII written as \xNN (a newline
-// included): what a message built from foreign text needs to stay one line.
+// `text` with its secrets hidden, then every byte outside printable ASCII
+// written as \xNN (a newline included): what a message built from foreign
+// text needs to stay one line.
 [[nodiscard]] std::string one_line(std::string_view text);
 
 // `n` and the noun that agrees with it: "1 rank", "0 ranks", "2 ranks";

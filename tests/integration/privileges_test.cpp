@@ -109,12 +109,22 @@ TEST_F(Privileges, CapsDropEmptiesEverySetEvenForRoot) {
 }
 
 TEST_F(Privileges, CapsListIsKeptInEverySetAcrossTheSwitchOfUser) {
-  Outcome r = report({"--user", "1000:100", "--caps", "CAP_IPC_LOCK,cap_sys_ptrace"}, bin_);
+  Outcome r = report({"--user", "1000:100", "--caps", "CAP_IPC_LOCK,cap_sys_ptrace", "--allow-job-ptrace"}, bin_);
   ASSERT_EQ(r.exit, Exit::code(0)) << r.transcript;
   EXPECT_EQ(field(r.out, "Uid:"), "1000 1000 1000 1000") << r.out;
   for (const char* set : {"CapBnd:", "CapPrm:", "CapEff:", "CapInh:", "CapAmb:"}) {
     EXPECT_EQ(field(r.out, set), kIpcLockAndPtrace) << set << "\n" << r.out;
   }
+}
+
+// CAP_SYS_PTRACE for another user's processes would let them read PID 1's
+// memory: without --allow-job-ptrace it is one line and exit 64, and nothing
+// starts.
+TEST_F(Privileges, CapSysPtraceForAnotherUserWithoutTheOptInIsRefusedWith64) {
+  Outcome r = report({"--user", "1000:100", "--caps", "CAP_IPC_LOCK,cap_sys_ptrace"}, bin_);
+  EXPECT_EQ(r.exit, Exit::code(64)) << r.transcript;
+  EXPECT_NE(r.err.find("--allow-job-ptrace"), std::string::npos) << r.transcript;
+  EXPECT_EQ(field(r.out, "Uid:"), "") << "the program ran" << r.transcript;
 }
 
 TEST_F(Privileges, NoNewPrivsIsSet) {

@@ -3,8 +3,12 @@
 #include <unistd.h>
 
 #include "base/fd.h"
+#include "base/log.h"
 #include "base/number.h"
+#include "base/redact.h"
 #include "base/time.h"
+#include "base/utf8.h"
+#include "net_support.h"
 
 namespace trainit {
 namespace {
@@ -61,6 +65,50 @@ TEST(Fd, ClosesOnDestructionAndMovesOwnership) {
   }
   EXPECT_EQ(::fcntl(raw, F_GETFD), -1);
   EXPECT_EQ(errno, EBADF);
+}
+
+}  // namespace
+}  // namespace trainit
+
+namespace trainit {
+namespace {
+
+// Every log line is one line of printable text, whatever it quotes: C0, DEL
+// and C1 controls and malformed UTF-8 as \xNN, well-formed UTF-8 as it is.
+TEST(LogLine, ControlCharactersAndMalformedBytesAreEscapedAndUtf8Stays) {
+  test::LogCapture log;
+  log_warning("cause {}", std::string_view("\x1b[2J a\nb \xc2\x9b"
+                                           "31m \x9b \xff \x7f шаг ✓"));
+  ASSERT_EQ(log.lines().size(), 1U);
+  EXPECT_EQ(log.lines()[0],
+            "trainit: warning: cause \\x1b[2J a\\x0ab \\xc2\\x9b"
+            "31m \\x9b \\xff \\x7f шаг ✓\n");
+}
+
+// A secret that the line's 1,024 bytes would cut in two is hidden whole: it
+// is hidden before the line is cut.
+TEST(LogLine, ASecretAtTheCutIsHiddenBeforeTheLineIsCut) {
+  const std::string secret = "straddling-secret-0123456789";
+  add_secret(secret);
+  test::LogCapture log;
+  const std::string filler(1024 - std::string_view("trainit: warning: ").size() - 10, 'f');
+  log_warning("{}{}", filler, secret);
+  ASSERT_EQ(log.lines().size(), 1U);
+  EXPECT_LE(log.lines()[0].size(), 1024U);
+  EXPECT_EQ(log.lines()[0].find("straddl"), std::string::npos) << log.lines()[0];
+}
+
+// The check a peer's text passes (net/control_common.h): UTF-8, no control.
+TEST(Utf8, FirstUnprintableFindsControlsAndMalformedSequences) {
+  EXPECT_EQ(first_unprintable("plain шаг ✓ 🙂"), std::string_view::npos);
+  EXPECT_EQ(first_unprintable("ab\x85"), 2U);                         // a lone continuation byte
+  EXPECT_EQ(first_unprintable("ab\xc2\x85"), 2U);                     // U+0085, C1
+  EXPECT_EQ(first_unprintable("a\xc2\xa0"), std::string_view::npos);  // U+00A0 is no control
+  EXPECT_EQ(first_unprintable("a\xc0\xaf"), 1U);                      // overlong '/'
+  EXPECT_EQ(first_unprintable("a\xed\xa0\x80"), 1U);                  // a surrogate
+  EXPECT_EQ(first_unprintable("a\xf4\x90\x80\x80"), 1U);              // above U+10FFFF
+  EXPECT_EQ(first_unprintable("a\xe2\x9c"), 1U);                      // cut short
+  EXPECT_EQ(first_unprintable("a\x7f"), 1U);
 }
 
 }  // namespace

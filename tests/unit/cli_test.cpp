@@ -281,6 +281,7 @@ const std::map<std::string, Sample, std::less<>> kSamples = {
     {"user", {"ma-user", "ma-user", "1000:100"}},
     {"caps", {"drop", "drop", "CAP_IPC_LOCK"}},
     {"no-new-privs", {"1", "true", "0"}},
+    {"allow-job-ptrace", {"1", "true", "0"}},
     {"redact", {"WANDB_*", "WANDB_*", "MLFLOW_*"}},
 };
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/redact.h"
 #include "job/error_file.h"
 #include "net_support.h"
 
@@ -97,6 +98,23 @@ TEST(ErrorFile, AStrangeCallstackGivesNoFrameAndForeignTextStaysOneShortLine) {
   EXPECT_EQ(hostile->exception.find('\x1b'), std::string::npos);
   EXPECT_LE(hostile->frame.size(), 330u);
   EXPECT_EQ(hostile->frame.find('\x07'), std::string::npos);
+}
+
+// A secret in a rank's exception is hidden before the message is cut to
+// its 300 bytes and escaped to ASCII: a token the cut falls in leaks no
+// beginning of itself, a non-ASCII password no \xNN form of itself.
+TEST(ErrorFile, ASecretIsHiddenBeforeTheExceptionIsCutOrEscaped) {
+  const std::string token = "tok-0123456789abcdefghij";
+  const std::string password = "p\xc3\xa4ssw\xc3\xb6rd-42";  // "pässwörd-42"
+  add_secret(token);
+  add_secret(password);
+  const std::string filler(290, 'f');
+  auto cut = parse_error_file(R"({"message": {"message": "ValueError: )" + filler + token + R"("}})");
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(cut->exception.find(token.substr(0, 8)), std::string::npos) << cut->exception;
+  auto escaped = parse_error_file(R"({"message": {"message": "PermissionError: wrong password )" + password + R"("}})");
+  ASSERT_TRUE(escaped);
+  EXPECT_EQ(escaped->exception, "PermissionError: wrong password <redacted>");
 }
 
 class JobErrorFile : public ::testing::Test {

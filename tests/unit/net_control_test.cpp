@@ -304,6 +304,42 @@ TEST_F(NetControl, AClientThatStopsRespondingIsLost) {
   EXPECT_TRUE(step_until(loop_, [&] { return peer.closed(); }));  // host 0 gave up on it
 }
 
+// Host 0 played by hand on `listener` for the client `one`: the challenge,
+// its HELLO, the welcome. The connection, or nullptr where a step failed.
+std::unique_ptr<RawPeer> welcome_by_hand(Loop& loop, int listener, Client& one) {
+  Fd accepted;
+  in_addr from{};
+  if (!step_until(loop, [&] { return net::accept_tcp(listener, accepted, from) == 0; })) {
+    return nullptr;
+  }
+  auto host0 = std::make_unique<RawPeer>(std::move(accepted));
+  wire::Frame frame;
+  if (!host0->send(wire::Type::kChallenge, std::string(32, 'n')) ||
+      !step_until(loop, [&] { return host0->next(frame); }) || frame.type != wire::Type::kHello ||
+      !host0->send(wire::Type::kWelcome) || !step_until(loop, [&] { return one.channel->connected(); })) {
+    return nullptr;
+  }
+  return host0;
+}
+
+// The same from host 0's side: a client whose host 0 sends part of a
+// frame and falls silent loses it after peer_loss.
+TEST_F(NetControl, AHost0ThatSendsPartOfAFrameAndFallsSilentIsLost) {
+  peer_loss_ = 300ms;
+  Fd listener;
+  ASSERT_EQ(net::listen_tcp(0, listener), 0);
+  Client& one = add_client(config(1, 2), static_cast<uint16_t>(net::local_port(listener.get())));
+  std::unique_ptr<RawPeer> host0 = welcome_by_hand(loop_, listener.get(), one);
+  ASSERT_NE(host0, nullptr);
+  ASSERT_TRUE(host0->send(wire::encode(wire::Type::kHeartbeat).substr(0, 6)));
+  const auto sent = Clock::now();
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !one.seen.lost.empty(); }, 2s))
+      << "a partial frame kept host 0 alive";
+  EXPECT_LT(Clock::now() - sent, peer_loss_ + 200ms);
+  EXPECT_EQ(one.seen.lost, std::vector<unsigned>{0});
+}
+
 TEST_F(NetControl, AClientLosesHost0WhenItGoesAway) {
   peer_loss_ = 300ms;
   start_server(2);
@@ -325,16 +361,7 @@ TEST_F(NetControl, AClientLosesHost0WhenItStopsResponding) {
   Fd listener;
   ASSERT_EQ(net::listen_tcp(0, listener), 0);
   Client& one = add_client(config(1, 2), static_cast<uint16_t>(net::local_port(listener.get())));
-  Fd accepted;
-  in_addr from{};
-  ASSERT_TRUE(step_until(loop_, [&] { return net::accept_tcp(listener.get(), accepted, from) == 0; }));
-  RawPeer host0(std::move(accepted));
-  ASSERT_TRUE(host0.send(wire::Type::kChallenge, std::string(32, 'n')));
-  wire::Frame frame;
-  ASSERT_TRUE(step_until(loop_, [&] { return host0.next(frame); }));
-  ASSERT_EQ(frame.type, wire::Type::kHello);
-  ASSERT_TRUE(host0.send(wire::Type::kWelcome));
-  ASSERT_TRUE(step_until(loop_, [&] { return one.channel->connected(); }));
+  ASSERT_NE(welcome_by_hand(loop_, listener.get(), one), nullptr);
   const auto welcomed = Clock::now();
   ASSERT_TRUE(step_until(
       loop_, [&] { return !one.seen.lost.empty(); }, 2s));
@@ -354,6 +381,22 @@ bool join_by_hand(Loop& loop, RawPeer& peer, unsigned index, unsigned count) {
          frame.type == wire::Type::kChallenge &&
          peer.send(wire::Type::kHello, wire::PayloadWriter().u32(index).u32(count).u8(0).bytes("job-7").data()) &&
          step_until(loop, [&] { return peer.next(frame); }) && frame.type == wire::Type::kWelcome;
+}
+
+// Six bytes of a frame, then silence: bytes held for a frame that never
+// comes whole are no sign of life. The host is lost after peer_loss.
+TEST_F(NetControl, AClientThatSendsPartOfAFrameAndFallsSilentIsLost) {
+  peer_loss_ = 300ms;
+  start_server(2);
+  RawPeer peer(server_->port());
+  ASSERT_TRUE(join_by_hand(loop_, peer, 1, 2));
+  ASSERT_TRUE(peer.send(wire::encode(wire::Type::kHeartbeat).substr(0, 6)));
+  const auto sent = Clock::now();
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !server_seen_.lost.empty(); }, 2s))
+      << "a partial frame kept the host alive";
+  EXPECT_LT(Clock::now() - sent, peer_loss_ + 200ms);
+  EXPECT_EQ(server_seen_.lost, std::vector<unsigned>{1});
 }
 
 TEST_F(NetControl, AClientWhoseConnectionClosesIsLostAfterTheGraceNotAfterPeerLoss) {

@@ -7,6 +7,7 @@
 #include <linux/capability.h>
 
 #include "base/redact.h"
+#include "platform/text.h"
 
 namespace trainit {
 namespace {
@@ -120,6 +121,36 @@ TEST(RankCapSets, EachPolicyForRootAndForAnotherUser) {
   EXPECT_EQ(list_user, (CapSets{list, list, list, list, list}));
 }
 
+// CAP_SYS_PTRACE given to another user's processes lets them read PID 1's
+// memory (the job secret included): only with --allow-job-ptrace, and a
+// one-line refusal (exit 64) that says so without it. Root's own job, or
+// any job without the capability, needs no opt-in.
+TEST(JobPrivileges, CapSysPtraceForAnotherUserNeedsTheExplicitOptIn) {
+  Options options;
+  options.run_user = "1234:100";
+  options.caps = {CapsPolicy::kList, cap_bit(CAP_IPC_LOCK) | cap_bit(CAP_SYS_PTRACE)};
+  auto refused = JobPrivileges::settle(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().errnum, EINVAL);
+  EXPECT_NE(refused.error().message.find("PID 1's memory"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("--allow-job-ptrace"), std::string::npos) << refused.error().message;
+  EXPECT_EQ(refused.error().message.find('\n'), std::string::npos);
+
+  options.caps = {CapsPolicy::kList, cap_bit(CAP_IPC_LOCK)};
+  auto no_ptrace = JobPrivileges::settle(options);
+  EXPECT_TRUE(no_ptrace.ok() || no_ptrace.error().errnum == EPERM) << no_ptrace.error().message;
+
+  options.caps = {CapsPolicy::kList, cap_bit(CAP_SYS_PTRACE)};
+  options.allow_job_ptrace = true;
+  auto allowed = JobPrivileges::settle(options);
+  EXPECT_TRUE(allowed.ok() || allowed.error().errnum == EPERM) << allowed.error().message;  // EPERM: not root
+
+  options.allow_job_ptrace = false;
+  options.run_user = "0:0";
+  auto root = JobPrivileges::settle(options);
+  EXPECT_TRUE(root.ok() || root.error().errnum == EPERM) << root.error().message;
+}
+
 TEST(Secrets, SecretLookingNamesAndPatternsAreHiddenOptionVariablesAreNot) {
   const char* envp[] = {"HF_TOKEN=tok-abcdef",
                         "AWS_CREDENTIAL_FILE=/run/creds-file",
@@ -156,6 +187,30 @@ TEST(Secrets, TheLoggerWritesNoSecretAndCutsAtItsBuffer) {
   EXPECT_EQ(std::string(out, n), "x <redacted> y");
   const size_t cut = redact_into("0123456789 a-logged-secret", out, sizeof out);
   EXPECT_EQ(std::string(out, cut), "0123456789 <reda");
+}
+
+// Text escaped before it is redacted (a byte outside printable ASCII as
+// \xNN, quotes and backslashes as in a quoted message) still hides it.
+TEST(Secrets, TheEscapedFormsOfASecretAreHiddenToo) {
+  const std::string secret =
+      "w\xc3\xa4"
+      "chter\"\\-7";  // wächter"\-7
+  add_secret(secret);
+  EXPECT_EQ(redact("a " + one_line(secret) + " b"), "a <redacted> b") << one_line(secret);
+  EXPECT_EQ(redact("a " + quote_for_message(secret) + " b"), "a \"<redacted>\" b") << quote_for_message(secret);
+  // nlohmann::json's dump with ensure_ascii (the status file): \u00e4.
+  EXPECT_EQ(redact(R"({"cause": "w\u00e4chter\"\\-7"})"), R"({"cause": "<redacted>"})");
+}
+
+// A message that quotes foreign text hides a secret in it before it cuts
+// the text: no beginning of the secret is shown.
+TEST(Secrets, AQuotedMessageHidesASecretBeforeItCutsIt) {
+  const std::string secret = "cut-secret-0123456789";
+  add_secret(secret);
+  const std::string quoted = quote_for_message(std::string(70, 'x') + secret, 80);
+  EXPECT_EQ(quoted.find("cut-sec"), std::string::npos) << quoted;
+  EXPECT_NE(quoted.find("<redacted>"), std::string::npos) << quoted;
+  EXPECT_EQ(one_line("a\n" + secret), "a\\x0a<redacted>");
 }
 
 TEST(Secrets, TheJsonFormOfASecretIsHiddenToo) {

@@ -134,6 +134,33 @@ TEST(TerminationLog, HidesTheSecretsTrainitNeverWrites) {
   EXPECT_EQ(slurp(path), "host w-0 rank 1: auth failed for <redacted>\n");
 }
 
+// A secret the cut would fall in is hidden whole: hidden first, then cut.
+TEST(TerminationLog, HidesASecretBeforeTheCut) {
+  TempDir dir;
+  const std::string path = dir / "termination-log";
+  put(path, "");
+  add_secret("cut-termination-secret-0123456789");
+  ASSERT_TRUE(
+      write_termination_log(path, std::string(kTerminationLogMax - 20, 'x') + "cut-termination-secret-0123456789")
+          .ok());
+  const std::string written = slurp(path);
+  EXPECT_EQ(written.find("cut-term"), std::string::npos) << written.substr(written.size() - 40);
+  EXPECT_LE(written.size(), kTerminationLogMax);
+}
+
+// What a terminal or a log viewer would take as a command (C0 and C1
+// controls, a malformed byte) is written as \xNN; UTF-8 text as it is.
+TEST(TerminationLog, ControlCharactersC1IncludedAreWrittenEscaped) {
+  TempDir dir;
+  const std::string path = dir / "termination-log";
+  put(path, "");
+  ASSERT_TRUE(write_termination_log(path,
+                                    "cause \x1b[2J \xc2\x85"
+                                    "end \x9b \xc3\xa9")
+                  .ok());
+  EXPECT_EQ(slurp(path), "cause \\x1b[2J \\xc2\\x85end \\x9b \xc3\xa9\n");
+}
+
 TEST(TerminationLog, IsNotCreatedWhereNoFileIsThere) {
   TempDir dir;
   const std::string path = dir / "termination-log";
