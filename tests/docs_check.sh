@@ -6,7 +6,10 @@
 #   2. README.md stays within 300 lines (the rest belongs under docs/);
 #   3. no file of the repository outside docs/ (tracked, or new and not
 #      ignored) cites one of the reference documents that live outside the
-#      repository, or a path into the shared folder beside the checkout.
+#      repository, or a path into the shared folder beside the checkout;
+#   4. the README's two set-up commands (the lines starting with
+#      ./container/deps.sh in its code blocks) are copied word for word
+#      wherever docs/ and .ci/run give a command of the same start.
 # Each finding is one line naming the file and line; exit 1 when there is one.
 #
 #   docs_check.sh SOURCE_DIR
@@ -137,5 +140,31 @@ citations=$(printf '%s\n' "$files" | grep -v -e '^docs/' -e '^$' | sort -u |
 [ -z "$citations" ] || fail "cites what is not in the repository (point at docs/ instead: docs/contract.md §N, docs/architecture.md):
 $citations"
 
-[ "$status" -ne 0 ] || echo "docs_check: README.md $lines lines, $(echo $pages | wc -w) pages under docs/: every link resolves, nothing cited from outside"
+# --- 4. The README's two commands and their copies --------------------------
+# The demo command starts "./container/deps.sh demo &&", the test command
+# "./container/deps.sh &&" and runs the test workflow: any line of docs/ or
+# .ci/run that does the same (after blanks and "if ! { ") must be the README's
+# line itself. (Other commands that start with deps.sh are not copies.)
+readme_command() { grep -m1 -E "^$1" README.md; }
+demo_command=$(readme_command '\./container/deps\.sh demo &&')
+test_command=$(readme_command '\./container/deps\.sh &&')
+[ -n "$demo_command" ] && [ -n "$test_command" ] ||
+  fail "README.md: no line starting ./container/deps.sh demo && and ./container/deps.sh && (the two set-up commands)"
+drift=$(for file in $pages .ci/run; do
+  [ -f "$file" ] || continue
+  grep -n -E '^[[:space:]]*(if ! \{ )?\./container/deps\.sh (demo )?&&' "$file" | while IFS= read -r hit; do
+    line=${hit%%:*}
+    text=$(printf '%s' "${hit#*:}" | sed -E 's/^[[:space:]]*(if ! \{ )?//; s/; \}; then$//')
+    case $text in
+      "./container/deps.sh demo &&"*) want=$demo_command ;;
+      *"--preset test "* | *"--preset test") want=$test_command ;;
+      *) continue ;;
+    esac
+    [ "$text" = "$want" ] || echo "$file:$line: differs from the README's command: $text"
+  done
+done)
+[ -z "$drift" ] || fail "copies of the README's commands that drifted:
+$drift"
+
+[ "$status" -ne 0 ] || echo "docs_check: README.md $lines lines, $(echo $pages | wc -w) pages under docs/: every link resolves, nothing cited from outside, the README's commands copied word for word"
 exit "$status"

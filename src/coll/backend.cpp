@@ -329,37 +329,58 @@ int allow_peers(const trainit_coll_backend* b, const int* socks, int n, int rank
 
 int coll_backend_exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank,
                           void** peers) {
-  unsigned char handle[TRAINIT_COLL_HANDLE_MAX];
-  size_t handle_len = sizeof handle;
+  // Each message: the size exported (u64), then the backend's handle. A
+  // peer whose size is not this rank's is not imported: what this rank will
+  // touch of it would run past its end (a rank that lies, or ranks set up
+  // differently). Every message is still received, and every rank that sees
+  // a difference fails the same way, the lying one too.
+  last_error[0] = '\0';
+  unsigned char message[TRAINIT_COLL_HANDLE_MAX];  // what coll_send_handle() takes: the size and a handle
+  const uint64_t mine = bytes;
+  std::memcpy(message, &mine, sizeof mine);
+  size_t handle_len = sizeof message - sizeof mine;
   int fd = -1;
-  int rc = b->export_handle(buf, bytes, handle, &handle_len, &fd);
+  int rc = b->export_handle(buf, bytes, message + sizeof mine, &handle_len, &fd);
   if (rc == 0) {
-    rc = allow_peers(b, socks, n, rank, handle, handle_len);
+    rc = allow_peers(b, socks, n, rank, message + sizeof mine, handle_len);
   }
   for (int peer = 0; rc == 0 && peer < n; ++peer) {
     if (peer != rank) {
-      rc = coll_send_handle(socks[peer], handle, handle_len, fd);
+      rc = coll_send_handle(socks[peer], message, sizeof mine + handle_len, fd);
     }
   }
   if (fd >= 0) {
     close(fd);  // the peers hold their own copies now
   }
+  int differs = 0;
   for (int peer = 0; rc == 0 && peer < n; ++peer) {
     if (peer == rank) {
       continue;
     }
-    unsigned char theirs[TRAINIT_COLL_HANDLE_MAX];
+    unsigned char theirs[sizeof message];
     size_t len = sizeof theirs;
     int their_fd = -1;
     rc = coll_recv_handle(socks[peer], theirs, &len, &their_fd);
+    uint64_t their_bytes = 0;
+    if (rc == 0 && len <= sizeof their_bytes) {
+      rc = -EPROTO;
+    }
     if (rc == 0) {
-      rc = b->import_handle(theirs, len, their_fd, &peers[peer]);
+      std::memcpy(&their_bytes, theirs, sizeof their_bytes);
+      if (their_bytes != mine) {
+        char why[160];
+        (void)std::snprintf(why, sizeof why, "local rank %d exports %llu bytes where local rank %d exports %llu", peer,
+                            static_cast<unsigned long long>(their_bytes), rank, static_cast<unsigned long long>(mine));
+        differs = fail(-EINVAL, "the local ranks' device buffers differ in size", why);
+      } else {
+        rc = b->import_handle(theirs + sizeof their_bytes, len - sizeof their_bytes, their_fd, &peers[peer]);
+      }
     }
     if (their_fd >= 0) {
       close(their_fd);
     }
   }
-  return rc;
+  return rc != 0 ? rc : differs;
 }
 
 int coll_backend_allreduce(trainit_comm* comm, const trainit_coll_backend* b, const int* socks, void* buf, size_t count,

@@ -97,7 +97,8 @@ const trainit_coll_backend* coll_backend_host();
 // or what the plugin's init() returned (-ENODEV: no device or driver). The
 // plugin stays loaded for the life of the process.
 int coll_backend_load(const char* path_or_name, const trainit_coll_backend** backend);
-// Why the last coll_backend_load() of this thread failed, in words.
+// Why the last coll_backend_load() (or a coll_backend_exchange() that found
+// the ranks' sizes differ) of this thread failed, in words.
 const char* coll_backend_last_error();
 
 // A handle and its fd (or -1) over a connected unix socket (SCM_RIGHTS).
@@ -105,10 +106,13 @@ const char* coll_backend_last_error();
 // descriptor or -1.
 int coll_send_handle(int sock, const void* handle, size_t handle_len, int fd);
 // Exports buf (bytes of it), lets the peers import it (allow_import, with
-// their process_id()s swapped first), sends its handle to every peer over
-// socks and imports each peer's into peers[peer] (peers[rank] untouched).
-// 0 or a negative errno; imports made before an error stay in peers for the
-// caller to close.
+// their process_id()s swapped first), sends its size and handle to every
+// peer over socks and imports each peer's into peers[peer] (peers[rank]
+// untouched). A peer whose size is not `bytes` is not imported: -EINVAL,
+// with coll_backend_last_error() naming it (every rank fails alike, the
+// one that differs too). The handle takes at most TRAINIT_COLL_HANDLE_MAX
+// - 8 bytes here. 0 or a negative errno; imports made before an error stay
+// in peers for the caller to close.
 int coll_backend_exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank,
                           void** peers);
 int coll_recv_handle(int sock, void* handle, size_t* handle_len, int* fd);

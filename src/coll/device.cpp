@@ -500,7 +500,9 @@ int attach_device(trainit_comm* c, const char* name) {
     r = greet_peers(c);
     void* peers[kMaxPeerSockRanks] = {};
     if (r == 0 && (r = coll_backend_exchange(b, c->peer_socks, staging, bytes, c->n, c->rank, peers)) < 0) {
-      r = fail(transport_error(r), "the device handle exchange with the local peers failed");
+      r = r == -EINVAL && coll_backend_last_error()[0] != '\0'
+              ? fail(r, coll_backend_last_error())  // a staging of another size: which rank's
+              : fail(transport_error(r), "the device handle exchange with the local peers failed");
     }
     for (int p = 0; p < c->n; ++p) {
       if (p != c->rank) {

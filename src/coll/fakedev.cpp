@@ -8,7 +8,11 @@
 //   - every import is closed before the exporter frees the memory (a free
 //     with live imports is -EBUSY and leaves the memory as it was);
 //   - nothing is used after its close or free (-EFAULT; the address range
-//     stays reserved, PROT_NONE, so that it is not reused meanwhile).
+//     stays reserved, PROT_NONE, so that it is not reused meanwhile);
+//   - an import maps memory whose size is sealed (F_SEAL_SHRINK,
+//     F_SEAL_GROW): an exporter that could shrink it would make the
+//     importer's next access a SIGBUS, as device memory freed under an
+//     importer never does.
 // The memfd's first page is shared bookkeeping (magic, generation, size,
 // exporter, live imports, state) that every process mapping it sees.
 // Synchronous: signal and wait are no-ops.
@@ -258,11 +262,14 @@ int fd_alloc(size_t bytes, void** ptr) {
   if (slot == nullptr) {
     return -ENOMEM;
   }
-  const int fd = memfd_create("trainit-fakedev", MFD_CLOEXEC);
+  const int fd = memfd_create("trainit-fakedev", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     return -errno;
   }
-  if (ftruncate(fd, static_cast<off_t>(map_len)) != 0) {
+  // Its size sealed: no process that holds the fd (the exporter included)
+  // can shrink it under an importer, whose next access would be a SIGBUS.
+  if (ftruncate(fd, static_cast<off_t>(map_len)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     const int err = -errno;
     close(fd);
     return err;
@@ -377,6 +384,12 @@ int fd_import(const void* handle, size_t handle_len, int fd, void** ptr) {
   const size_t map_len = kHeader + ((in.bytes == 0 ? 1 : in.bytes) + page - 1) / page * page;
   if (static_cast<uint64_t>(st.st_size) != map_len) {
     return violation(-EINVAL, "import with an fd that is not this handle's buffer");
+  }
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+    return violation(-EINVAL,
+                     "import of a buffer whose size is not sealed (its exporter could shrink it under this "
+                     "process)");
   }
   const Locked guard;
   Region* slot = new_slot();

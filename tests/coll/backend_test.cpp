@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -426,6 +428,115 @@ TEST(BackendFakedev, GarbageAndForgedHandlesAreRefusedAndTheRealOneStillImports)
   EXPECT_EQ(b->free(other.ptr), 0);
 }
 
+// A rank that shrank the memory it exported would make its peers' next
+// access a SIGBUS, blamed on them: the exported size is sealed, and an
+// import of memory whose size is not (a forged fd with the real bookkeeping
+// copied into it) is refused and counted.
+TEST(BackendFakedev, AnExportedBufferCannotBeResizedAndAnUnsealedOneIsNotImported) {
+  const trainit_coll_backend* b = load_fakedev();
+  ASSERT_NE(b, nullptr);
+  const Pair pair;
+  const Bytes fill = random_values(TRAINIT_U8, 5000, 21);
+  const pid_t child = fork_child([&] {
+    unsigned char handle[TRAINIT_COLL_HANDLE_MAX];
+    size_t len = sizeof handle;
+    int fd = -1;
+    CHILD_CHECK(coll_recv_handle(pair.fd[1], handle, &len, &fd) == 0 && fd >= 0, "no handle");
+    CHILD_CHECK(ftruncate(fd, 0) != 0 && errno == EPERM, "the exported memfd could be shrunk");
+    struct stat st {};
+    CHILD_CHECK(fstat(fd, &st) == 0, "fstat");
+    const int forged = memfd_create("forged", MFD_CLOEXEC);
+    CHILD_CHECK(forged >= 0 && ftruncate(forged, st.st_size) == 0, "memfd");
+    std::vector<unsigned char> head(4096);
+    CHILD_CHECK(pread(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()), "pread");
+    CHILD_CHECK(pwrite(forged, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()), "pwrite");
+    const uint64_t before = b->violations();
+    void* p = nullptr;
+    int rc = b->import_handle(handle, len, forged, &p);
+    CHILD_CHECK(rc == -EINVAL && p == nullptr, "an unsealed buffer was imported: %d", rc);
+    CHILD_CHECK(b->violations() == before + 1, "not counted");
+    rc = b->import_handle(handle, len, fd, &p);
+    CHILD_CHECK(rc == 0, "the real, sealed one: %d", rc);
+    CHILD_CHECK(read_device(b, p, fill.size()) == fill, "bytes");
+    CHILD_CHECK(b->close_import(p) == 0, "close_import");
+    close(forged);
+    close(fd);
+    return 0;
+  });
+  Exported e = export_buffer(b, fill);
+  EXPECT_NE(ftruncate(e.fd, 1 << 20), 0) << "the exporter could grow it";
+  ASSERT_EQ(coll_send_handle(pair.fd[0], e.handle, e.handle_len, e.fd), 0);
+  close(e.fd);
+  EXPECT_EQ(wait_children({child}), std::vector<int>{0});
+  EXPECT_EQ(b->free(e.ptr), 0);
+}
+
+// A full mesh of SOCK_SEQPACKET socketpairs among n ranks, made before they
+// are forked: fd[r][peer] is rank r's end towards peer. A rank keeps only its
+// own ends (keep_only); the parent closes every end once the ranks run.
+struct Mesh {
+  explicit Mesh(int n) : fd(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), -1)) {
+    for (int r = 0; r < n; ++r) {
+      for (int peer = r + 1; peer < n; ++peer) {
+        int sv[2] = {-1, -1};
+        EXPECT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        fd[static_cast<size_t>(r)][static_cast<size_t>(peer)] = sv[0];
+        fd[static_cast<size_t>(peer)][static_cast<size_t>(r)] = sv[1];
+      }
+    }
+  }
+  Mesh(const Mesh&) = delete;
+  Mesh& operator=(const Mesh&) = delete;
+  ~Mesh() { keep_only(-1); }
+  void keep_only(int rank) {
+    for (size_t r = 0; r < fd.size(); ++r) {
+      for (int& end : fd[r]) {
+        if (static_cast<int>(r) != rank && end >= 0) {
+          close(end);
+          end = -1;
+        }
+      }
+    }
+  }
+  int* of(int rank) { return fd[static_cast<size_t>(rank)].data(); }
+  std::vector<std::vector<int>> fd;
+};
+
+// Ranks whose buffers differ in size (one lies about its staging, or the
+// ranks were set up differently) import nothing of each other: every rank
+// gets -EINVAL, the honest ones with the rank that differs named; no rank
+// touches memory past a peer's end.
+TEST(BackendExchange, BuffersOfDifferentSizesAreEinvalOnEveryRankNamingTheRank) {
+  const trainit_coll_backend* b = load_fakedev();
+  ASSERT_NE(b, nullptr);
+  constexpr int kRanks = 3;
+  Mesh mesh(kRanks);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    pids.push_back(fork_child([&, rank] {
+      mesh.keep_only(rank);
+      const size_t bytes = rank == 2 ? 4096 : 8192;  // rank 2 exports half of what its peers will touch
+      void* buf = nullptr;
+      CHILD_CHECK(b->alloc(bytes, &buf) == 0, "alloc");
+      void* peers[kRanks] = {};
+      const int rc = trainit::coll::coll_backend_exchange(b, mesh.of(rank), buf, bytes, kRanks, rank, peers);
+      CHILD_CHECK(rc == -EINVAL, "rank %d: %d", rank, rc);
+      const std::string why = coll_backend_last_error();
+      CHILD_CHECK(rank == 2 || why.find("local rank 2 exports 4096 bytes") != std::string::npos, "rank %d: '%s'", rank,
+                  why.c_str());
+      CHILD_CHECK(rank == 2 || peers[2] == nullptr, "rank %d imported the short buffer", rank);
+      for (int p = 0; p < kRanks; ++p) {
+        if (p != rank && peers[p] != nullptr) {
+          CHILD_CHECK(b->close_import(peers[p]) == 0, "close_import");
+        }
+      }
+      return 0;  // the exporters' buffers go with the processes
+    }));
+  }
+  mesh.keep_only(-1);
+  EXPECT_EQ(wait_children(pids), std::vector<int>(kRanks, 0));
+}
+
 TEST(BackendFakedev, ReduceOnDeviceMemoryIsBitwiseTheHostKernelsForEveryTypeAndOp) {
   const trainit_coll_backend* b = load_fakedev();
   ASSERT_NE(b, nullptr);
@@ -452,29 +563,14 @@ TEST(BackendFakedev, ReduceOnDeviceMemoryIsBitwiseTheHostKernelsForEveryTypeAndO
 void allreduce_across(int n) {
   const trainit_coll_backend* b = load_fakedev();
   ASSERT_NE(b, nullptr);
-  // socks[r][peer]: rank r's end towards peer.
-  std::vector<std::vector<int>> socks(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), -1));
-  for (int r = 0; r < n; ++r) {
-    for (int peer = r + 1; peer < n; ++peer) {
-      int sv[2];
-      ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-      socks[r][peer] = sv[0];
-      socks[peer][r] = sv[1];
-    }
-  }
+  Mesh mesh(n);
   const std::string name = "backend-" + std::to_string(getpid()) + "-" + std::to_string(n);
   const uint64_t violations = b->violations();  // earlier tests' in this process
   std::vector<pid_t> pids;
   pids.reserve(static_cast<size_t>(n));
   for (int rank = 0; rank < n; ++rank) {
     pids.push_back(fork_child([&, rank] {
-      for (int r = 0; r < n; ++r) {  // only this rank's ends stay open
-        for (int peer = 0; peer < n; ++peer) {
-          if (r != rank && socks[r][peer] >= 0) {
-            close(socks[r][peer]);
-          }
-        }
-      }
+      mesh.keep_only(rank);
       trainit_comm* comm = nullptr;
       int rc = trainit_comm_init(&comm, name.c_str(), rank, n);
       CHILD_CHECK(rc == 0, "trainit_comm_init: %s", trainit_strerror(rc));
@@ -491,7 +587,7 @@ void allreduce_across(int n) {
           CHILD_CHECK(rc == 0, "trainit_allreduce: %s", trainit_strerror(rc));
           void* buf = nullptr;
           CHILD_CHECK(b->alloc(bytes, &buf) == 0 && b->copy(buf, mine.data(), bytes) == 0, "alloc");
-          rc = coll_backend_allreduce(comm, b, socks[rank].data(), buf, count, dtype, op);
+          rc = coll_backend_allreduce(comm, b, mesh.of(rank), buf, count, dtype, op);
           CHILD_CHECK(rc == 0, "coll_backend_allreduce: %s", trainit_strerror(rc));
           CHILD_CHECK(read_device(b, buf, bytes) == want, "rank %d dtype %d op %d: not the host allreduce's bytes",
                       rank, dtype, op);
@@ -505,13 +601,7 @@ void allreduce_across(int n) {
       return 0;
     }));
   }
-  for (auto& row : socks) {
-    for (const int fd : row) {
-      if (fd >= 0) {
-        close(fd);
-      }
-    }
-  }
+  mesh.keep_only(-1);
   EXPECT_EQ(wait_children(pids), std::vector<int>(static_cast<size_t>(n), 0));
 }
 
