@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <ctime>
 
 #include "base/fd.h"
 #include "base/log.h"
@@ -28,6 +31,20 @@ std::string safe_component(std::string_view text) {
     out.insert(out.begin(), '_');
   }
   return out;
+}
+
+// 64 bits from the kernel's random pool, without waiting for it (a
+// temporary file's name): its clock mixed with a count where it would wait.
+uint64_t unguessable() noexcept {
+  uint64_t value = 0;
+  if (::getrandom(&value, sizeof value, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof value)) {
+    return value;
+  }
+  static uint64_t counter = 0;
+  struct timespec now {};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return (static_cast<uint64_t>(now.tv_nsec) * 0x9e3779b97f4a7c15ULL) ^ (++counter << 32) ^
+         static_cast<uint64_t>(now.tv_sec);
 }
 
 }  // namespace
@@ -140,12 +157,17 @@ Result<void> write_termination_log(const std::string& path, std::string_view lin
 }
 
 Result<void> write_file_atomically(const std::string& path, const std::string& content, unsigned mode) {
-  // O_EXCL: a name someone else created (a link planted in /tmp, say) is
-  // never written through; a stale one of ours is removed and made anew.
-  std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
-  if (!fd && errno == EEXIST && ::unlink(tmp.c_str()) == 0) {
+  // A name nobody can guess, made with O_EXCL: what someone else created
+  // (a link, a directory planted in /tmp) is never written through, never
+  // removed, and cannot stand in the way: another name is tried.
+  std::string tmp;
+  Fd fd;
+  for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
+    tmp = fmt::format("{}.tmp-{:016x}", path, unguessable());
     fd.reset(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+    if (!fd && errno != EEXIST) {
+      break;
+    }
   }
   if (!fd) {
     int e = errno;

@@ -100,6 +100,27 @@ TEST(CutUtf8, KeepsShortTextAndCutsLongTextOnACharacterBoundaryWithAMark) {
   EXPECT_EQ(cut_utf8("anything", 2), "..");
 }
 
+// The temporary file beside the status file has a name nobody can guess: a
+// rank that made a directory at the name a write would take (it was
+// "<path>.tmp-<pid>", and PID 1's pid is always 1) froze the status file.
+TEST(AtomicWrite, ANamePlantedWhereTheTemporaryFileWouldGoDoesNotStopTheWrite) {
+  TempDir dir;
+  const std::string path = dir / "status.json";
+  const std::string planted = path + ".tmp-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(planted.c_str(), 0755), 0);
+  for (int i = 0; i < 3; ++i) {
+    const std::string text = "{\"state\": " + std::to_string(i) + "}\n";
+    auto written = write_file_atomically(path, text, 0640);
+    ASSERT_TRUE(written.ok()) << written.error().message;
+    EXPECT_EQ(slurp(path), text);
+  }
+  size_t beside = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "")) {
+    beside += entry.path().filename().string().starts_with("status.json.") ? 1 : 0;
+  }
+  EXPECT_EQ(beside, 1U) << "only the planted directory is left beside it";
+}
+
 TEST(TerminationLog, WritesTheLineOnceReplacingWhatTheFileHeld) {
   TempDir dir;
   const std::string path = dir / "termination-log";
