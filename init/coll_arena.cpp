@@ -16,12 +16,12 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "base/log.h"
 #include "coll/arena.h"
 #include "coll/comm.h"
+#include "proc/signals.h"
 
 namespace trainit {
 namespace {
@@ -297,14 +297,15 @@ std::vector<CollArena::Hang> CollArena::hangs(Duration limit) const {
   return out;
 }
 
-Result<CollPreflight> CollPreflight::start(unsigned ranks) {
+Result<std::unique_ptr<CollPreflight>> CollPreflight::start(Loop& loop, unsigned ranks, Duration timeout, DoneFn done) {
   // Its few pages are touched by the helpers: none committed up front.
   auto arena = CollArena::create(ranks, 0, 0, CollArena::Pages::kOnTouch);
   if (!arena) {
     return arena.error();
   }
-  CollPreflight preflight(std::move(*arena));
-  preflight.helpers_.reserve(ranks);
+  std::unique_ptr<CollPreflight> preflight(new CollPreflight(std::move(*arena), std::move(done)));
+  CollPreflight& p = *preflight;
+  p.helpers_.reserve(ranks);
   for (unsigned r = 0; r < ranks; ++r) {
     pid_t pid = ::fork();
     if (pid < 0) {
@@ -312,83 +313,91 @@ Result<CollPreflight> CollPreflight::start(unsigned ranks) {
       return Error{fmt::format("collective preflight: fork: {}", errno_string(e)), e};  // ~CollPreflight kills
     }
     if (pid == 0) {
-      preflight_helper(preflight.arena_.fd(), r, ranks);
+      preflight_helper(p.arena_.fd(), r, ranks);
     }
-    preflight.helpers_.push_back(pid);
+    p.helpers_.push_back(loop.add_child(
+        pid, [&p, r](const siginfo_t& info) { return p.on_end(r, info); }, fmt::format("preflight helper {}", r)));
   }
+  p.left_ = ranks;
+  p.deadline_ = loop.add_timer(
+      Clock::now() + timeout,
+      [&p, timeout] {
+        if (p.failure_.empty()) {
+          p.failure_ = fmt::format("not done within {:.1f} s", seconds(timeout));
+        }
+        p.finish();
+        return 0;
+      },
+      "collective preflight deadline");
   return preflight;
 }
 
-Result<void> CollPreflight::wait(Duration timeout) {
-  // Each helper's end, polled: a few milliseconds in all.
-  const auto deadline = started_ + timeout;
-  std::string failure;
-  size_t left = helpers_.size();
-  std::vector<bool> done(helpers_.size(), false);
-  while (left > 0) {
-    for (size_t i = 0; i < helpers_.size(); ++i) {
-      int status = 0;
-      if (done[i] || ::waitpid(helpers_[i], &status, WNOHANG) != helpers_[i]) {
-        continue;
-      }
-      done[i] = true;
-      --left;
-      if (failure.empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        failure = WIFEXITED(status) ? fmt::format("local slot {}: {}", i, preflight_step(WEXITSTATUS(status)))
-                                    : fmt::format("local slot {}: killed by signal {}", i, WTERMSIG(status));
-        arena_.abort();  // the others return at once
-      }
-    }
-    if (left > 0 && Clock::now() > deadline) {
-      if (failure.empty()) {
-        failure = fmt::format("not done within {:.1f} s", std::chrono::duration<double>(timeout).count());
-      }
-      break;
-    }
-    if (left > 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+int CollPreflight::on_end(unsigned slot, const siginfo_t& info) {
+  helpers_[slot].reset();
+  --left_;
+  if (failure_.empty() && !(info.si_code == CLD_EXITED && info.si_status == 0)) {
+    failure_ = info.si_code == CLD_EXITED
+                   ? fmt::format("local slot {}: {}", slot, preflight_step(info.si_status))
+                   : fmt::format("local slot {}: killed by {}", slot, signal_name(info.si_status));
+    arena_.abort();  // the others return at once
   }
-  // Those not done are killed and reaped; those done are not waited for again.
-  std::vector<pid_t> still;
-  for (size_t i = 0; i < helpers_.size(); ++i) {
-    if (!done[i]) {
-      still.push_back(helpers_[i]);
-    }
+  if (left_ == 0) {
+    finish();
   }
-  helpers_ = std::move(still);
-  kill_helpers();
-  if (!failure.empty()) {
-    return Error{fmt::format("collective preflight across {} local slots: {}", arena_.ranks(), failure), EPROTO};
+  return 0;
+}
+
+void CollPreflight::finish() {
+  kill_helpers();  // those not done; the loop reaps them
+  deadline_.reset();
+  Result<void> result;
+  if (!failure_.empty()) {
+    result = Error{fmt::format("collective preflight across {} local slots: {}", arena_.ranks(), failure_), EPROTO};
   }
-  return {};
+  // The last thing it does: the caller may destroy it from `done`.
+  DoneFn done = std::move(done_);
+  if (done) {
+    done(std::move(result));
+  }
 }
 
 void CollPreflight::kill_helpers() noexcept {
-  if (helpers_.empty()) {
-    return;
-  }
   arena_.abort();
-  for (pid_t h : helpers_) {
-    ::kill(h, SIGKILL);
-    ::waitpid(h, nullptr, 0);
+  for (SourceHandle& h : helpers_) {
+    if (h) {
+      (void)h.send_signal(SIGKILL);
+      h.reset();
+    }
   }
-  helpers_.clear();
 }
-
-CollPreflight::CollPreflight(CollPreflight&& other) noexcept
-    : arena_(std::move(other.arena_)), helpers_(std::exchange(other.helpers_, {})), started_(other.started_) {}
 
 CollPreflight::~CollPreflight() {
   kill_helpers();
 }
 
 Result<void> coll_preflight(unsigned ranks, Duration timeout) {
-  auto preflight = CollPreflight::start(ranks);
+  Loop loop;
+  if (int r = loop.init(); r < 0) {
+    return Error{fmt::format("collective preflight: event loop: {}", errno_string(-r)), -r};
+  }
+  std::optional<Result<void>> outcome;
+  auto preflight = CollPreflight::start(loop, ranks, timeout, [&outcome](Result<void> r) { outcome = std::move(r); });
   if (!preflight) {
     return preflight.error();
   }
-  return preflight->wait(timeout);
+  while (!outcome) {
+    if (int r = loop.run_once(-1); r < 0) {
+      return Error{fmt::format("collective preflight: event loop: {}", errno_string(-r)), -r};
+    }
+  }
+  preflight->reset();
+  // The helpers killed at the deadline, reaped before this returns.
+  while (loop.has_children()) {
+    if (int r = loop.run_once(-1); r < 0) {
+      break;
+    }
+  }
+  return std::move(*outcome);
 }
 
 }  // namespace trainit

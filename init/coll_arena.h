@@ -22,6 +22,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +31,7 @@
 #include "base/fd.h"
 #include "base/result.h"
 #include "base/time.h"
+#include "loop/loop.h"
 
 namespace trainit {
 
@@ -95,30 +98,37 @@ class CollArena {
 // (forked, not exec'd) join an arena of their own through the library, as
 // ranks do, and run a barrier and an allreduce whose result each checks.
 // start() forks them and returns: they run on the other cores while the
-// caller commits the job's arena; wait() reaps them within `timeout` (from
-// the start) and says what failed. One not waited for is aborted: its
-// helpers are killed and reaped.
+// caller commits the job's arena. Their ends (pidfds) and the deadline are
+// sources of `loop`: `done` is called once, from it, when every helper
+// ended or the deadline passed (those left are killed, the loop reaps
+// them), with what failed. Destroying it kills the helpers still running.
 class CollPreflight {
  public:
-  [[nodiscard]] static Result<CollPreflight> start(unsigned ranks);
-  [[nodiscard]] Result<void> wait(Duration timeout);
+  using DoneFn = std::function<void(Result<void>)>;
 
-  CollPreflight(CollPreflight&& other) noexcept;
-  CollPreflight& operator=(CollPreflight&&) = delete;
+  [[nodiscard]] static Result<std::unique_ptr<CollPreflight>> start(Loop& loop, unsigned ranks, Duration timeout,
+                                                                    DoneFn done);
+
   CollPreflight(const CollPreflight&) = delete;
   CollPreflight& operator=(const CollPreflight&) = delete;
   ~CollPreflight();
 
  private:
-  explicit CollPreflight(CollArena arena) : arena_(std::move(arena)), started_(Clock::now()) {}
+  CollPreflight(CollArena arena, DoneFn done) : arena_(std::move(arena)), done_(std::move(done)) {}
+  int on_end(unsigned slot, const siginfo_t& info);
+  void finish();
   void kill_helpers() noexcept;
 
   CollArena arena_;
-  std::vector<pid_t> helpers_;
-  Clock::time_point started_;
+  DoneFn done_;
+  std::vector<SourceHandle> helpers_;  // slot i's, until it is reaped
+  SourceHandle deadline_;
+  unsigned left_ = 0;
+  std::string failure_;
 };
 
-// start() and wait() in one.
+// start() in a loop of its own, run until it is done and every helper is
+// reaped (tests, tools).
 [[nodiscard]] Result<void> coll_preflight(unsigned ranks, Duration timeout);
 
 }  // namespace trainit

@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -219,45 +219,14 @@ Result<std::string> find_device_check(const std::string& given) {
 
 namespace {
 
-// How often the checks' ends are looked for while their pipes are quiet.
-constexpr int kTickMs = 10;
+// How long a check killed with SIGKILL may take to be reaped before the
+// preflight ends without it (a process in the driver's uninterruptible
+// sleep dies only when the driver lets it): the stop that follows sweeps it.
+constexpr Duration kKillGrace = std::chrono::seconds(1);
 
-// One check under way.
-struct Check {
-  const ProcessSpec* rank = nullptr;
-  pid_t pid = -1;
-  Fd out, err;  // read ends: its stdout (steps) and stderr (reason)
-  StepLog steps;
-  ReasonLog reason;
-  bool ended = false;
-};
-
-// Reads what is there now (non-blocking); closes the pipe at its end.
-template <typename Feed>
-void drain(Fd& fd, Feed feed) {
-  char buf[4096];
-  // At most 64 KiB a call: a check that never stops writing must not keep
-  // PID 1 here past the bound (the poll loop checks it between calls).
-  for (int reads = 0; fd && reads < 16; ++reads) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n > 0) {
-      feed(std::string_view(buf, static_cast<size_t>(n)));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n == 0 || errno != EAGAIN) {
-      fd.reset();
-    }
-    return;
-  }
-}
-
-void drain(Check& c) {
-  drain(c.out, [&c](std::string_view b) { c.steps.feed(b); });
-  drain(c.err, [&c](std::string_view b) { c.reason.feed(b); });
-}
+// At most this much of a pipe is read per wake-up: a check that never stops
+// writing must not keep the loop from its timers and signals.
+constexpr int kReadsPerWake = 16;
 
 // A meeting name no other preflight on this host shares (every trainit in
 // a container is PID 1: its pid says nothing).
@@ -269,7 +238,175 @@ std::string meeting_name() {
   return fmt::format("trainit-dc-{:016x}", id);
 }
 
-CheckEnd end_of(const Check& c, int status) {
+}  // namespace
+
+// One check under way.
+struct DevicePreflight::Check {
+  const ProcessSpec* rank = nullptr;
+  pid_t pid = -1;
+  Fd out, err;             // read ends: its stdout (steps) and stderr (reason)
+  SourceHandle out_watch;  // while its pipe is open
+  SourceHandle err_watch;
+  SourceHandle child;  // until it is reaped
+  StepLog steps;
+  ReasonLog reason;
+  bool killed = false;    // SIGKILL sent
+  bool hung = false;      // killed at the bound, still running
+  bool reported = false;  // its end is in ends_
+  bool ended = false;     // reaped (or given up on after kKillGrace)
+};
+
+DevicePreflight::DevicePreflight(Loop& loop, const Pid1& pid1, DevicePreflightSettings settings, DoneFn done)
+    : loop_(loop), pid1_(pid1), settings_(std::move(settings)), done_(std::move(done)) {}
+
+DevicePreflight::~DevicePreflight() {
+  for (auto& c : checks_) {
+    kill(*c);
+  }
+}
+
+Result<void> DevicePreflight::start(const std::vector<const ProcessSpec*>& ranks) {
+  started_ = Clock::now();
+  const std::string name = meeting_name();
+  // Each check may wait half the bound for the others: those of working
+  // devices give up (exit 2) while a hung one is still in its step.
+  const std::string wait = fmt::format("{:.3f}", seconds(settings_.bound) / 2);
+  checks_.reserve(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    std::vector<std::string> argv = {settings_.check,   name, std::to_string(i), std::to_string(ranks.size()),
+                                     settings_.backend, wait};
+    if (auto r = start_one(*ranks[i], std::move(argv)); !r) {
+      return r;  // those started are killed with this object
+    }
+  }
+  bound_ = loop_.add_timer(
+      started_ + settings_.bound,
+      [this] {
+        for (auto& c : checks_) {
+          if (!c->ended && !c->killed) {
+            c->hung = true;
+            kill(*c);
+          }
+        }
+        give_up_ = loop_.add_timer(
+            Clock::now() + kKillGrace,
+            [this] {
+              for (auto& c : checks_) {
+                if (!c->ended) {  // still unreaped after SIGKILL: the job's stop sweeps it
+                  c->ended = true;
+                  c->child.reset();
+                  if (c->hung) {
+                    report(*c, W_EXITCODE(0, SIGKILL));
+                  }
+                }
+              }
+              finish_if_done();
+              return 0;
+            },
+            "device preflight: the killed checks' ends");
+        finish_if_done();
+        return 0;
+      },
+      "device preflight bound");
+  return {};
+}
+
+Result<void> DevicePreflight::start_one(const ProcessSpec& rank, std::vector<std::string> argv) {
+  int out[2];
+  int err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    return Error{fmt::format("device preflight: pipe: {}", errno_string(errno)), errno, exit_code::kOsError};
+  }
+  auto check = std::make_unique<Check>();
+  Check& c = *check;
+  c.rank = &rank;
+  c.out = Fd(out[0]);
+  Fd out_w(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    return Error{fmt::format("device preflight: pipe: {}", errno_string(errno)), errno, exit_code::kOsError};
+  }
+  c.err = Fd(err[0]);
+  Fd err_w(err[1]);
+  std::vector<std::string> env;
+  env.reserve(rank.env.size() + 4);
+  for (const EnvVar& var : rank.env) {
+    env.push_back(var.name + "=" + var.value);
+  }
+  SpawnOptions o;
+  if (pid1_.privileges != nullptr) {
+    pid1_.privileges->set_identity(env);
+    o.credentials = pid1_.privileges->credentials();
+  }
+  o.argv = std::move(argv);
+  o.env = &env;
+  o.cwd = rank.cwd;
+  o.grouping = Grouping::kProcessGroup;
+  o.signals = &pid1_.parent_signals;
+  o.stdout_fd = out_w.get();
+  o.stderr_fd = err_w.get();
+  auto spawned = spawn(o);
+  if (!spawned) {
+    return Error{fmt::format("device preflight: cannot start {} for device {}: {}", settings_.check, device_of(rank),
+                             spawned.error().message),
+                 spawned.error().errnum, exit_code::kOsError};
+  }
+  c.pid = spawned->pid;
+  for (const Fd* fd : {&c.out, &c.err}) {
+    (void)::fcntl(fd->get(), F_SETFL, O_NONBLOCK);  // ours only: the check's ends block as pipes do
+  }
+  checks_.push_back(std::move(check));
+  const std::string device = device_of(rank);
+  c.child = loop_.add_child(
+      c.pid,
+      [this, &c](const siginfo_t& info) {
+        on_end(c, info.si_code == CLD_EXITED ? W_EXITCODE(info.si_status, 0) : W_EXITCODE(0, info.si_status));
+        return 0;
+      },
+      "device check " + device);
+  c.out_watch = loop_.add_io(
+      c.out.get(), EPOLLIN,
+      [this, &c](uint32_t) {
+        read_pipe(c.out, c.out_watch, [&c](std::string_view b) { c.steps.feed(b); });
+        if (c.steps.broken() && !c.killed) {
+          // What is no step ends it now, as broken: its own failure.
+          kill(c);
+          report(c, W_EXITCODE(0, SIGKILL));
+          stop_others();
+        }
+        return 0;
+      },
+      "device check " + device + " stdout");
+  c.err_watch = loop_.add_io(
+      c.err.get(), EPOLLIN,
+      [this, &c](uint32_t) {
+        read_pipe(c.err, c.err_watch, [&c](std::string_view b) { c.reason.feed(b); });
+        return 0;
+      },
+      "device check " + device + " stderr");
+  return {};
+}
+
+template <typename Feed>
+void DevicePreflight::read_pipe(Fd& fd, SourceHandle& watch, Feed feed) {
+  char buf[4096];
+  for (int reads = 0; fd && reads < kReadsPerWake; ++reads) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n > 0) {
+      feed(std::string_view(buf, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n == 0 || errno != EAGAIN) {
+      watch.reset();
+      fd.reset();
+    }
+    return;
+  }
+}
+
+CheckEnd DevicePreflight::end_of(const Check& c, int status) const {
   CheckEnd e;
   e.device = device_of(*c.rank);
   e.step = std::string(c.steps.step_name());
@@ -292,191 +429,75 @@ CheckEnd end_of(const Check& c, int status) {
   return e;
 }
 
-class Preflight {
- public:
-  Preflight(const DevicePreflightSettings& settings, const Pid1& pid1) : settings_(settings), pid1_(pid1) {}
-  Preflight(const Preflight&) = delete;
-  Preflight& operator=(const Preflight&) = delete;
-  // Whatever is still running is killed and reaped: nothing outlives it.
-  ~Preflight() { kill_running(); }
-
-  Result<void> start(const std::vector<const ProcessSpec*>& ranks) {
-    const std::string name = meeting_name();
-    // Each check may wait half the bound for the others: those of working
-    // devices give up (exit 2) while a hung one is still in its step.
-    const std::string wait = fmt::format("{:.3f}", seconds(settings_.bound) / 2);
-    checks_.reserve(ranks.size());
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      std::vector<std::string> argv = {settings_.check,   name, std::to_string(i), std::to_string(ranks.size()),
-                                       settings_.backend, wait};
-      if (auto r = start_one(*ranks[i], std::move(argv)); !r) {
-        return r;
-      }
+void DevicePreflight::on_end(Check& c, int status) {
+  c.ended = true;
+  c.child.reset();
+  // What it wrote before its end is all in its pipes (or in those of what it
+  // forked, which are not waited for).
+  read_pipe(c.out, c.out_watch, [&c](std::string_view b) { c.steps.feed(b); });
+  read_pipe(c.err, c.err_watch, [&c](std::string_view b) { c.reason.feed(b); });
+  c.out_watch.reset();
+  c.err_watch.reset();
+  c.out.reset();
+  c.err.reset();
+  if (!c.killed) {
+    report(c, status);
+    if (own_failure(ends_.back().how)) {
+      stop_others();
     }
-    return {};
+  } else if (c.hung) {
+    report(c, status);
+  }  // else stopped for another's failure: it says nothing of its own device
+  finish_if_done();
+}
+
+void DevicePreflight::report(Check& c, int status) {
+  if (c.reported) {
+    return;
   }
-
-  // The checks' ends, within the bound; the first device's own failure ends
-  // the wait at once.
-  std::vector<CheckEnd> wait() {
-    const auto deadline = started_ + settings_.bound;
-    std::vector<CheckEnd> ends;
-    size_t left = checks_.size();
-    while (left > 0 && Clock::now() < deadline) {
-      poll_pipes(deadline);
-      for (Check& c : checks_) {
-        int status = 0;
-        if (c.ended || ::waitpid(c.pid, &status, WNOHANG) != c.pid) {
-          // A check that writes what is no step is ended now, as broken.
-          if (!c.ended && c.steps.broken()) {
-            ends.push_back(kill_one(c));
-            --left;
-          }
-          continue;
-        }
-        c.ended = true;
-        --left;
-        drain(c);
-        ends.push_back(end_of(c, status));
-      }
-      if (std::any_of(ends.begin(), ends.end(), [](const CheckEnd& e) { return own_failure(e.how); })) {
-        break;
-      }
-    }
-    // Past the bound, those still running hung; before it, they are stopped
-    // for another's failure and say nothing of their own device.
-    const bool past_bound = Clock::now() >= deadline;
-    for (Check& c : checks_) {
-      if (c.ended) {
-        continue;
-      }
-      CheckEnd e = kill_one(c);
-      if (e.how == CheckEnd::How::kBroken || past_bound) {
-        e.how = e.how == CheckEnd::How::kBroken ? e.how : CheckEnd::How::kHung;
-        ends.push_back(std::move(e));
-      }
-    }
-    return ends;
+  c.reported = true;
+  CheckEnd e = end_of(c, status);
+  if (c.hung && e.how != CheckEnd::How::kBroken) {
+    e.how = CheckEnd::How::kHung;
   }
+  ends_.push_back(std::move(e));
+}
 
- private:
-  Result<void> start_one(const ProcessSpec& rank, std::vector<std::string> argv) {
-    int out[2];
-    int err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) {
-      return Error{fmt::format("device preflight: pipe: {}", errno_string(errno)), errno, exit_code::kOsError};
-    }
-    Check& c = checks_.emplace_back();
-    c.rank = &rank;
-    c.out = Fd(out[0]);
-    Fd out_w(out[1]);
-    if (::pipe2(err, O_CLOEXEC) != 0) {
-      checks_.pop_back();
-      return Error{fmt::format("device preflight: pipe: {}", errno_string(errno)), errno, exit_code::kOsError};
-    }
-    c.err = Fd(err[0]);
-    Fd err_w(err[1]);
-    std::vector<std::string> env;
-    env.reserve(rank.env.size() + 4);
-    for (const EnvVar& var : rank.env) {
-      env.push_back(var.name + "=" + var.value);
-    }
-    SpawnOptions o;
-    if (pid1_.privileges != nullptr) {
-      pid1_.privileges->set_identity(env);
-      o.credentials = pid1_.privileges->credentials();
-    }
-    o.argv = std::move(argv);
-    o.env = &env;
-    o.cwd = rank.cwd;
-    o.grouping = Grouping::kProcessGroup;
-    o.signals = &pid1_.parent_signals;
-    o.stdout_fd = out_w.get();
-    o.stderr_fd = err_w.get();
-    if (checks_.size() == 1) {
-      started_ = Clock::now();
-    }
-    auto spawned = spawn(o);
-    if (!spawned) {
-      checks_.pop_back();
-      return Error{fmt::format("device preflight: cannot start {} for device {}: {}", settings_.check, device_of(rank),
-                               spawned.error().message),
-                   spawned.error().errnum, exit_code::kOsError};
-    }
-    c.pid = spawned->pid;
-    for (const Fd* fd : {&c.out, &c.err}) {
-      (void)::fcntl(fd->get(), F_SETFL, O_NONBLOCK);
-    }
-    return {};
+void DevicePreflight::kill(Check& c) noexcept {
+  if (c.ended || c.killed) {
+    return;
   }
+  c.killed = true;
+  // Its group, and the check itself by its pidfd: one that left its group
+  // is still reached. The loop reaps it.
+  (void)c.child.signal_group(SIGKILL);
+  (void)c.child.send_signal(SIGKILL);
+}
 
-  // Waits up to a tick (never past the deadline) for output, and reads it.
-  void poll_pipes(Clock::time_point deadline) {
-    std::vector<pollfd> fds;
-    for (const Check& c : checks_) {
-      for (const Fd* fd : {&c.out, &c.err}) {
-        if (*fd) {
-          fds.push_back(pollfd{fd->get(), POLLIN, 0});
-        }
-      }
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    const int timeout = static_cast<int>(std::clamp<long long>(left, 0, kTickMs));
-    if (fds.empty()) {
-      ::usleep(static_cast<useconds_t>(timeout) * 1000);
-      return;
-    }
-    if (::poll(fds.data(), fds.size(), timeout) > 0) {
-      for (Check& c : checks_) {
-        drain(c);
-      }
-    }
+// A device's own failure: the others are stopped, and say nothing of theirs.
+void DevicePreflight::stop_others() {
+  for (auto& c : checks_) {
+    kill(*c);
   }
+}
 
-  // SIGKILL to the check's group, then its end, reaped.
-  CheckEnd kill_one(Check& c) {
-    ::kill(-c.pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    c.ended = true;
-    drain(c);
-    return end_of(c, status);
+void DevicePreflight::finish_if_done() {
+  if (finished_ || !std::all_of(checks_.begin(), checks_.end(), [](const auto& c) { return c->ended; })) {
+    return;
   }
-
-  void kill_running() noexcept {
-    for (Check& c : checks_) {
-      if (!c.ended && c.pid > 0) {
-        ::kill(-c.pid, SIGKILL);
-        while (::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
-        }
-        c.ended = true;
-      }
-    }
+  finished_ = true;
+  bound_.reset();
+  give_up_.reset();
+  Result<void> result;
+  if (auto failure = preflight_failure(ends_, settings_.bound)) {
+    result = Error{*failure, 0, exit_code::kDeviceFailed};
+  } else {
+    log_info("device preflight: {} passed on backend {} in {:.3f} s", count_of(checks_.size(), "device"),
+             settings_.backend, seconds(Clock::now() - started_));
   }
-
-  const DevicePreflightSettings& settings_;
-  const Pid1& pid1_;
-  std::vector<Check> checks_;
-  Clock::time_point started_ = Clock::now();
-};
-
-}  // namespace
-
-Result<void> run_device_preflight(const std::vector<const ProcessSpec*>& ranks, const DevicePreflightSettings& settings,
-                                  const Pid1& pid1) {
-  const auto started = Clock::now();
-  Preflight preflight(settings, pid1);
-  if (auto r = preflight.start(ranks); !r) {
-    return r;
-  }
-  const std::vector<CheckEnd> ends = preflight.wait();
-  if (auto failure = preflight_failure(ends, settings.bound)) {
-    return Error{*failure, 0, exit_code::kDeviceFailed};
-  }
-  log_info("device preflight: {} passed on backend {} in {:.3f} s", count_of(ranks.size(), "device"), settings.backend,
-           seconds(Clock::now() - started));
-  return {};
+  // The last thing it does: the caller may destroy it from `done`.
+  DoneFn done = std::move(done_);
+  done(std::move(result));
 }
 
 }  // namespace trainit

@@ -9,19 +9,23 @@
 // PID 1 stays static and loads nothing: only the checks load the backend.
 // It trusts nothing they say: it reads a bounded amount of each pipe, takes
 // only the fixed step names in their order from stdout, and keeps one line
-// of stderr, made printable, as the reason. Every check ends reaped before
-// run_device_preflight() returns, within the bound and a SIGKILL's time.
+// of stderr, made printable, as the reason. Nothing of it waits: the checks
+// are sources of PID 1's loop (DevicePreflight), ended within the bound.
 #pragma once
 
 #include <sys/types.h>
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/fd.h"
 #include "base/result.h"
 #include "base/time.h"
+#include "loop/loop.h"
 #include "pid1.h"
 #include "plan/plan.h"
 #include "platform/environment.h"
@@ -117,11 +121,50 @@ struct DevicePreflightSettings {
   Duration bound = std::chrono::seconds(10);
 };
 
-// Runs one check per rank of `ranks` (each with its environment and working
-// directory, as the job's user) and waits for them within the bound. The
-// error: exit_code::kDeviceFailed and the failure line, or kOsError when a
-// check could not be started.
-[[nodiscard]] Result<void> run_device_preflight(const std::vector<const ProcessSpec*>& ranks,
-                                                const DevicePreflightSettings& settings, const Pid1& pid1);
+// One check per rank (each with its environment and working directory, as
+// the job's user), run from the loop: their pipes, their ends (pidfds) and
+// the bound are its sources, so signals, heartbeats and control frames are
+// taken meanwhile. `done` is called once, from the loop, when every check
+// ended: ok, or exit_code::kDeviceFailed and the failure line. A check still
+// running at the bound is killed; one not reaped kKillGrace after its
+// SIGKILL (asleep in a driver) is left to the job's stop. Destroying the
+// preflight kills every check still running: its group, and the check by
+// its pidfd (one that left its group too); the loop reaps them.
+class DevicePreflight {
+ public:
+  using DoneFn = std::function<void(Result<void>)>;
+
+  DevicePreflight(Loop& loop, const Pid1& pid1, DevicePreflightSettings settings, DoneFn done);
+  DevicePreflight(const DevicePreflight&) = delete;
+  DevicePreflight& operator=(const DevicePreflight&) = delete;
+  ~DevicePreflight();
+
+  // Starts the checks. The error (exit_code::kOsError) when one could not
+  // start; `done` is not called then.
+  [[nodiscard]] Result<void> start(const std::vector<const ProcessSpec*>& ranks);
+
+ private:
+  struct Check;
+
+  Result<void> start_one(const ProcessSpec& rank, std::vector<std::string> argv);
+  template <typename Feed>
+  void read_pipe(Fd& fd, SourceHandle& watch, Feed feed);
+  [[nodiscard]] CheckEnd end_of(const Check& c, int status) const;
+  void on_end(Check& c, int status);
+  void report(Check& c, int status);
+  void kill(Check& c) noexcept;
+  void stop_others();
+  void finish_if_done();
+
+  Loop& loop_;
+  const Pid1& pid1_;
+  DevicePreflightSettings settings_;
+  DoneFn done_;
+  std::vector<std::unique_ptr<Check>> checks_;
+  std::vector<CheckEnd> ends_;
+  SourceHandle bound_, give_up_;
+  Clock::time_point started_;
+  bool finished_ = false;
+};
 
 }  // namespace trainit

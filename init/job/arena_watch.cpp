@@ -15,51 +15,81 @@
 
 namespace trainit {
 
-Result<void> ArenaWatch::create(unsigned local_ranks) {
-  if (prepared_for_ == local_ranks) {
-    prepared_for_.reset();
-    next_local_rank_ = 0;
-    return std::exchange(prepared_, Result<void>{});
+void ArenaWatch::create(unsigned local_ranks, ReadyFn ready) {
+  if (prepared_for_ != local_ranks) {
+    make(local_ranks);
   }
   prepared_for_.reset();
-  return make(local_ranks);
+  next_local_rank_ = 0;
+  if (outcome_) {
+    auto outcome = std::move(*outcome_);
+    outcome_.reset();
+    ready(std::move(outcome));
+  } else {
+    ready_ = std::move(ready);
+  }
 }
 
 void ArenaWatch::prepare(unsigned local_ranks) {
-  prepared_ = make(local_ranks);
+  make(local_ranks);
   prepared_for_ = local_ranks;
 }
 
-Result<void> ArenaWatch::make(unsigned local_ranks) {
+void ArenaWatch::cancel() {
+  preflight_.reset();
+  made_.reset();
+  outcome_.reset();
+  ready_ = nullptr;
+  prepared_for_.reset();
+}
+
+void ArenaWatch::make(unsigned local_ranks) {
+  cancel();
   arena_.reset();
   next_local_rank_ = 0;
   if (!settings_.heap || local_ranks < 2) {
-    return {};
+    outcome_ = Result<void>{};
+    return;
   }
   // The preflight's helpers run on the other cores while this one commits
   // the job's arena (zeroing its pages: most of the start's time).
-  auto preflight = CollPreflight::start(local_ranks);
+  auto preflight = CollPreflight::start(loop_, local_ranks, settings_.preflight_timeout,
+                                        [this](const Result<void>& r) { on_preflight(r); });
   if (!preflight) {
-    return Error{preflight.error().message, preflight.error().errnum, exit_code::kOsError};
+    outcome_ = Error{preflight.error().message, preflight.error().errnum, exit_code::kOsError};
+    return;
   }
+  preflight_ = std::move(*preflight);
   uint64_t id = 0;
   if (::getrandom(&id, sizeof id, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof id)) {
     id = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   }
-  auto arena = CollArena::create(local_ranks, *settings_.heap, id);
+  id_ = fmt::format("{:016x}", id);
+  made_ = CollArena::create(local_ranks, *settings_.heap, id);
   // The sockets, while the preflight's helpers may still run.
   make_peer_sockets(local_ranks);
-  if (auto r = preflight->wait(settings_.preflight_timeout); !r) {
-    return Error{r.error().message, r.error().errnum, exit_code::kOsError};
+}
+
+void ArenaWatch::on_preflight(const Result<void>& preflight) {
+  Result<CollArena> made = std::move(*made_);
+  made_.reset();
+  if (!preflight) {
+    outcome_ = Error{preflight.error().message, preflight.error().errnum, exit_code::kOsError};
+  } else if (!made) {
+    outcome_ = Error{made.error().message, made.error().errnum, exit_code::kOsError};
+  } else {
+    log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", made->ranks(),
+             static_cast<double>(made->bytes()) / (1 << 20));
+    arena_ = std::move(*made);
+    outcome_ = Result<void>{};
   }
-  if (!arena) {
-    return Error{arena.error().message, arena.error().errnum, exit_code::kOsError};
+  if (ready_) {
+    ReadyFn ready = std::move(ready_);
+    ready_ = nullptr;
+    auto outcome = std::move(*outcome_);
+    outcome_.reset();
+    ready(std::move(outcome));
   }
-  id_ = fmt::format("{:016x}", id);
-  log_info("collective arena: {} local ranks, {:.1f} MiB, preflight passed", local_ranks,
-           static_cast<double>(arena->bytes()) / (1 << 20));
-  arena_ = std::move(*arena);
-  return {};
 }
 
 void ArenaWatch::make_peer_sockets(unsigned local_ranks) {

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,16 +46,22 @@ class ArenaWatch {
   ArenaWatch(Loop& loop, ArenaSettings settings, FailFn on_failure)
       : loop_(loop), settings_(settings), on_failure_(std::move(on_failure)) {}
 
-  // A fresh arena for `local_ranks` ranks, after its preflight; none when
-  // the arena is off or there are fewer than two. The error names what
-  // failed (exit code 71). The one prepare() made for as many ranks, if any.
-  Result<void> create(unsigned local_ranks);
+  // The outcome of making an arena: the error names what failed (exit code 71).
+  using ReadyFn = std::function<void(Result<void>)>;
+
+  // A fresh arena for `local_ranks` ranks, after its preflight (from the
+  // loop: nothing waits); none when the arena is off or there are fewer
+  // than two. `ready` is called once with the outcome, from the loop or at
+  // once: the one prepare() made for as many ranks, if any.
+  void create(unsigned local_ranks, ReadyFn ready);
   // Makes the next start's arena now, while the host waits for something
   // else (the other hosts, at the barrier): the preflight and the commit of
   // every page take about 10 ms for two ranks, then hidden in the wait.
   // Its outcome, an error too, is create()'s: a failure is still reported
   // where it always was, when the ranks are about to start.
   void prepare(unsigned local_ranks);
+  // The job stops: a preflight under way is killed, `ready` never called.
+  void cancel();
   // The next rank's seat, with its sockets to its peers; nullopt without an
   // arena.
   [[nodiscard]] std::optional<ArenaSeat> next_seat();
@@ -74,7 +81,8 @@ class ArenaWatch {
 
  private:
   bool check_hangs();
-  Result<void> make(unsigned local_ranks);
+  void make(unsigned local_ranks);
+  void on_preflight(const Result<void>& preflight);
   // peer_socks_ for this start's ranks (none past kMaxPeerSockRanks, or
   // when the descriptors run out: a warning).
   void make_peer_sockets(unsigned local_ranks);
@@ -84,10 +92,13 @@ class ArenaWatch {
   FailFn on_failure_;
   std::optional<CollArena> arena_;
   unsigned next_local_rank_ = 0;
-  std::optional<unsigned> prepared_for_;  // prepare()'s local ranks, until create() takes it
-  Result<void> prepared_;                 // and what it gave
-  std::string id_;                        // TRAINIT_COLL_ID
-  std::vector<Fd> peer_socks_;            // ranks x ranks: [i * ranks + j], rank i's end towards j
+  std::optional<unsigned> prepared_for_;      // prepare()'s local ranks, until create() takes it
+  std::unique_ptr<CollPreflight> preflight_;  // under way
+  std::optional<Result<CollArena>> made_;     // the arena, while its preflight runs
+  std::optional<Result<void>> outcome_;       // make()'s, until create() takes it
+  ReadyFn ready_;                             // create()'s, while the outcome is not there
+  std::string id_;                            // TRAINIT_COLL_ID
+  std::vector<Fd> peer_socks_;                // ranks x ranks: [i * ranks + j], rank i's end towards j
   std::vector<unsigned> hangs_reported_;
   SourceHandle timer_;
 };

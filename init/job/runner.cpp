@@ -220,8 +220,9 @@ class JobRunner {
       case Deadline::kPeers:
         arm(options_.peer_timeout, &JobRunner::on_peer_timeout, "peer deadline");
         break;
-      case Deadline::kBarrier:
-        arm(barrier_timeout(), &JobRunner::on_barrier_timeout, "barrier deadline");
+      case Deadline::kBarrier:  // every host's device preflight comes before its check-in
+        arm(barrier_timeout() + (options_.preflight_devices ? options_.preflight_timeout : Duration::zero()),
+            &JobRunner::on_barrier_timeout, "barrier deadline");
         break;
     }
   }
@@ -372,8 +373,7 @@ class JobRunner {
       return;
     }
     if (link_) {  // a restart: the channel is up, this generation's barrier is new
-      link_->check_in();
-      arena_.prepare(local_rank_count());
+      check_devices_then(&JobRunner::check_in);
       return;
     }
     HostLinkSettings settings;
@@ -405,6 +405,13 @@ class JobRunner {
       return;
     }
     link_ = std::move(*link);
+    // Connected (heartbeats flow): this host checks in once its devices
+    // passed, so that no rank starts anywhere before every device did.
+    check_devices_then(&JobRunner::check_in);
+  }
+
+  void check_in() {
+    devices_checked_ = options_.preflight_devices;  // this start's spawn checks them no more
     link_->check_in();
     // Checked in: the arena is made while the other hosts come, not after.
     arena_.prepare(local_rank_count());
@@ -535,8 +542,24 @@ class JobRunner {
     if (restart_pending_) {
       prepare_restart();
     }
-    // A rank cannot start without its working directory; without a log
-    // directory it can, on the console (the log relay reports the files).
+    if (!make_job_dirs() || !write_plan_files()) {
+      return;
+    }
+    prepare_rank_error_files();
+    if (plan_.rank_table) {
+      // An Ascend rank table's pages back to the kernel (megabytes for a
+      // large job). Not without one: malloc_trim walks every free chunk
+      // (a fifth of a torchrun host's spawn at 1,024 hosts, by perf).
+      plan_.rank_table.reset();
+      ::malloc_trim(0);
+    }
+    check_devices_then(&JobRunner::make_arena);
+  }
+
+  // The ranks' directories. A rank cannot start without its working
+  // directory; without a log directory it can, on the console (the log
+  // relay reports the files). False after fail() said why.
+  bool make_job_dirs() {
     for (const auto& dir : plan_.dirs) {
       const bool existed = ::access(dir.c_str(), F_OK) == 0;
       int r = make_dirs(dir);
@@ -550,28 +573,24 @@ class JobRunner {
       }
       if (is_working_dir(dir)) {
         fail(kCantCreate, fmt::format("cannot create directory {}: {}", dir, errno_string(-r)));
-        return;
+        return false;
       }
       on_log_error(0, Error{fmt::format("cannot create log directory {}: {}", dir, errno_string(-r)), -r});
     }
-    if (!write_plan_files()) {
-      return;
-    }
-    prepare_rank_error_files();
-    if (plan_.rank_table) {
-      // An Ascend rank table's pages back to the kernel (megabytes for a
-      // large job). Not without one: malloc_trim walks every free chunk
-      // (a fifth of a torchrun host's spawn at 1,024 hosts, by perf).
-      plan_.rank_table.reset();
-      ::malloc_trim(0);
-    }
-    if (!check_devices()) {
-      return;
-    }
-    if (auto r = arena_.create(local_rank_count()); !r) {
-      fail(r.error().exit_code, r.error().message);
-      return;
-    }
+    return true;
+  }
+
+  void make_arena() {
+    arena_.create(local_rank_count(), [this](const Result<void>& r) {
+      if (!r) {
+        fail(r.error().exit_code, r.error().message);
+      } else if (state_ == State::kSpawn) {
+        spawn_ranks();
+      }
+    });
+  }
+
+  void spawn_ranks() {
     ranks_.reserve(plan_.processes.size());
     for (const auto& spec : plan_.processes) {
       std::optional<ArenaSeat> seat = spec.rank ? arena_.next_seat() : std::nullopt;
@@ -586,10 +605,14 @@ class JobRunner {
   }
 
   // --preflight devices: each local device proves itself before any rank
-  // starts (device_preflight.h), at every start. False after fail() said why.
-  bool check_devices() {
-    if (!options_.preflight_devices) {
-      return true;
+  // starts (device_preflight.h), at every start; on several hosts before
+  // the host checks in. From the loop: `then` once they passed, fail() on
+  // a failure. The state's deadline, signals and the control channel go on
+  // meanwhile; leaving the state for stopping kills the checks.
+  void check_devices_then(void (JobRunner::*then)()) {
+    if (!options_.preflight_devices || std::exchange(devices_checked_, false)) {
+      (this->*then)();
+      return;
     }
     std::vector<const ProcessSpec*> ranks;
     for (const auto& spec : plan_.processes) {
@@ -600,19 +623,32 @@ class JobRunner {
     if (ranks.empty()) {
       log_warning("--preflight devices: this host starts no rank of its own (mode {}): no device to check",
                   mode_name(plan_.mode));
-      return true;
+      (this->*then)();
+      return;
+    }
+    // The checks run in the ranks' working directories.
+    if (state_ == State::kHostBarrier && !make_job_dirs()) {
+      return;
     }
     auto check = find_device_check(options_.device_check);
     if (!check) {
       fail(check.error().exit_code, check.error().message);
-      return false;
+      return;
     }
-    const DevicePreflightSettings settings{*check, preflight_backend(env_, plan_.mode), options_.preflight_timeout};
-    if (auto r = run_device_preflight(ranks, settings, pid1_); !r) {
+    const State in = state_;
+    device_preflight_ = std::make_unique<DevicePreflight>(
+        loop_, pid1_, DevicePreflightSettings{*check, preflight_backend(env_, plan_.mode), options_.preflight_timeout},
+        [this, then, in](const Result<void>& r) {
+          if (!r) {
+            fail(r.error().exit_code, r.error().message);
+          } else if (state_ == in) {
+            (this->*then)();
+          }
+        });
+    if (auto r = device_preflight_->start(ranks); !r) {
+      device_preflight_.reset();
       fail(r.error().exit_code, r.error().message);
-      return false;
     }
-    return true;
   }
 
   [[nodiscard]] unsigned local_rank_count() const {
@@ -801,6 +837,10 @@ class JobRunner {
 
   void enter_stopping() {
     notifier_.send("STOPPING=1");
+    // A preflight under way: its processes are killed now (the loop reaps
+    // them), nothing of it acts later.
+    device_preflight_.reset();
+    arena_.cancel();
     arena_.abort("the job is stopping");
     if (!loop_.has_children()) {
       fire(Event::kAllGone, "no process is left");
@@ -933,6 +973,7 @@ class JobRunner {
   unsigned restarts_ = 0;                 // times the job was started again (Plan::restarts)
   bool restart_pending_ = false;          // the ranks are being stopped to start again
   bool privileges_narrowed_ = false;      // narrow_own_privileges() ran
+  bool devices_checked_ = false;          // this start's devices passed before the host checked in
   struct timespec error_files_since_ {};  // when this start's error files were prepared
   // The phases.
   Launcher launcher_;
@@ -944,6 +985,7 @@ class JobRunner {
   std::unique_ptr<HostLink> link_;
   std::unique_ptr<SshdPhase> sshd_;
   std::unique_ptr<PeerSshds> peer_sshds_;
+  std::unique_ptr<DevicePreflight> device_preflight_;  // this start's, from its start to the next
   // While set, this thread runs ahead of the fair class (base/urgent.h):
   // every host of several but host 0, once its ranks run.
   std::optional<UrgentSection> ahead_;

@@ -6,10 +6,14 @@
 // the job with 79, one line naming the device, the host and the step, the
 // same cause in the status file, no rank started and nothing left.
 #include <dirent.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <csignal>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "emulation.h"
@@ -215,6 +219,117 @@ TEST(DevicePreflight, ACheckThatFloodsItsOutputIsStillKilledAtTheBound) {
       run(preflight_spec(job, 2, "", {"--preflight", "devices", "--preflight-timeout", "1", "--device-check", check}));
   expect_failure_named(job, r, "device preflight failed: device 0: hung in step start after 1.0 s");
   EXPECT_LT(r.elapsed, 5s) << r.transcript;
+}
+
+// --- Nothing of the preflight waits: it runs from trainit's loop ------------
+
+// A --device-check that marks DIR/check-<pid> as it starts, then is the real
+// check.
+std::string marking_check(const Job& job) {
+  const std::string real = trainit_path().substr(0, trainit_path().rfind('/') + 1) + "trainit-device-check";
+  const std::string path = job.path("marking-check");
+  EXPECT_TRUE(write_file(path, "#!/bin/sh\n: > '" + job.root() + "/check-'$$\nexec '" + real + "' \"$@\"\n"));
+  EXPECT_EQ(::chmod(path.c_str(), 0755), 0);
+  return path;
+}
+
+size_t checks_started(const Job& job) {
+  size_t n = 0;
+  if (DIR* dir = ::opendir(job.root().c_str())) {
+    while (const dirent* e = ::readdir(dir)) {
+      n += std::string_view(e->d_name).starts_with("check-") ? 1 : 0;
+    }
+    ::closedir(dir);
+  }
+  return n;
+}
+
+class SignalDuringTheDevicePreflight : public ::testing::TestWithParam<int> {};
+
+// A stop during a hung device's check ends the job at once with 128+S (not
+// at the bound, with 79); the status file is final and names the signal.
+// SIGHUP stops nothing: the preflight goes on to its bound.
+TEST_P(SignalDuringTheDevicePreflight, StopsTheJobAtOnceOrForSighupLetsItGoOn) {
+  TRAINIT_REQUIRE_DEVICE_CHECK();
+  const int signo = GetParam();
+  const bool stop = signo != SIGHUP;
+  Job job;
+  Spec s = preflight_spec(
+      job, 2, "0:hang",
+      {"--preflight", "devices", "--preflight-timeout", stop ? "60" : "2", "--device-check", marking_check(job)});
+  Trainit t(s);
+  ASSERT_TRUE(t.started()) << t.error();
+  ASSERT_TRUE(job::wait_until([&] { return checks_started(job) == 2; })) << t.transcript();
+  // The working device's check waits for the hung one in the meeting.
+  std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(t.signal(signo), 0);
+  const auto sent = Clock::now();
+  const Exit exit = t.wait(10s);
+  const auto took = Clock::now() - sent;
+  if (!stop) {
+    EXPECT_EQ(exit, Exit::code(79)) << t.transcript();
+    EXPECT_NE(t.err().find("device 0: hung in step allreduce after 2.0 s"), std::string::npos) << t.transcript();
+    return;
+  }
+  EXPECT_EQ(exit, Exit::code(128 + signo)) << t.transcript();
+  EXPECT_LT(took, 1s) << "the stop waited for the preflight" << t.transcript();
+  const std::string status = slurp(job.status());
+  EXPECT_NE(status.find("\"state\": \"exit\""), std::string::npos) << status;
+  EXPECT_NE(status.find(fmt::format("\"exit_code\": {}", 128 + signo)), std::string::npos) << status;
+  EXPECT_NE(status.find(fmt::format("trainit got {}; exit {} in state spawn", signo == SIGTERM ? "SIGTERM" : "SIGINT",
+                                    128 + signo)),
+            std::string::npos)
+      << status;
+  EXPECT_TRUE(job.starts().empty()) << "a rank started" << t.transcript();
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, SignalDuringTheDevicePreflight, ::testing::Values(SIGTERM, SIGINT, SIGHUP),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(info.param == SIGTERM  ? "SIGTERM"
+                                              : info.param == SIGINT ? "SIGINT"
+                                                                     : "SIGHUP");
+                         });
+
+// A check that moves itself into another process group (that of a child it
+// forked) and hangs: a signal to its own group reaches nothing, yet it is
+// killed at the bound (by its pidfd), and the stop sweeps what it forked.
+TEST(DevicePreflight, ACheckThatLeavesItsProcessGroupAndHangsIsStillKilledAtTheBoundAndWhatItForkedIsSwept) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  const std::string check = job.path("group-leaving-check");
+  ASSERT_TRUE(write_file(check, R"(#!/usr/bin/python3
+import os, time
+child = os.fork()
+if child == 0:
+    time.sleep(1000)
+    os._exit(0)
+os.setpgid(child, child)
+os.setpgid(0, child)
+time.sleep(1000)
+)"));
+  ASSERT_EQ(::chmod(check.c_str(), 0755), 0);
+  Spec s = preflight_spec(job, 1, "", {"--preflight", "devices", "--preflight-timeout", "1", "--device-check", check});
+  s.layout = Layout::kNoNamespace;  // no PID namespace to end it all: trainit must
+  const std::string mark = "DEVICE_PREFLIGHT_TEST_MARK=" + job.root();
+  s.env.push_back(mark);
+  Outcome r = run(s, 20s);
+  EXPECT_EQ(r.exit, Exit::code(79)) << r.transcript;
+  EXPECT_NE(r.err.find("device 0: hung in step start after 1.0 s"), std::string::npos) << r.transcript;
+  EXPECT_LT(r.elapsed, 5s) << r.transcript;
+  std::vector<std::string> left;
+  DIR* proc = ::opendir("/proc");
+  ASSERT_NE(proc, nullptr);
+  while (const dirent* e = ::readdir(proc)) {
+    const std::string environ = slurp(std::string("/proc/") + e->d_name + "/environ");
+    if (environ.find(mark + '\0') != std::string::npos) {
+      left.push_back(e->d_name);
+    }
+  }
+  ::closedir(proc);
+  for (const std::string& pid : left) {
+    ::kill(std::stoi(pid), SIGKILL);
+  }
+  EXPECT_TRUE(left.empty()) << "still running: pid " << (left.empty() ? "" : left[0]);
 }
 
 TEST(DevicePreflight, WithoutPreflightDevicesNoDeviceIsCheckedAndTheRanksStart) {

@@ -30,11 +30,12 @@
 //                    While no rank runs (wait_rank_table, exec mode's drain)
 //                    it has nobody to reach and the job goes on.
 //
-// spawn is entered and left in one turn of trainit's loop (directories, the
-// collective arena and its preflight, every rank started), and signals are
-// read between turns: a signal sent while the status file says `spawn` is
-// taken in running, once every rank has started. The Spawn cases send it
-// there and check exactly that. reaping is not a case: it follows the
+// spawn runs from trainit's loop like every state: the device preflight
+// (--preflight devices) and the collective arena's preflight wait there as
+// sources of the loop, and a signal is taken in spawn. The Spawn cases hold
+// it with a device check that passes only once the case lets it: a stop
+// signal ends the job from spawn with no rank started; SIGHUP reaches no
+// rank yet and the job goes on. reaping is not a case: it follows the
 // SIGKILL of every process left, and ends as soon as the kernel has them
 // (nothing can be held there); its own transition is checked in every case.
 //
@@ -74,7 +75,7 @@ enum class Mode { kExec, kAscend, kTorchrun, kTorchrunExec, kMsrun, kMsrunExec, 
 // machine; its phases are its own (stop delay, drain, restart).
 enum class Held {
   kWaitRankTable,  // the rank table is "initializing"
-  kSpawn,          // the status file says spawn
+  kSpawn,          // the status file says spawn: the device checks wait for DIR/devices
   kRunning,        // every process runs
   kStopDelay,      // exec: --stop-delay after a first SIGTERM
   kStopping,       // a rank failed with 7 (one process: a first SIGTERM); a rank ignoring SIGTERM holds it
@@ -250,7 +251,11 @@ Expected expected(const Case& c) {
       e.cause_names_signal = stop_signal;
       e.job_goes_on = !stop_signal;
       break;
-    case Held::kSpawn:
+    case Held::kSpawn:  // no rank yet for SIGHUP to reach: the checks pass, the job runs and ends 0
+      e.exit_code = stop_signal ? 128 + c.signo : 0;
+      e.cause_names_signal = stop_signal;
+      e.job_goes_on = !stop_signal;
+      break;
     case Held::kRunning:
       e.exit_code = 128 + c.signo;
       e.cause_names_signal = stop_signal;
@@ -404,6 +409,9 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
     if (c().held == Held::kRestarting) {
       s.args.insert(s.args.end(), {"--restart", "on-failure"});
     }
+    if (c().held == Held::kSpawn) {
+      s.args.insert(s.args.end(), {"--preflight", "devices", "--device-check", dir_ / "bin/device-check"});
+    }
     s.args.emplace_back("--");
     s.args.push_back(program_);
     return s;
@@ -442,6 +450,7 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
         }
         break;
       case Held::kSpawn:
+        write_device_check();
         break;
     }
     if (c().mode == Mode::kAscend) {
@@ -450,6 +459,16 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
     if (c().mode == Mode::kTorchrunExec || c().mode == Mode::kMsrunExec) {
       write_launcher_stand_ins();
     }
+  }
+
+  // A stand-in for trainit-device-check that holds spawn: each device passes
+  // every step once DIR/devices exists.
+  void write_device_check() const {
+    const std::string path = dir_ / "bin/device-check";
+    ASSERT_TRUE(write_file(
+        path, "#!/bin/sh\n: > '" + dir_.path() + "/check-'$$\nwhile [ ! -e '" + dir_.path() +
+                  "/devices' ]; do sleep 0.02; done\nprintf 'open\\nalloc\\njoin\\nallreduce\\ncheck\\n'\n"));
+    ::chmod(path.c_str(), 0755);
   }
 
   // The process that ignores SIGTERM where one holds the state: rank 0, or
@@ -494,16 +513,16 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
     }
   }
 
-  // Drives trainit into the case's state. The Spawn case returns as soon as
-  // the status file says spawn: the signal must follow at once.
+  // Drives trainit into the case's state.
   void drive(Trainit& t) {
     switch (c().held) {
       case Held::kWaitRankTable:
         ASSERT_TRUE(wait_state("wait_rank_table")) << t.transcript();
         return;
-      case Held::kSpawn:
+      case Held::kSpawn:  // the status file says spawn, and a device's check has begun
         ASSERT_TRUE(wait_until([&] { return status_state(status_path()) == "spawn"; }, kTimeout))
             << "the status file never said spawn: " << slurp(status_path()) << t.transcript();
+        ASSERT_TRUE(wait_until([&] { return !checks_begun().empty(); })) << t.transcript();
         return;
       case Held::kRunning:
         ASSERT_TRUE(wait_all_ready()) << t.transcript();
@@ -561,6 +580,13 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
   // ends it; then whatever still holds the state is let go.
   void after_signal(Trainit& t) {
     switch (c().held) {
+      case Held::kSpawn:
+        if (!stop_signal()) {  // still in spawn; the devices pass, the ranks start and exit 0
+          EXPECT_EQ(status_state(status_path()), "spawn") << t.transcript();
+          mark("quick");
+          mark("devices");
+        }
+        return;
       case Held::kWaitRankTable:
         if (!stop_signal()) {  // still waiting; the table completes and the job runs
           EXPECT_EQ(status_state(status_path()), "wait_rank_table") << t.transcript();
@@ -648,7 +674,7 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
     }
     // Every process of the plan ended before trainit did.
     ASSERT_TRUE(status["ranks"].is_array()) << status.dump(2);
-    const bool nothing_started = c().held == Held::kWaitRankTable && stop_signal();
+    const bool nothing_started = (c().held == Held::kWaitRankTable || c().held == Held::kSpawn) && stop_signal();
     EXPECT_EQ(status["ranks"].empty(), nothing_started) << status.dump(2);
     for (const Json& rank : status["ranks"]) {
       EXPECT_NE(rank["state"], "running") << rank.dump() << t.transcript();
@@ -702,7 +728,8 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
   void expect_starts(const Expected& e) const {
     const size_t per_start = process_ids(c().mode).size();
     switch (c().held) {
-      case Held::kWaitRankTable:  // nothing before the table; the job once it came
+      case Held::kWaitRankTable:  // nothing before the table (the devices); the job once it came
+      case Held::kSpawn:
         EXPECT_EQ(starts(), e.job_goes_on ? per_start : 0) << slurp(dir_ / "launches");
         break;
       case Held::kRestarting:  // the restart ran, or a stop ended the restarting
@@ -713,16 +740,23 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
     }
   }
 
-  // A signal sent while the status file said spawn is taken in running,
-  // once every rank has started.
-  static void expect_taken_after_spawn(const Trainit& t) {
+  // Each device check begun (DIR/check-PID, in trainit's namespace).
+  std::vector<std::string> checks_begun() const {
+    std::vector<std::string> out;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+      if (entry.path().filename().string().starts_with("check-")) {
+        out.push_back(entry.path().filename().string());
+      }
+    }
+    return out;
+  }
+
+  // A stop signal sent in spawn is taken there: no rank starts. SIGHUP
+  // stops nothing.
+  void expect_taken_in_spawn(const Trainit& t) const {
     const std::string err = t.err();
-    const size_t spawned = err.find("spawn -> running");
-    const size_t stopped = err.find("running -> stopping");
-    ASSERT_NE(spawned, std::string::npos) << t.transcript();
-    ASSERT_NE(stopped, std::string::npos) << t.transcript();
-    EXPECT_LT(spawned, stopped) << t.transcript();
-    EXPECT_EQ(err.find("spawn -> stopping"), std::string::npos) << t.transcript();
+    EXPECT_EQ(err.find("spawn -> stopping") != std::string::npos, stop_signal()) << t.transcript();
+    EXPECT_EQ(err.find("spawn -> running") != std::string::npos, !stop_signal()) << t.transcript();
   }
 
   void run_case() {
@@ -753,10 +787,9 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
       EXPECT_EQ(t.err().find(": got SIGHUP"), std::string::npos) << "SIGHUP moved the machine" << t.transcript();
     }
     if (c().held == Held::kSpawn) {
-      expect_taken_after_spawn(t);
-    } else {
-      expect_starts(e);
+      expect_taken_in_spawn(t);
     }
+    expect_starts(e);
     expect_no_file_half_written();
   }
 

@@ -7,8 +7,10 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <optional>
 
 #include "coll_arena.h"
+#include "loop/loop.h"
 
 namespace trainit {
 namespace {
@@ -36,12 +38,46 @@ TEST(CollPreflight, PassesForTwoToEightLocalRanksAndReapsEveryHelper) {
   }
 }
 
-TEST(CollPreflight, OneDroppedWithoutWaitingKillsAndReapsItsHelpers) {
+TEST(CollPreflight, OneDroppedBeforeItsEndKillsItsHelpersAndTheLoopReapsThem) {
+  Loop loop;
+  ASSERT_EQ(loop.init(), 0);
+  bool called = false;
   {
-    auto preflight = CollPreflight::start(4);
+    auto preflight = CollPreflight::start(loop, 4, 10s, [&called](Result<void>) { called = true; });
     ASSERT_TRUE(preflight) << preflight.error().message;
     EXPECT_TRUE(has_children());
   }
+  const auto deadline = Clock::now() + 10s;
+  while (loop.has_children() && Clock::now() < deadline) {
+    ASSERT_GE(loop.run_once(100), 0);
+  }
+  EXPECT_FALSE(has_children());
+  EXPECT_FALSE(called) << "a preflight dropped says nothing";
+}
+
+// Nothing waits: the helpers' ends and the deadline are the loop's sources,
+// and a timer of someone else's fires while the helpers run.
+TEST(CollPreflight, ItsHelpersAreSourcesOfTheLoopWhichRunsOtherSourcesMeanwhile) {
+  Loop loop;
+  ASSERT_EQ(loop.init(), 0);
+  std::optional<Result<void>> outcome;
+  bool other = false;
+  SourceHandle timer = loop.add_timer(
+      Clock::now(),
+      [&other] {
+        other = true;
+        return 0;
+      },
+      "someone else's timer");
+  auto preflight = CollPreflight::start(loop, 3, 10s, [&outcome](Result<void> r) { outcome = std::move(r); });
+  ASSERT_TRUE(preflight) << preflight.error().message;
+  const auto deadline = Clock::now() + 10s;
+  while (!outcome && Clock::now() < deadline) {
+    ASSERT_GE(loop.run_once(100), 0);
+  }
+  ASSERT_TRUE(outcome.has_value()) << "no outcome within 10 s";
+  EXPECT_TRUE(*outcome) << outcome->error().message;
+  EXPECT_TRUE(other);
   EXPECT_FALSE(has_children());
 }
 

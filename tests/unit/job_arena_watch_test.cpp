@@ -59,6 +59,17 @@ class JobArenaWatch : public ::testing::Test {
     return *watch_;
   }
 
+  // create(), its outcome once the loop gave it (the preflight runs from it).
+  Result<void> create(ArenaWatch& watch, unsigned ranks) {
+    std::optional<Result<void>> outcome;
+    watch.create(ranks, [&outcome](Result<void> r) { outcome = std::move(r); });
+    const auto deadline = Clock::now() + 10s;
+    while (!outcome && Clock::now() < deadline) {
+      EXPECT_GE(loop_.run_once(100), 0);
+    }
+    return outcome ? std::move(*outcome) : Result<void>(Error{"no outcome within 10 s", ETIMEDOUT});
+  }
+
   static ArenaSettings small() {
     ArenaSettings settings;
     settings.heap = size_t{1} << 20;
@@ -72,17 +83,17 @@ class JobArenaWatch : public ::testing::Test {
 };
 
 TEST_F(JobArenaWatch, OneLocalRankOrTheArenaOffMakesNoArena) {
-  ASSERT_TRUE(watch().create(1).ok());
+  ASSERT_TRUE(create(watch(), 1).ok());
   EXPECT_FALSE(watch_->exists());
   EXPECT_FALSE(watch_->next_seat());
   ArenaSettings off = small();
   off.heap.reset();
-  ASSERT_TRUE(watch(off).create(4).ok());
+  ASSERT_TRUE(create(watch(off), 4).ok());
   EXPECT_FALSE(watch_->exists());
 }
 
 TEST_F(JobArenaWatch, EveryLocalRankGetsItsOwnSeatInOneArena) {
-  ASSERT_TRUE(watch().create(2).ok());
+  ASSERT_TRUE(create(watch(), 2).ok());
   auto first = watch_->next_seat();
   auto second = watch_->next_seat();
   ASSERT_TRUE(first && second);
@@ -97,9 +108,9 @@ TEST_F(JobArenaWatch, EveryLocalRankGetsItsOwnSeatInOneArena) {
 }
 
 TEST_F(JobArenaWatch, AFreshStartMakesAFreshArena) {
-  ASSERT_TRUE(watch().create(2).ok());
+  ASSERT_TRUE(create(watch(), 2).ok());
   const std::string id = watch_->next_seat()->id;
-  ASSERT_TRUE(watch_->create(2).ok());
+  ASSERT_TRUE(create(*watch_, 2).ok());
   auto seat = watch_->next_seat();
   EXPECT_EQ(seat->local_rank, 0U) << "seats count from 0 again";
   EXPECT_NE(seat->id, id);
@@ -107,9 +118,14 @@ TEST_F(JobArenaWatch, AFreshStartMakesAFreshArena) {
 
 TEST_F(JobArenaWatch, TheArenaPreparedDuringTheBarrierIsTheOneTheRanksGet) {
   watch().prepare(2);
+  EXPECT_FALSE(watch_->exists()) << "made from the loop, while the host waits at the barrier";
+  const auto deadline = Clock::now() + 10s;
+  while (!watch_->exists() && Clock::now() < deadline) {
+    ASSERT_GE(loop_.run_once(100), 0);
+  }
   ASSERT_TRUE(watch_->exists());
   const std::string prepared = watch_->next_seat()->id;
-  ASSERT_TRUE(watch_->create(2).ok());
+  ASSERT_TRUE(create(*watch_, 2).ok());
   auto seat = watch_->next_seat();
   EXPECT_EQ(seat->local_rank, 0U) << "seats count from 0 at the start";
   EXPECT_EQ(seat->id, prepared) << "no second arena";
@@ -117,18 +133,18 @@ TEST_F(JobArenaWatch, TheArenaPreparedDuringTheBarrierIsTheOneTheRanksGet) {
 
 TEST_F(JobArenaWatch, AnArenaPreparedForOtherRanksIsReplacedAtTheStart) {
   watch().prepare(2);
-  ASSERT_TRUE(watch_->create(3).ok());
+  ASSERT_TRUE(create(*watch_, 3).ok());
   EXPECT_EQ(watch_->next_seat()->local_size, 3U);
   watch_->prepare(0);
   EXPECT_FALSE(watch_->exists()) << "fewer than two local ranks share no arena";
-  ASSERT_TRUE(watch_->create(0).ok());
+  ASSERT_TRUE(create(*watch_, 0).ok());
   EXPECT_FALSE(watch_->exists());
 }
 
 TEST_F(JobArenaWatch, APreparedArenaThatFailedFailsTheStartWith71) {
   const unsigned too_many = coll::kMaxRanks + 1;
   watch().prepare(too_many);
-  auto r = watch_->create(too_many);
+  auto r = create(*watch_, too_many);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().exit_code, exit_code::kOsError);
   EXPECT_NE(r.error().message.find("out of range"), std::string::npos) << r.error().message;
@@ -136,7 +152,7 @@ TEST_F(JobArenaWatch, APreparedArenaThatFailedFailsTheStartWith71) {
 }
 
 TEST_F(JobArenaWatch, ARankThatOverwritesTheHeaderStopsTheJobWith76WithinAPeriod) {
-  ASSERT_TRUE(watch().create(2).ok());
+  ASSERT_TRUE(create(watch(), 2).ok());
   const int fd = watch_->next_seat()->fd;
   watch_->watch();
   const std::string garbage(64, '\xa5');
@@ -148,7 +164,7 @@ TEST_F(JobArenaWatch, ARankThatOverwritesTheHeaderStopsTheJobWith76WithinAPeriod
 }
 
 TEST_F(JobArenaWatch, AbortingTwiceIsHarmlessAndTheArenaStaysSound) {
-  ASSERT_TRUE(watch().create(2).ok());
+  ASSERT_TRUE(create(watch(), 2).ok());
   watch_->abort("rank 0 exited");
   watch_->abort("the job is stopping");
   EXPECT_TRUE(watch_->check()) << message_;
@@ -159,7 +175,7 @@ TEST_F(JobArenaWatch, AnArenaDroppedAtTheEndLeavesNothingOpenAndItsMemoryIsFreed
   const size_t descriptors = open_descriptors();
   ArenaSettings settings = small();
   settings.heap = kHeap;
-  ASSERT_TRUE(watch(settings).create(2).ok());
+  ASSERT_TRUE(create(watch(settings), 2).ok());
   const size_t held = shmem_in_use();
   watch_.reset();
   EXPECT_EQ(open_descriptors(), descriptors) << "neither the memfd nor anything that closed it is left open";
