@@ -25,6 +25,7 @@
 #include "base/fd.h"
 #include "base/result.h"
 #include "base/time.h"
+#include "device_check_log.h"
 #include "loop/loop.h"
 #include "pid1.h"
 #include "plan/plan.h"
@@ -32,68 +33,7 @@
 
 namespace trainit {
 
-// --- pure parts -------------------------------------------------------------
-
-// What a check wrote to stdout: its steps, one line each, in order. Anything
-// else (a name not in the list, a step out of order, a line or a total too
-// long) marks it broken.
-class StepLog {
- public:
-  static constexpr size_t kMaxBytes = 256;  // all of the steps take 35
-
-  void feed(std::string_view bytes);
-  // The last step it announced, -1 before the first.
-  [[nodiscard]] int step() const { return step_; }
-  // Its name, or "start" before the first.
-  [[nodiscard]] std::string_view step_name() const;
-  // What it wrote that is no step, in words; nullopt while nothing.
-  [[nodiscard]] const std::optional<std::string>& broken() const { return broken_; }
-
- private:
-  void line(std::string_view text);
-
-  int step_ = -1;
-  size_t bytes_ = 0;
-  std::string partial_;
-  std::optional<std::string> broken_;
-};
-
-// What a check wrote to stderr: its last non-empty line (at most kMaxLine
-// bytes of it kept), as printable text. Reads any amount, keeps little.
-class ReasonLog {
- public:
-  static constexpr size_t kMaxLine = 300;
-
-  void feed(std::string_view bytes);
-  [[nodiscard]] std::string reason() const;
-
- private:
-  std::string partial_;
-  std::string last_;
-};
-
-// How a check ended.
-struct CheckEnd {
-  enum class How {
-    kPassed,  // exit 0 after every step
-    kFailed,  // exit 1 (or another status): this device's failure
-    kPeer,    // exit 2: it gave up waiting for another device's check
-    kKilled,  // a signal ended it
-    kHung,    // still running at the bound: killed
-    kBroken,  // wrote what is no step
-  };
-  std::string device;  // "2"
-  How how = How::kPassed;
-  int status = 0;  // kFailed: the exit status; kKilled: the signal
-  std::string step;
-  std::string reason;  // stderr's last line
-};
-
-// The failure line the checks' ends call for ("device 2: allreduce: ..."),
-// nullopt when every one passed. A device's own failure (in the order they
-// ended) wins over a hang, a hang over a check that gave up waiting for
-// another; the others that failed on their own are counted after it.
-[[nodiscard]] std::optional<std::string> preflight_failure(const std::vector<CheckEnd>& ends, Duration bound);
+// --- the plan's side -------------------------------------------------------
 
 // The device a rank of the plan uses, as the fake device reads it
 // (device_number() in src/coll/device_check.h).

@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "base/number.h"
+#include "base/safe_fs.h"
 #include "platform/fs.h"
 
 namespace trainit {
@@ -195,6 +196,8 @@ Result<JobPrivileges> JobPrivileges::settle_asked(const Options& options) {
       return account.error();
     }
     p.account_ = std::move(*account);
+    // What the job's user owns is trusted now (base/safe_fs.h).
+    safe_fs::trust_job_user(p.account_->ids.uid, p.account_->ids.gid);
   }
   p.caps_ = options.caps;
   p.no_new_privs_ = options.no_new_privs;
@@ -229,13 +232,6 @@ void JobPrivileges::set_identity(std::vector<std::string>& env) const {
   const std::string name = account_->name.empty() ? std::to_string(account_->ids.uid) : account_->name;
   set_variable(env, "USER", name);
   set_variable(env, "LOGNAME", name);
-}
-
-int JobPrivileges::give_to_job(const std::string& path) const {
-  if (!account_) {
-    return 0;
-  }
-  return ::chown(path.c_str(), account_->ids.uid, account_->ids.gid) == 0 ? 0 : -errno;
 }
 
 PrivilegesPlan JobPrivileges::plan() const {

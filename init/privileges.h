@@ -64,10 +64,6 @@ class JobPrivileges {
   // account's (replaced where present); nothing without --user.
   void set_identity(std::vector<std::string>& env) const;
 
-  // Hands `path` (a directory the processes write into) to the job's user.
-  // Returns 0 or -errno; 0 without --user.
-  [[nodiscard]] int give_to_job(const std::string& path) const;
-
   // trainit's own capabilities once its setup is past
   // (narrow_own_caps_after_setup(): CAP_KILL, and what `still` takes). Logs
   // what it keeps at debug level; a failure is a warning, never fatal.

@@ -14,6 +14,7 @@
 #include "base/fd.h"
 #include "base/log.h"
 #include "base/redact.h"
+#include "base/safe_fs.h"
 #include "base/utf8.h"
 #include "platform/json.h"
 
@@ -31,20 +32,6 @@ std::string safe_component(std::string_view text) {
     out.insert(out.begin(), '_');
   }
   return out;
-}
-
-// 64 bits from the kernel's random pool, without waiting for it (a
-// temporary file's name): its clock mixed with a count where it would wait.
-uint64_t unguessable() noexcept {
-  uint64_t value = 0;
-  if (::getrandom(&value, sizeof value, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof value)) {
-    return value;
-  }
-  static uint64_t counter = 0;
-  struct timespec now {};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  return (static_cast<uint64_t>(now.tv_nsec) * 0x9e3779b97f4a7c15ULL) ^ (++counter << 32) ^
-         static_cast<uint64_t>(now.tv_sec);
 }
 
 }  // namespace
@@ -123,24 +110,11 @@ Result<void> write_termination_log(const std::string& path, std::string_view lin
   auto failed = [&](int e, std::string_view why) {
     return Error{fmt::format("cannot write the termination message to {}: {}", path, why), e};
   };
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd) {
-    const int e = errno;
-    return failed(e, e == ELOOP   ? "a symbolic link is there; refused"
-                     : e == ENXIO ? "a FIFO is there; refused"
-                                  : errno_string(e));
+  auto file = safe_fs::open_file(path, O_WRONLY);
+  if (!file) {
+    return failed(file.error().errnum, file.error().message);
   }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) < 0) {
-    const int e = errno;
-    return failed(e, errno_string(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return failed(EINVAL, "not a regular file; refused");
-  }
-  if (st.st_nlink > 1) {
-    return failed(EMLINK, "a regular file with other names; refused");
-  }
+  Fd fd = std::move(*file);
   // One write of the whole message from the start: a reader sees the old
   // content, nothing, or all of it.
   const std::string text = termination_text(line);
@@ -156,42 +130,10 @@ Result<void> write_termination_log(const std::string& path, std::string_view lin
   return {};
 }
 
-Result<void> write_file_atomically(const std::string& path, const std::string& content, unsigned mode) {
-  // A name nobody can guess, made with O_EXCL: what someone else created
-  // (a link, a directory planted in /tmp) is never written through, never
-  // removed, and cannot stand in the way: another name is tried.
-  std::string tmp;
-  Fd fd;
-  for (int attempt = 0; attempt < 8 && !fd; ++attempt) {
-    tmp = fmt::format("{}.tmp-{:016x}", path, unguessable());
-    fd.reset(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
-    if (!fd && errno != EEXIST) {
-      break;
-    }
-  }
-  if (!fd) {
-    int e = errno;
-    return Error{fmt::format("cannot write {}: {}", path, errno_string(e)), e};
-  }
-  const char* p = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd.get(), p, left);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      int e = n < 0 ? errno : ENOSPC;
-      ::unlink(tmp.c_str());
-      return Error{fmt::format("cannot write {}: {}", path, errno_string(e)), e};
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fchmod(fd.get(), mode) < 0 || ::close(fd.release()) < 0 || ::rename(tmp.c_str(), path.c_str()) < 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return Error{fmt::format("cannot write {}: {}", path, errno_string(e)), e};
+Result<void> write_file_atomically(const std::string& path, const std::string& content, unsigned mode,
+                                   safe_fs::Give give) {
+  if (auto r = safe_fs::write_atomically(path, content, mode, give); !r) {
+    return Error{fmt::format("cannot write {}: {}", path, r.error().message), r.error().errnum};
   }
   return {};
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/safe_fs.h"
 #include "platform/environment.h"
 
 namespace trainit {
@@ -96,7 +97,10 @@ Result<void> write_termination_log(const std::string& path, std::string_view lin
 [[nodiscard]] std::string default_status_path(const Environment& env);
 
 // Writes `content` to `path` through a temporary file in the same directory
-// and rename(2): readers see the old file or the new one, never a mix.
-Result<void> write_file_atomically(const std::string& path, const std::string& content, unsigned mode);
+// and rename(2) (base/safe_fs.h): readers see the old file or the new one,
+// never a mix; with Give::kJob the file is the job's user's. The error
+// names the path.
+Result<void> write_file_atomically(const std::string& path, const std::string& content, unsigned mode,
+                                   safe_fs::Give give = safe_fs::Give::kTrainit);
 
 }  // namespace trainit

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 
 #include "base/fd.h"
 #include "base/log.h"
 #include "base/redact.h"
+#include "base/safe_fs.h"
 #include "platform/json.h"
 #include "platform/text.h"
 #include "status_file.h"
@@ -116,16 +118,16 @@ std::string exception_line(std::string_view text) {
 // cannot create it in trainit's directory: made anew, empty, and handed to
 // them (the last start's goes: what a file holds is this start's, whatever
 // the clock's granularity says of its time). 0 or -errno.
-int make_for_the_job(const std::string& path, const GiveToJobFn& give_to_job) {
-  if (::unlink(path.c_str()) < 0 && errno != ENOENT) {
-    return -errno;
+int make_for_the_job(int dir, std::string_view name) {
+  if (int r = safe_fs::remove_at(dir, name); r < 0) {
+    return r;
   }
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644));
-  if (!fd) {
-    return -errno;
+  auto file = safe_fs::open_at(dir, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (!file) {
+    return -file.error().errnum;
   }
-  if (int r = give_to_job(path); r < 0) {
-    ::unlink(path.c_str());
+  if (int r = safe_fs::give_to_job(file->get()); r < 0) {
+    (void)safe_fs::remove_at(dir, name);
     return r;
   }
   return 0;
@@ -220,24 +222,29 @@ std::string root_cause_of(const ProcessSpec& spec, const std::string& private_di
   return cause ? ": " + describe(*cause) : std::string();
 }
 
-void prepare_error_files(const std::string& private_dir, const std::vector<ProcessSpec>& processes,
-                         const GiveToJobFn& give_to_job) {
+void prepare_error_files(const std::string& private_dir, const std::vector<ProcessSpec>& processes, bool for_the_job) {
   bool warned = false;
+  std::optional<Result<Fd>> dir;  // trainit's directory, opened at the first file
   for (const ProcessSpec& p : processes) {
     const std::string* path = error_file_of(p);
     if (path == nullptr || !directly_in(*path, private_dir)) {
       continue;
     }
-    if (give_to_job) {
-      if (int r = make_for_the_job(*path, give_to_job); r < 0 && !warned) {
-        warned = true;
-        log_warning(
-            "error file {}: cannot make it for the job's user: {}; a failing rank's exception may be "
-            "missing from the job's cause",
-            *path, errno_string(-r));
-      }
-    } else if (::unlink(path->c_str()) < 0 && errno != ENOENT) {
-      log_debug("error file {}: cannot remove the last start's: {}", *path, errno_string(errno));
+    if (!dir) {
+      dir = safe_fs::open_dir(private_dir);
+    }
+    const std::string_view name = std::string_view(*path).substr(private_dir.size() + 1);
+    const int r = !*dir         ? -(*dir).error().errnum
+                  : for_the_job ? make_for_the_job((*dir)->get(), name)
+                                : safe_fs::remove_at((*dir)->get(), name);
+    if (r < 0 && for_the_job && !warned) {
+      warned = true;
+      log_warning(
+          "error file {}: cannot make it for the job's user: {}; a failing rank's exception may be "
+          "missing from the job's cause",
+          *path, errno_string(-r));
+    } else if (r < 0 && !for_the_job) {
+      log_debug("error file {}: cannot remove the last start's: {}", *path, errno_string(-r));
     }
   }
 }

@@ -68,20 +68,16 @@ struct RootCause {
 [[nodiscard]] std::string root_cause_of(const ProcessSpec& spec, const std::string& private_dir,
                                         const struct timespec& since);
 
-// Hands a file the job's processes write to their user (--user); 0 or
-// -errno.
-using GiveToJobFn = std::function<int(const std::string& path)>;
-
 // Before a start, once the runner made `private_dir`: each process's error
 // file of the last start is removed, so that a file found after a failure
-// is this start's. When the processes run as another user (`give_to_job`
-// set), who cannot create files in trainit's directory, each file is made
-// for them instead, anew and empty, and handed to that user (trainit keeps
-// CAP_CHOWN for it while restarts may come). Only files directly in `private_dir` are the
-// plan's: a variable the job's environment set to anything else is left
-// alone, and never read. A file that cannot be made is one warning; the job
-// goes on.
+// is this start's. When the processes run as another user (`for_the_job`),
+// who cannot create files in trainit's directory, each file is made for
+// them instead, anew and empty, and handed to that user (trainit keeps
+// CAP_CHOWN for it while restarts may come), through base/safe_fs.h. Only
+// files directly in `private_dir` are the plan's: a variable the job's
+// environment set to anything else is left alone, and never read. A file
+// that cannot be made is one warning; the job goes on.
 void prepare_error_files(const std::string& private_dir, const std::vector<ProcessSpec>& processes,
-                         const GiveToJobFn& give_to_job = {});
+                         bool for_the_job = false);
 
 }  // namespace trainit

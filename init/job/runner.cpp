@@ -15,6 +15,7 @@
 #include "base/exit_code.h"
 #include "base/log.h"
 #include "base/redact.h"
+#include "base/safe_fs.h"
 #include "base/urgent.h"
 #include "device_preflight.h"
 #include "job/arena_watch.h"
@@ -560,22 +561,20 @@ class JobRunner {
   // directory; without a log directory it can, on the console (the log
   // relay reports the files). False after fail() said why.
   bool make_job_dirs() {
+    const bool to_job = pid1_.privileges != nullptr && pid1_.privileges->switches_user();
     for (const auto& dir : plan_.dirs) {
-      const bool existed = ::access(dir.c_str(), F_OK) == 0;
-      int r = make_dirs(dir);
-      if (r >= 0 && !existed) {
-        // The job's processes write into the directories made for them
-        // (--user); one that was there already stays whose it was.
-        r = pid1_.privileges != nullptr ? pid1_.privileges->give_to_job(dir) : 0;
-      }
-      if (r >= 0) {
+      // The job's processes write into the directories made for them
+      // (--user); one that was there already stays whose it was.
+      auto made = safe_fs::make_dirs(dir, 0755, to_job ? safe_fs::Give::kJob : safe_fs::Give::kTrainit);
+      if (made) {
         continue;
       }
       if (is_working_dir(dir)) {
-        fail(kCantCreate, fmt::format("cannot create directory {}: {}", dir, errno_string(-r)));
+        fail(kCantCreate, fmt::format("cannot create directory {}: {}", dir, made.error().message));
         return false;
       }
-      on_log_error(0, Error{fmt::format("cannot create log directory {}: {}", dir, errno_string(-r)), -r});
+      on_log_error(
+          0, Error{fmt::format("cannot create log directory {}: {}", dir, made.error().message), made.error().errnum});
     }
     return true;
   }
@@ -674,11 +673,8 @@ class JobRunner {
   // start's: read from now on only when written since (error_file.h).
   void prepare_rank_error_files() {
     error_files_since_ = file_clock_now();
-    GiveToJobFn give;
-    if (pid1_.privileges != nullptr && pid1_.privileges->switches_user()) {
-      give = [this](const std::string& path) { return pid1_.privileges->give_to_job(path); };
-    }
-    prepare_error_files(plan_.private_dir, plan_.processes, give);
+    prepare_error_files(plan_.private_dir, plan_.processes,
+                        pid1_.privileges != nullptr && pid1_.privileges->switches_user());
   }
 
   // Writes the plan's files. What was written (a copy of the rank table
@@ -693,24 +689,24 @@ class JobRunner {
     }
     // mpirun and the orteds run as the job's user (--user): they reach their
     // files by name in trainit's directory, never list it.
-    if (!plan_.private_dir.empty() && pid1_.privileges != nullptr && pid1_.privileges->switches_user() &&
-        ::chmod(plan_.private_dir.c_str(), 0711) != 0) {
-      fail(kCantCreate, fmt::format("cannot open {} to the job's user: {}", plan_.private_dir, errno_string(errno)));
-      return false;
-    }
-    for (const auto& file : plan_.files) {
-      if (auto r = write_file_atomically(file.path, file.content, file.mode); !r) {
-        fail(kCantCreate, r.error().message);
+    const bool to_job = pid1_.privileges != nullptr && pid1_.privileges->switches_user();
+    if (!plan_.private_dir.empty() && to_job) {
+      auto dir = safe_fs::open_dir(plan_.private_dir);
+      if (!dir || ::fchmod(dir->get(), 0711) != 0) {
+        fail(kCantCreate, fmt::format("cannot open {} to the job's user: {}", plan_.private_dir,
+                                      dir ? errno_string(errno) : dir.error().message));
         return false;
       }
+    }
+    for (const auto& file : plan_.files) {
       // The job's files in trainit's directory (hostfile, tune file, ssh
       // config) are for the job's user to read; sshd's stay trainit's.
-      if (pid1_.privileges != nullptr && !plan_.private_dir.empty() &&
-          file.path.rfind(plan_.private_dir + "/", 0) == 0) {
-        if (int r = pid1_.privileges->give_to_job(file.path); r < 0) {
-          fail(kCantCreate, fmt::format("cannot give {} to the job's user: {}", file.path, errno_string(-r)));
-          return false;
-        }
+      const bool job_file = to_job && !plan_.private_dir.empty() && file.path.rfind(plan_.private_dir + "/", 0) == 0;
+      if (auto r = write_file_atomically(file.path, file.content, file.mode,
+                                         job_file ? safe_fs::Give::kJob : safe_fs::Give::kTrainit);
+          !r) {
+        fail(kCantCreate, r.error().message);
+        return false;
       }
     }
     plan_.files = {};

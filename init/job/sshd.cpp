@@ -6,33 +6,26 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
-#include <system_error>
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "base/safe_fs.h"
 #include "plan/mpi.h"
 #include "platform/fs.h"
 
 namespace trainit {
 
-int make_dirs(const std::string& path) {
-  std::error_code error;
-  std::filesystem::create_directories(path, error);
-  return error ? -error.value() : 0;
-}
-
 Result<void> make_private_dir(const std::string& path) {
   if (path.empty()) {
     return {};
   }
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    if (int r = make_dirs(path.substr(0, path.rfind('/'))); r < 0 || ::mkdir(path.c_str(), 0700) != 0) {
-      return Error{fmt::format("cannot create trainit's directory {}: {}", path, errno_string(errno)), errno};
-    }
+  auto dir = safe_fs::make_dirs(path, 0700);
+  if (!dir) {
+    return Error{fmt::format("cannot create trainit's directory {}: {}", path, dir.error().message),
+                 dir.error().errnum};
   }
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 0022) != 0) {
+  if (::fstat(dir->get(), &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 0022) != 0) {
     return Error{fmt::format("trainit's directory {} must be a directory of uid {}, not a symlink, writable only by it",
                              path, ::geteuid()),
                  EPERM};
@@ -46,8 +39,9 @@ Result<void> SshdPhase::prepare(const SshdPlan& sshd, const std::string& private
     return Error{r.error().message, r.error().errnum, exit_code::kCantCreate};
   }
   for (const auto& dir : dirs) {
-    if (int r = make_dirs(dir); r < 0) {
-      return Error{fmt::format("cannot create directory {}: {}", dir, errno_string(-r)), -r, exit_code::kCantCreate};
+    if (auto r = safe_fs::make_dirs(dir); !r) {
+      return Error{fmt::format("cannot create directory {}: {}", dir, r.error().message), r.error().errnum,
+                   exit_code::kCantCreate};
     }
   }
   if (auto r = write_file_atomically(sshd.config_path, sshd.config, 0600); !r) {

@@ -27,12 +27,10 @@
 
 namespace trainit {
 
-// mkdir -p (mode 0777 & ~umask, as mkdir(1)). Returns 0 or -errno.
-int make_dirs(const std::string& path);
-
-// trainit's private directory for the job: made 0700 when missing; one that
-// exists must be a directory of trainit's own user, not a symlink, and
-// writable by nobody else (sshd refuses its files otherwise).
+// trainit's private directory for the job: made 0700 when missing (its
+// parents through base/safe_fs.h); one that exists must be a directory of
+// trainit's own user, not a symlink, and writable by nobody else (sshd
+// refuses its files otherwise).
 Result<void> make_private_dir(const std::string& path);
 
 class SshdPhase {

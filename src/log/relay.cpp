@@ -13,6 +13,7 @@
 #include <span>
 
 #include "base/log.h"
+#include "base/safe_fs.h"
 #include "base/time.h"
 
 namespace trainit {
@@ -38,39 +39,12 @@ struct LogRelay::Rank {
 namespace {
 
 // A rank's log file, in a directory the job's user may write while PID 1 is
-// root: whatever was planted at the name is refused, never followed or
-// waited on. O_NOFOLLOW: not through a symbolic link; O_NONBLOCK: a FIFO
-// without a reader fails at once (ENXIO) instead of blocking the loop; then
-// a regular file with no other name (a hard link to a file elsewhere would
-// have root append to it). Mode 0640: the job's group may read it, nobody
-// else.
+// root: whatever was planted at the name or in the path (a symbolic link, a
+// FIFO, a hard link to a file elsewhere, another user's file) is refused,
+// never followed or waited on (base/safe_fs.h). Mode 0640: the job's group
+// may read it, nobody else.
 Result<Fd> open_log_file(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0640));
-  if (!fd) {
-    const int e = errno;
-    return Error{e == ELOOP   ? std::string("a symbolic link is there; refused")
-                 : e == ENXIO ? std::string("a FIFO is there; refused")
-                              : errno_string(e),
-                 e};
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) < 0) {
-    const int e = errno;
-    return Error{errno_string(e), e};
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return Error{"not a regular file (something was planted there); refused", EINVAL};
-  }
-  if (st.st_nlink > 1) {
-    return Error{fmt::format("a regular file with {} names (a hard link to a file elsewhere?); refused", st.st_nlink),
-                 EMLINK};
-  }
-  const int flags = ::fcntl(fd.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) < 0) {
-    const int e = errno;
-    return Error{errno_string(e), e};
-  }
-  return fd;
+  return safe_fs::open_file(path, O_WRONLY | O_CREAT | O_APPEND, 0640);
 }
 
 // Turns O_APPEND on or off for `fd`. Off fails on an append-only file

@@ -160,6 +160,23 @@ bool decode_release(std::string_view payload, int& exit_code, std::string& why) 
   return true;
 }
 
+bool decode_hello(std::string_view payload, HelloMessage& out, std::string& why) {
+  wire::PayloadReader reader(payload);
+  uint8_t has_secret = 0;
+  if (!reader.u32(out.index) || !reader.u32(out.count) || !reader.u8(has_secret) || has_secret > 1 ||
+      (has_secret == 1 && (!reader.bytes(Tag().size(), out.tag) || !reader.bytes(Nonce().size(), out.nonce)))) {
+    why = "malformed HELLO";
+    return false;
+  }
+  out.has_secret = has_secret == 1;
+  out.job_id = reader.rest();
+  if (std::string problem = text_problem("job id", out.job_id, kMaxJobId); !problem.empty()) {
+    why = "malformed HELLO: " + problem;
+    return false;
+  }
+  return true;
+}
+
 bool decode_empty(wire::Type type, std::string_view payload, std::string& why) {
   return payload.empty() || bad(why, type, fmt::format("{}, not 0", plural(payload.size(), "byte")));
 }

@@ -282,21 +282,16 @@ void ControlServer::on_frame(Link* link, wire::Frame& frame) {
 }
 
 void ControlServer::on_hello(Link* link, const std::string& payload) {
-  wire::PayloadReader reader(payload);
-  uint32_t index = 0, count = 0;
-  uint8_t has_secret = 0;
-  std::string_view tag, nonce;
-  // The tag and nonce are there whenever the client says it has a secret,
-  // whether this side has one or not: a field's place never depends on the
-  // reader.
-  if (!reader.u32(index) || !reader.u32(count) || !reader.u8(has_secret) || has_secret > 1 ||
-      (has_secret == 1 && (!reader.bytes(net::Tag().size(), tag) || !reader.bytes(net::Nonce().size(), nonce)))) {
-    return close_link(link, "closed", "malformed HELLO");
+  net::HelloMessage hello;
+  if (std::string why; !net::decode_hello(payload, hello, why)) {
+    return close_link(link, "closed", why);
   }
-  const std::string_view job_id = reader.rest();
-  if (std::string problem = net::text_problem("job id", job_id, net::kMaxJobId); !problem.empty()) {
-    return close_link(link, "closed", "malformed HELLO: " + problem);
-  }
+  const uint32_t index = hello.index;
+  const uint32_t count = hello.count;
+  const std::string_view job_id = hello.job_id;
+  const std::string_view tag = hello.tag;
+  const std::string_view nonce = hello.nonce;
+  const uint8_t has_secret = hello.has_secret ? 1 : 0;
   net::Handshake handshake{link->nonce, {}, index, count, job_id};
   std::copy(nonce.begin(), nonce.end(), handshake.client_nonce.begin());
   if (auth_ && has_secret == 0) {

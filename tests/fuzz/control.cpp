@@ -120,6 +120,15 @@ void check_decoders(const wire::Frame& frame) {
         net::decode_generation(frame.type, net::encode_generation(generation), again, why) && again == generation,
         "a generation does not encode back");
   }
+  net::HelloMessage hello;
+  if (net::decode_hello(payload, hello, why)) {
+    FUZZ_CHECK(net::text_problem("job id", hello.job_id, net::kMaxJobId).empty(), "a HELLO's job id that is no text");
+    FUZZ_CHECK(hello.has_secret ? hello.tag.size() == 32 && hello.nonce.size() == 32
+                                : hello.tag.empty() && hello.nonce.empty(),
+               "a HELLO's proof out of its place");
+  } else {
+    FUZZ_CHECK(fuzz::one_line(why), why);
+  }
   int exit_code = 0;
   if (net::decode_release(payload, exit_code, why))
     FUZZ_CHECK(net::encode_release(exit_code) == payload, "RELEASE does not encode back");

@@ -13,6 +13,10 @@ comment at the top of each target says it):
                        them (net_control*_test.cpp), to either side
   corpus/notify/       sd_notify datagrams as the notify tests send them
 
+(corpus/device_check/ and corpus/status_file/ are written by hand: a check
+that passes, one that fails, one out of order; a status file of a running
+job and of one that ended. This script leaves them alone.)
+
 and the dictionaries are the words of the sources the targets read: the
 rank table's keys, every variable a planner reads, every option and its
 variable, the wire format's magic and types, sd_notify's keys.

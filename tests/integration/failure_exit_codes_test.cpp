@@ -21,7 +21,9 @@ TEST(ExitCodes, JobWhoseLogPipesCannotBeMadeExits71NamingThePipe) {
   TRAINIT_REQUIRE_ROOT();
   Job job;
   ASSERT_TRUE(write_file(job.table(), template1("completed", 16)));
-  Spec spec = job.spec({}, {"exit", "0"});
+  // Without the collective arena, whose preflight would take the
+  // descriptors first (a pidfd for each of its 16 helpers).
+  Spec spec = job.spec({"--coll-arena", "off"}, {"exit", "0"});
   // prlimit execs trainit in its place: PID 1 with at most 20 descriptors.
   spec.args.insert(spec.args.begin(), {"--nofile=20:20", trainit_path()});
   if (kEmulated) {  // prlimit execs trainit itself: through the emulator

@@ -772,6 +772,55 @@ TEST(JobLogs, AFifoOrSymlinkPlantedAtARanksLogFileIsRefusedAndPid1StillAnswersSi
   EXPECT_EQ(job::slurp(job.log_file(2)).rfind("hello\nready 2 pid ", 0), 0u) << "the others' logs as usual";
 }
 
+// A rank (or anyone who can write the mount) replaces the log directory with
+// a symbolic link to a directory only root may write: PID 1 refuses the
+// link (once, naming it) instead of creating the ranks' logs there, and the
+// job runs on with the console.
+TEST(JobLogs, ASymbolicLinkForTheLogDirectoryIsRefusedAndRootWritesNothingThroughIt) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  ASSERT_TRUE(write_file(job.table(), template1("completed", 2)));
+  const std::string root_only = job.path("root-only");
+  ASSERT_EQ(::mkdir(root_only.c_str(), 0700), 0);
+  std::filesystem::remove_all(job.log_dir());
+  ASSERT_EQ(::symlink(root_only.c_str(), job.log_dir().c_str()), 0);
+  Outcome r = run(job.spec({}, {"print", "hello", "exit", "0"}));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  EXPECT_TRUE(std::filesystem::is_empty(root_only)) << "root wrote through the link" << r.transcript;
+  EXPECT_EQ(job::count(r.err, job.log_dir() + ": a symbolic link is there; refused"), 1u) << r.transcript;
+  EXPECT_EQ(job::count(r.out, "hello"), 2u) << "the ranks' output is on the console" << r.transcript;
+}
+
+// The default log directory, /tmp/log, where another local user was first:
+// a file they made where a rank's log goes, or the directory itself, is
+// refused (naming whose it is), never written into.
+TEST(JobLogs, AnotherUsersFilesOrDirectoryAtTheDefaultTmpLogAreRefusedNotWrittenInto) {
+  TRAINIT_REQUIRE_ROOT();
+  constexpr uid_t kStranger = 4242;
+  for (const bool whole_directory : {false, true}) {
+    Job job;
+    ASSERT_TRUE(write_file(job.table(), template1("completed", 2)));
+    std::filesystem::remove_all(job.log_dir());  // no <mount>/log: the logs go to /tmp/log
+    TempDir tmp;
+    ASSERT_EQ(::chmod(tmp.path().c_str(), 01777), 0);
+    const std::string log = tmp / "log";
+    ASSERT_EQ(::mkdir(log.c_str(), 0755), 0);
+    const std::string planted = log + "/" + std::filesystem::path(job.log_file(0)).filename().string();
+    ASSERT_TRUE(write_file(planted, "theirs\n"));
+    ASSERT_EQ(::chown((whole_directory ? log : planted).c_str(), kStranger, kStranger), 0);
+    Spec s = job.spec({}, {"print", "hello", "exit", "0"});
+    s.tmp = tmp.path();
+    Outcome r = run(s);
+    EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+    EXPECT_EQ(job::slurp(planted), "theirs\n") << "PID 1 wrote into another user's file" << r.transcript;
+    EXPECT_NE(r.err.find("owned by uid 4242, neither trainit's user nor the job's; refused"), std::string::npos)
+        << r.transcript;
+    if (whole_directory) {
+      EXPECT_EQ(std::distance(std::filesystem::directory_iterator(log), {}), 1) << "nothing made in their directory";
+    }
+  }
+}
+
 // --- Observable state ------------------------------------------------------------
 
 TEST(JobStatus, StatusFileIsSchemaV1JsonFromRunningToExitWithEveryRanksCodeStateAndTheJobsCause) {

@@ -60,6 +60,23 @@ TEST(DevicePreflightSteps, MoreThanTheBoundOfOutputBreaksTheLogWithoutKeepingIt)
   EXPECT_NE(log.broken()->find("more than 256 bytes"), std::string::npos) << *log.broken();
 }
 
+// Found by the device_check fuzz target: the steps before the bound counted
+// when the pipe gave them a byte at a time, not when it gave them at once,
+// so the failure line's step depended on how the reads fell.
+TEST(DevicePreflightSteps, TheStepBeforeTooMuchOutputIsTheSameWhateverPiecesTheBytesCameIn) {
+  const std::string out = "open\nalloc\n" + std::string(StepLog::kMaxBytes, 'x');
+  StepLog whole;
+  whole.feed(out);
+  StepLog bytewise;
+  for (char c : out) {
+    bytewise.feed(std::string_view(&c, 1));
+  }
+  EXPECT_EQ(whole.step(), 1);
+  EXPECT_EQ(bytewise.step(), 1);
+  EXPECT_TRUE(whole.broken() && bytewise.broken());
+  EXPECT_EQ(*whole.broken(), *bytewise.broken());
+}
+
 TEST(DevicePreflightSteps, ControlBytesInABadLineAreQuotedNotPassedOn) {
   StepLog log;
   log.feed(std::string("op\x1b[2Jen\n"));

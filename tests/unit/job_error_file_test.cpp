@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/redact.h"
+#include "base/safe_fs.h"
 #include "job/error_file.h"
 #include "net_support.h"
 
@@ -205,39 +206,57 @@ TEST_F(JobErrorFile, AFileWrittenBeforeThisStartIsNotRead) {
 // own); each file is made for them and handed over, and kept across a
 // restart, when trainit may no longer hand files over.
 TEST_F(JobErrorFile, ForAnotherUserEachFileIsMadeEmptyAndHandedOverAtEveryStart) {
-  std::vector<std::string> given;
-  auto give = [&](const std::string& path) {
-    given.push_back(path);
-    return 0;
-  };
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "handing a file to another user needs root";
+  }
+  constexpr uid_t kJobUid = 4242;
+  constexpr gid_t kJobGid = 4243;
+  safe_fs::trust_job_user(kJobUid, kJobGid);
   std::vector<ProcessSpec> ranks = {rank(0), rank(1)};
   auto expect_fresh = [&](const char* when) {
-    EXPECT_EQ(given, (std::vector<std::string>{error_file(0), error_file(1)})) << when;
     for (unsigned n : {0U, 1U}) {
       struct stat st {};
       ASSERT_EQ(::lstat(error_file(n).c_str(), &st), 0) << n << " " << when;
       EXPECT_TRUE(S_ISREG(st.st_mode));
       EXPECT_EQ(st.st_size, 0) << when;
       EXPECT_EQ(st.st_mode & 0777, 0644u);
+      EXPECT_EQ(st.st_uid, kJobUid) << when;
+      EXPECT_EQ(st.st_gid, kJobGid) << when;
     }
   };
-  prepare_error_files(private_dir_, ranks, give);
+  prepare_error_files(private_dir_, ranks, true);
   expect_fresh("the first start");
   EXPECT_EQ(root_cause_of(ranks[0], private_dir_, any_time_), "") << "an empty file names nothing";
   std::ofstream(error_file(1)) << kRecorded;  // rank 1 failed; the job restarts
-  given.clear();
-  prepare_error_files(private_dir_, ranks, give);
+  prepare_error_files(private_dir_, ranks, true);
   expect_fresh("the restart");
   EXPECT_EQ(root_cause_of(ranks[1], private_dir_, any_time_), "") << "the last start's exception is gone";
+  safe_fs::forget_job_user();
 }
 
-TEST_F(JobErrorFile, AFileThatCannotBeHandedOverIsOneWarningAndIsNotLeftBehind) {
+// A link planted where an error file goes is removed, never followed: the
+// file it pointed to is untouched.
+TEST_F(JobErrorFile, ALinkPlantedWhereAnErrorFileGoesIsReplacedNotFollowed) {
+  const std::string victim = private_dir_ + "/../victim";
+  std::ofstream(victim) << "precious";
+  ASSERT_EQ(::symlink(victim.c_str(), error_file(0).c_str()), 0);
+  std::vector<ProcessSpec> ranks = {rank(0)};
+  prepare_error_files(private_dir_, ranks, true);
+  struct stat st {};
+  ASSERT_EQ(::lstat(error_file(0).c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "the link is gone, a file made in its place";
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "precious");
+}
+
+TEST_F(JobErrorFile, FilesThatCannotBeMadeAreOneWarningAndWhatWasThereStays) {
   test::LogCapture log;
   std::vector<ProcessSpec> ranks = {rank(0), rank(1)};
-  prepare_error_files(private_dir_, ranks, [](const std::string&) { return -EPERM; });
+  ASSERT_EQ(::mkdir(error_file(0).c_str(), 0755), 0);  // a directory where the file goes
+  ASSERT_EQ(::mkdir(error_file(1).c_str(), 0755), 0);
+  prepare_error_files(private_dir_, ranks, true);
   EXPECT_EQ(log.count("cannot make it for the job's user"), 1u) << log.all();
-  EXPECT_FALSE(std::filesystem::exists(error_file(0)));
-  EXPECT_FALSE(std::filesystem::exists(error_file(1)));
+  EXPECT_TRUE(std::filesystem::is_directory(error_file(0))) << "what was there stays";
 }
 
 }  // namespace

@@ -59,7 +59,8 @@ TEST_F(JobSshd, APrivateDirectoryOthersMayWriteIsRefusedWith73) {
   auto r = SshdPhase::prepare(sshd, dir, {});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().exit_code, 73);
-  EXPECT_NE(r.error().message.find("writable only by it"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("writable by every user, without the sticky bit; refused"), std::string::npos)
+      << r.error().message;
   EXPECT_FALSE(std::filesystem::exists(sshd.config_path));
 }
 
