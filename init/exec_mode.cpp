@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <string>
 
 #include "base/exit_code.h"
 #include "base/log.h"
@@ -15,8 +16,10 @@
 #include "notify/receiver.h"
 #include "privileges.h"
 #include "proc/escalation.h"
+#include "proc/signals.h"
 #include "proc/spawn.h"
 #include "proc/tree.h"
+#include "termination_log.h"
 
 extern char** environ;
 
@@ -83,6 +86,7 @@ class ExecSupervisor {
     }
     if (int code = spawn_child(); code >= 0) {
       loop_.reap();
+      write_end();
       return code;
     }
     // PROGRAM runs: what trainit needs from here is signalling it (and
@@ -118,6 +122,7 @@ class ExecSupervisor {
     if (!spawned) {
       log_error("{}", spawned.error().message);
       code_ = spawned.error().exit_code;
+      end_ = spawned.error().message;
       return code_;
     }
     // Point of no return (the first time): a child runs. From here the only
@@ -142,6 +147,9 @@ class ExecSupervisor {
 
   int on_child_exit(const siginfo_t& info) {
     code_ = exit_code::of(info);
+    end_ = fmt::format("'{}' (pid {}) {}", options_.command[0], child_pid_,
+                       info.si_code == CLD_EXITED ? fmt::format("exited with {}", info.si_status)
+                                                  : fmt::format("was killed by {}", signal_name(info.si_status)));
     log_info("main child {} {} {}", child_pid_, info.si_code == CLD_EXITED ? "exited with" : "was killed by signal",
              info.si_status);
     if (!stopping_ && should_restart()) {
@@ -225,7 +233,20 @@ class ExecSupervisor {
     }
     phase_ = Phase::kDone;
     notifier_.status("exited with {}", exit_code());
+    write_end();
     loop_.exit(exit_code());
+  }
+
+  // How PROGRAM ended, in one line, where the platform looks for it
+  // (Kubernetes' termination message), when that file is there.
+  void write_end() const {
+    if (options_.termination_log.empty()) {
+      return;
+    }
+    const std::string line = fmt::format("{}; exit {}", end_, exit_code());
+    if (auto r = write_termination_log(options_.termination_log, line); !r && r.error().errnum != ENOENT) {
+      log_warning("{}", r.error().message);
+    }
   }
 
   void on_orphan(const siginfo_t& info) {
@@ -385,6 +406,7 @@ class ExecSupervisor {
   bool stopping_ = false;
   bool restart_pending_ = false;
   bool child_ready_ = false;
+  std::string end_;  // how PROGRAM ended last, in words
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The job state machine as data: the states table and the transition
-// relation, with no side effects. init/job_mode.cpp owns go(), the one place
+// relation, with no side effects. init/job/runner.cpp owns go(), the one place
 // that performs a transition (log line, status file, STATUS=, deadline,
 // entering the state).
 //

@@ -328,13 +328,21 @@ CommandOutput status_command(int argc, const char* const* argv, const char* cons
       return failed(exit_code::kUsage, path.error().message);
     }
     auto text = fs.read_file(*path, kMaxStatusFile);
-    if (!text) {
+    if (!text && text.error().errnum == ENOENT) {
       return failed(exit_code::kNoInput,
-                    text.error().errnum == ENOENT
-                        ? fmt::format("no status file at {}: no job runs here, or it has not started (exec "
-                                      "mode writes none; --status-file or {} name another)",
-                                      one_line(*path), kStatusVariable)
-                        : one_line(text.error().message));
+                    fmt::format("no status file at {}: no job runs here, or it has not started (exec mode writes "
+                                "none; --status-file or {} name another)",
+                                one_line(*path), kStatusVariable));
+    }
+    if (!text && (text.error().errnum == EACCES || text.error().errnum == EPERM)) {
+      return failed(exit_code::kNoPermission,
+                    fmt::format("cannot read the status file {}: permission denied (it is mode 0640: read it as "
+                                "trainit's user or group)",
+                                one_line(*path)));
+    }
+    if (!text) {  // there, but no file to read (a directory, a FIFO, too large) or the disk failed
+      return failed(text.error().errnum == EIO ? exit_code::kIoError : exit_code::kDataError,
+                    one_line(text.error().message));
     }
     auto status = parse_status(*text, *path);
     if (!status) {

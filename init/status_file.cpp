@@ -83,53 +83,6 @@ std::string cut_utf8(std::string_view text, std::size_t max_bytes) {
   return std::string(text.substr(0, cut)) + std::string(kMark);
 }
 
-// As a rank's log file is opened (log/relay.cpp), but never created: what
-// is there must be a regular file of one name, and a FIFO without a reader
-// fails at once (ENXIO) instead of blocking; O_NOFOLLOW refuses a link.
-namespace {
-
-// The message as the termination log holds it: its secrets hidden, then
-// cut, then what is not printable UTF-8 (controls, C1 included; malformed
-// bytes) as \xNN, never cut inside an escape, within kTerminationLogMax with
-// its newline.
-std::string termination_text(std::string_view line) {
-  const std::string hidden = redact(line);
-  std::string text(4 * hidden.size(), '\0');
-  text.resize(escape_unprintable_into(hidden, text.data(), text.size()));
-  if (text.size() > kTerminationLogMax - 1) {
-    constexpr std::string_view kCut = "...";
-    text.resize(escape_unprintable_into(hidden, text.data(), kTerminationLogMax - 1 - kCut.size()));
-    text += kCut;
-  }
-  return text + "\n";
-}
-
-}  // namespace
-
-Result<void> write_termination_log(const std::string& path, std::string_view line) {
-  auto failed = [&](int e, std::string_view why) {
-    return Error{fmt::format("cannot write the termination message to {}: {}", path, why), e};
-  };
-  auto file = safe_fs::open_file(path, O_WRONLY);
-  if (!file) {
-    return failed(file.error().errnum, file.error().message);
-  }
-  Fd fd = std::move(*file);
-  // One write of the whole message from the start: a reader sees the old
-  // content, nothing, or all of it.
-  const std::string text = termination_text(line);
-  if (::ftruncate(fd.get(), 0) < 0) {
-    const int e = errno;
-    return failed(e, errno_string(e));
-  }
-  const ssize_t n = ::pwrite(fd.get(), text.data(), text.size(), 0);
-  if (n != static_cast<ssize_t>(text.size())) {
-    const int e = n < 0 ? errno : ENOSPC;
-    return failed(e, errno_string(e));
-  }
-  return {};
-}
-
 Result<void> write_file_atomically(const std::string& path, const std::string& content, unsigned mode,
                                    safe_fs::Give give) {
   if (auto r = safe_fs::write_atomically(path, content, mode, give); !r) {

@@ -29,6 +29,7 @@
 #include "base/result.h"
 #include "base/safe_fs.h"
 #include "platform/environment.h"
+#include "termination_log.h"
 
 namespace trainit {
 
@@ -74,23 +75,9 @@ struct StatusFile {
 // host name; "localhost" when neither is known.
 [[nodiscard]] std::string this_host_name(const Environment& env);
 
-// Kubernetes' termination message: at most 4096 bytes of the file the
-// container's terminationMessagePath names (/dev/termination-log).
-inline constexpr std::size_t kTerminationLogMax = 4096;
-inline constexpr const char* kDefaultTerminationLog = "/dev/termination-log";
-
 // `text` cut to at most `max_bytes`, never inside a UTF-8 character; a cut
 // text ends with "..." (within the bound).
 [[nodiscard]] std::string cut_utf8(std::string_view text, std::size_t max_bytes);
-
-// Writes `line` (its secrets hidden, base/redact.h, then cut to
-// kTerminationLogMax with its newline, controls and malformed bytes as \xNN)
-// to the file at
-// `path` in one write from its start, replacing what it held. Only a file
-// that is there: nothing is created, a symbolic link, a FIFO, a device or a
-// file with other names is refused, and nothing here blocks. Errors name the
-// path; errnum ENOENT when there is no such file.
-Result<void> write_termination_log(const std::string& path, std::string_view line);
 
 // /tmp/trainit-status-<host>.json: writable by any user, distinct per host
 // (MA_CURRENT_INSTANCE_NAME, else the host name; unsafe characters become '_').

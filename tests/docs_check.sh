@@ -3,13 +3,16 @@
 #   1. every relative link of README.md and docs/**/*.md resolves: the file
 #      or directory exists, and a #fragment names a heading of the page it
 #      points into (GitHub's heading anchors);
-#   2. README.md stays within 300 lines (the rest belongs under docs/);
+#   2. README.md stays within 200 lines (the rest belongs under docs/);
 #   3. no file of the repository outside docs/ (tracked, or new and not
 #      ignored) cites one of the reference documents that live outside the
 #      repository, or a path into the shared folder beside the checkout;
 #   4. the README's two set-up commands (the lines starting with
 #      ./container/deps.sh in its code blocks) are copied word for word
-#      wherever docs/ and .ci/run give a command of the same start.
+#      wherever docs/ and .ci/run give a command of the same start;
+#   5. every path into the repository's own sources that README.md, docs/ or
+#      a comment in the sources names (init/..., src/..., tests/..., with a
+#      file's extension) exists: no statement about a file that is gone.
 # Each finding is one line naming the file and line; exit 1 when there is one.
 #
 #   docs_check.sh SOURCE_DIR
@@ -17,7 +20,7 @@ set -u
 root=${1:?usage: docs_check.sh SOURCE_DIR}
 cd "$root" || exit 2
 
-readme_max_lines=300
+readme_max_lines=200
 status=0
 fail() {
   echo "docs_check: $*"
@@ -166,5 +169,28 @@ done)
 [ -z "$drift" ] || fail "copies of the README's commands that drifted:
 $drift"
 
-[ "$status" -ne 0 ] || echo "docs_check: README.md $lines lines, $(echo $pages | wc -w) pages under docs/: every link resolves, nothing cited from outside, the README's commands copied word for word"
+# --- 5. Paths to the sources that are gone ----------------------------------
+# A path is a run of name characters starting with one of the source roots
+# and ending in a file's extension; one with a wildcard or a placeholder
+# (*, <, {, $) or a name in capitals (NAME_test.cpp) is a pattern, not a
+# file, and is skipped.
+roots='(init|src|tests|bench|container|include|cmake|python)'
+exts='(h|hpp|c|cc|cpp|cu|sh|py|ld|txt|json|service|md|in|map|dict)'
+sources=$(printf '%s\n' "$files" | grep -E '^(README[.]md|docs/.*[.]md|init/.*|src/.*|include/.*|tests/.*[.](h|cpp|c|sh|py|txt)|bench/.*[.](h|cpp|c|sh|py)|container/.*|\.ci/run|CMakeLists[.]txt)$' | sort -u)
+stale=$(for file in $sources; do
+  [ -f "$file" ] || continue
+  grep -I -n -o -E "(^|[^A-Za-z0-9_./-])$roots/[A-Za-z0-9_./-]+[.]$exts([^A-Za-z0-9_]|$)" -- "$file" 2>/dev/null |
+    while IFS= read -r hit; do
+      line=${hit%%:*}
+      path=$(printf '%s' "${hit#*:}" | sed -E "s/^[^a-z]*//; s/[^A-Za-z0-9_]$//")
+      case $path in *'*'* | *'<'* | *'{'* | *'$'* | */build/* | build/*) continue ;; esac
+      # NAME_test.cpp, TARGET.dict: a placeholder in capitals
+      printf '%s' "$path" | grep -q -E '/[A-Z][A-Z_]*[A-Z](_[a-z]+)?[.][a-z]+$' && continue
+      [ -e "$path" ] || echo "$file:$line: $path does not exist"
+    done
+done)
+[ -z "$stale" ] || fail "paths to sources that do not exist:
+$stale"
+
+[ "$status" -ne 0 ] || echo "docs_check: README.md $lines lines, $(echo $pages | wc -w) pages under docs/: every link resolves, nothing cited from outside, the README's commands copied word for word, every source path named exists"
 exit "$status"

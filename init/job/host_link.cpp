@@ -297,7 +297,7 @@ class ServerLink final : public ReportingLink {
     finished_ = true;
     maybe_release();
   }
-  bool flush(Duration max) override { return server_->flush(max); }
+  void when_sent(std::function<void()> sent) override { server_->when_sent(std::move(sent)); }
   [[nodiscard]] std::string barrier_timeout_cause(Duration timeout) const override {
     return fmt::format("hosts missing at the barrier after {:.0f} s: {}", seconds(timeout),
                        fmt::join(server_->missing(), ", "));
@@ -358,7 +358,7 @@ class ClientLink final : public ReportingLink {
     end_barrier_report();
     client_->finish();
   }
-  bool flush(Duration max) override { return client_->flush(max); }
+  void when_sent(std::function<void()> sent) override { client_->when_sent(std::move(sent)); }
   [[nodiscard]] std::string barrier_timeout_cause(Duration timeout) const override {
     return fmt::format("host 0 did not open the barrier within {:.0f} s", seconds(timeout));
   }

@@ -104,8 +104,10 @@ class HostLink {
   // Every rank of this host exited 0. on_job_done follows once every
   // host's have.
   virtual void finish() = 0;
-  // Sends what is queued, waiting at most `max`: before the process exits.
-  virtual bool flush(Duration max) = 0;
+  // `sent` is called once, from the loop (or now), when nothing queued for
+  // the other hosts waits any more: before the process exits. Nothing waits
+  // for it; the caller bounds it with a timer.
+  virtual void when_sent(std::function<void()> sent) = 0;
   // Why the barrier did not open within `timeout`, in one line.
   [[nodiscard]] virtual std::string barrier_timeout_cause(Duration timeout) const = 0;
 };

@@ -861,11 +861,31 @@ class JobRunner {
     }
   }
 
+  // The end. The control channel's last frames (a stop, a release) leave
+  // first, from the loop, for kControlFlush at most; then the logs, the
+  // status file and the termination message.
   void enter_exit() {
-    if (link_) {
-      (void)link_->flush(kControlFlush);
-    }
     relay_.finish();
+    exit_code_ = exit_code();  // the outcome is decided: nothing heard meanwhile changes it
+    if (link_) {
+      exit_wait_ = loop_.add_timer(
+          Clock::now() + kControlFlush,
+          [this] {
+            finish_exit();
+            return 0;
+          },
+          "the control channel's last frames");
+      link_->when_sent([this] { finish_exit(); });
+      return;
+    }
+    finish_exit();
+  }
+
+  void finish_exit() {
+    if (loop_.exiting()) {
+      return;  // the timer or the channel came first
+    }
+    exit_wait_.reset();
     relay_.flush_console(std::chrono::milliseconds(1000));
     if (uint64_t dropped = relay_.console_dropped(); dropped > 0) {
       log_warning("rank output not shown on the console (it was not read fast enough): {}", count_of(dropped, "byte"));
@@ -962,6 +982,7 @@ class JobRunner {
   bool in_transition_ = false;
   bool started_ = false;
   SourceHandle signals_, deadline_;
+  SourceHandle exit_wait_;  // exit: until the control channel's last frames left
   // The outcome.
   std::optional<int> exit_code_;
   bool status_error_reported_ = false;

@@ -55,6 +55,10 @@ int host_import(const void* /*handle*/, size_t /*handle_len*/, int /*fd*/, void*
   return -EOPNOTSUPP;
 }
 
+int host_import_sized(const void* /*handle*/, size_t /*handle_len*/, int /*fd*/, size_t /*bytes*/, void** /*ptr*/) {
+  return -EOPNOTSUPP;
+}
+
 int host_close_import(void* /*ptr*/) {
   return -EOPNOTSUPP;
 }
@@ -107,6 +111,7 @@ constexpr trainit_coll_backend kHost = {
     nullptr,
     nullptr,
     host_fold,
+    host_import_sized,
 };
 
 }  // namespace
@@ -372,8 +377,16 @@ int coll_backend_exchange(const trainit_coll_backend* b, const int* socks, void*
         (void)std::snprintf(why, sizeof why, "local rank %d exports %llu bytes where local rank %d exports %llu", peer,
                             static_cast<unsigned long long>(their_bytes), rank, static_cast<unsigned long long>(mine));
         differs = fail(-EINVAL, "the local ranks' device buffers differ in size", why);
-      } else {
-        rc = b->import_handle(theirs + sizeof their_bytes, len - sizeof their_bytes, their_fd, &peers[peer]);
+      } else if ((rc = b->import_sized(theirs + sizeof their_bytes, len - sizeof their_bytes, their_fd, bytes,
+                                       &peers[peer])) == -EINVAL) {
+        // Its handle does not map what it says it exports: refused by the
+        // backend before anything of it is touched.
+        char why[160];
+        (void)std::snprintf(why, sizeof why, "local rank %d's handle does not map the %llu bytes it exports", peer,
+                            static_cast<unsigned long long>(their_bytes));
+        differs = fail(-EINVAL, "a local rank's device handle is refused", why);
+        peers[peer] = nullptr;
+        rc = 0;  // the other peers' messages are still taken
       }
     }
     if (their_fd >= 0) {

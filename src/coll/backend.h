@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define TRAINIT_COLL_BACKEND_ABI 2u
+#define TRAINIT_COLL_BACKEND_ABI 3u
 #define TRAINIT_COLL_HANDLE_MAX 128
 #define TRAINIT_COLL_BACKEND_ENTRY "trainit_coll_backend_v1"
 
@@ -73,6 +73,12 @@ typedef struct trainit_coll_backend {
    * kernels do, so results are bitwise the host allreduce's. Without it,
    * copy and pairwise reduce are used (f16/bf16 then round at each step). */
   int (*fold)(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op);
+  /* ABI 3, required. import_handle for memory this process will touch
+   * `bytes` of: -EINVAL, nothing mapped, when the handle's memory is
+   * smaller (what the handle says of it, and where the backend can see it,
+   * the memory's own size), so that a peer that lies about its buffer is
+   * refused here instead of faulting this process later. */
+  int (*import_sized)(const void* handle, size_t handle_len, int fd, size_t bytes, void** ptr);
 } trainit_coll_backend;
 
 typedef const trainit_coll_backend* (*trainit_coll_backend_entry_fn)(void);
@@ -108,9 +114,9 @@ int coll_send_handle(int sock, const void* handle, size_t handle_len, int fd);
 // Exports buf (bytes of it), lets the peers import it (allow_import, with
 // their process_id()s swapped first), sends its size and handle to every
 // peer over socks and imports each peer's into peers[peer] (peers[rank]
-// untouched). A peer whose size is not `bytes` is not imported: -EINVAL,
-// with coll_backend_last_error() naming it (every rank fails alike, the
-// one that differs too). The handle takes at most TRAINIT_COLL_HANDLE_MAX
+// untouched). A peer whose size is not `bytes`, or whose handle maps less
+// (import_sized), is not imported: -EINVAL, with coll_backend_last_error()
+// naming it (every rank fails alike, the one that differs too). The handle takes at most TRAINIT_COLL_HANDLE_MAX
 // - 8 bytes here. 0 or a negative errno; imports made before an error stay
 // in peers for the caller to close.
 int coll_backend_exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank,

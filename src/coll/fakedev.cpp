@@ -417,6 +417,21 @@ int fd_import(const void* handle, size_t handle_len, int fd, void** ptr) {
   return 0;
 }
 
+// A handle of fewer bytes than this process will touch is no peer's buffer
+// for it: refused before anything is mapped (not this process's misuse:
+// not counted). fd_import() checks the memfd against the handle.
+int fd_import_sized(const void* handle, size_t handle_len, int fd, size_t bytes, void** ptr) {
+  Handle in{};
+  if (ptr != nullptr && handle != nullptr && handle_len == sizeof in) {
+    std::memcpy(&in, handle, sizeof in);
+    if (in.magic == kMagic && in.bytes < bytes) {
+      *ptr = nullptr;
+      return -EINVAL;
+    }
+  }
+  return fd_import(handle, handle_len, fd, ptr);
+}
+
 int fd_close_import(void* ptr) {
   const Locked guard;
   Region* r = find(ptr, 1);
@@ -529,6 +544,7 @@ constexpr trainit_coll_backend kFakedev = {
     nullptr,
     nullptr,
     fd_fold,
+    fd_import_sized,
 };
 
 }  // namespace

@@ -1,12 +1,12 @@
 #include "net/connection.h"
 
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "base/log.h"
 
@@ -89,22 +89,6 @@ bool Connection::write_queued() {
   return true;
 }
 
-bool Connection::flush(Clock::time_point until) {
-  for (;;) {
-    if (closed_ || !failure_.empty() || !write_queued()) {
-      return false;
-    }
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
-    if (out_.empty() || left.count() <= 0) {
-      return out_.empty();
-    }
-    pollfd pfd{fd_.get(), POLLOUT, 0};
-    if (::poll(&pfd, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) {
-      return false;
-    }
-  }
-}
-
 // Only what waits in the socket: every whole frame read is handed over at
 // once, so what the reader holds is part of a frame, which is no sign of life
 // (a peer that sends six bytes of one and falls silent is lost after
@@ -126,6 +110,14 @@ int Connection::on_io(uint32_t events) {
     }
     if (out_.empty()) {
       watch(EPOLLIN);
+      if (on_sent_) {
+        const std::weak_ptr<char> alive = alive_;
+        const std::function<void()> sent = std::exchange(on_sent_, nullptr);
+        sent();  // may destroy *this
+        if (alive.expired()) {
+          return 0;
+        }
+      }
     }
   }
   if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {

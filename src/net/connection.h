@@ -9,8 +9,8 @@
 //
 // Sending never blocks and never calls back: send() writes what the socket
 // takes now and queues the rest (watching for EPOLLOUT meanwhile); a failed
-// write is reported through on_closed from the loop. flush() is the one
-// blocking call, for the last messages before the process exits.
+// write is reported through on_closed from the loop. Nothing here waits:
+// when_sent() says, from the loop, when what is queued has left.
 #pragma once
 
 #include <cstdint>
@@ -45,9 +45,11 @@ class Connection {
   // The same with a frame encoded already (wire::encode): one frame sent to
   // many connections is encoded once.
   void send_frame(std::string_view frame);
-  // Writes what is queued, waiting for the socket until `until` at the most.
-  // Returns whether everything was written.
-  bool flush(Clock::time_point until);
+  // Whether frames wait for the socket (on an open connection).
+  [[nodiscard]] bool sending() const noexcept { return !closed_ && failure_.empty() && !out_.empty(); }
+  // `sent` is called once, from the loop, when what is queued now has been
+  // written (not when the connection ends first). It may destroy *this.
+  void when_sent(std::function<void()> sent) { on_sent_ = std::move(sent); }
   [[nodiscard]] int fd() const noexcept { return fd_.get(); }
   // Bytes arrived in the socket and not read yet: a peer whose frames wait
   // for this side to read them is not silent. Part of a frame already read
@@ -74,6 +76,7 @@ class Connection {
   std::string failure_;  // a write problem, reported from the loop
   FrameFn on_frame_;
   ClosedFn on_closed_;
+  std::function<void()> on_sent_;
   bool closed_ = false;
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };

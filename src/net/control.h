@@ -73,10 +73,10 @@
 // after the handshake are not authenticated and nothing is encrypted.
 //
 // Everything runs on the loop (io and timer sources, no threads) and no call
-// blocks, except flush(): call it before the process exits so that a last
-// stop() or release() leaves the host (a few small frames: it returns at
-// once unless a peer stopped reading). Events are called from the loop; a
-// handler may destroy the object that called it.
+// blocks. Before the process exits, when_sent() says when a last stop() or
+// release() has left the host (at once, unless a peer stopped reading: the
+// caller's timer bounds it). Events are called from the loop; a handler may
+// destroy the object that called it.
 //
 // A single-host job needs none of this and should open no socket.
 #pragma once
@@ -180,9 +180,10 @@ class ControlServer {
   unsigned restart(const StopNotice& notice);
   // Tells every client (and any that connects later) the job's exit code.
   void release(int exit_code);
-  // Writes what is queued for every client, waiting at most `max`. Returns
-  // whether all of it left.
-  bool flush(Duration max);
+  // `sent` is called once, from the loop (or now), when nothing queued for
+  // a client waits any more: the last frames have left before the process
+  // exits. Nothing waits for it; the caller bounds it with a timer.
+  void when_sent(std::function<void()> sent);
 
   // Clients that have not finish()ed yet, ascending.
   [[nodiscard]] std::vector<unsigned> unfinished() const;
@@ -196,6 +197,7 @@ class ControlServer {
 
  private:
   struct Link;
+  void check_sent();
   struct Host {
     Link* link = nullptr;  // its current connection, if any
     bool joined = false;   // handshake done once: its loss counts from then on
@@ -267,6 +269,7 @@ class ControlServer {
   SourceHandle grace_timer_;  // at the first closed host's grace's end
   SourceHandle beat_timer_;
   const std::string heartbeat_frame_ = wire::encode(wire::Type::kHeartbeat);
+  std::function<void()> sent_;  // when_sent()'s, until nothing waits
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
@@ -294,9 +297,9 @@ class ControlClient {
   // next generation (now, or on connection), then check_in() for it. Returns
   // that generation, or 0 when a stop came first.
   unsigned restart(const StopNotice& notice);
-  // Writes what is queued for host 0, waiting at most `max`. Returns whether
-  // all of it left (false when not connected).
-  bool flush(Duration max);
+  // `sent` is called once, from the loop (or now), when nothing queued for
+  // host 0 waits any more (or there is no connection to send on).
+  void when_sent(std::function<void()> sent);
   // Connected to host 0, handshake done.
   [[nodiscard]] bool connected() const noexcept { return state_ == State::kReady; }
 
@@ -308,6 +311,7 @@ class ControlClient {
   int on_connect_io();
   void on_connected(Fd fd);
   void on_frame(wire::Frame& frame);
+  void check_sent();
   [[nodiscard]] net::Handshake handshake() const;
   [[nodiscard]] StopNotice own_notice(const StopNotice& notice) const;
   void on_challenge(const std::string& payload);
@@ -364,6 +368,7 @@ class ControlClient {
   SourceHandle tick_;
   SourceHandle grace_timer_;
   SourceHandle beat_timer_;
+  std::function<void()> sent_;  // when_sent()'s, until nothing waits
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 #include "base/exit_code.h"
 #include "base/log.h"
@@ -404,8 +405,20 @@ bool ControlClient::stop(const StopNotice& notice) {
   return true;
 }
 
-bool ControlClient::flush(Duration max) {
-  return state_ == State::kReady && conn_->flush(Clock::now() + max);
+void ControlClient::when_sent(std::function<void()> sent) {
+  sent_ = std::move(sent);
+  check_sent();
+}
+
+void ControlClient::check_sent() {
+  if (!sent_) {
+    return;
+  }
+  if (state_ == State::kReady && conn_ && conn_->sending()) {
+    conn_->when_sent([this] { check_sent(); });
+    return;
+  }
+  std::exchange(sent_, nullptr)();
 }
 
 }  // namespace trainit

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 #include "base/exit_code.h"
 #include "base/log.h"
@@ -526,15 +527,24 @@ void ControlServer::fan_out(std::string_view what, const std::string& frame, con
             ahead ? ", ahead of the fair class" : "");
 }
 
-bool ControlServer::flush(Duration max) {
-  const Clock::time_point until = Clock::now() + max;
-  bool all = true;
+void ControlServer::when_sent(std::function<void()> sent) {
+  sent_ = std::move(sent);
+  check_sent();
+}
+
+// The first client still sending says when it is done; then the next is
+// looked at, until none is.
+void ControlServer::check_sent() {
+  if (!sent_) {
+    return;
+  }
   for (const auto& link : links_) {
-    if (link->host > 0) {
-      all = link->conn->flush(until) && all;
+    if (link->host > 0 && link->conn->sending()) {
+      link->conn->when_sent([this] { check_sent(); });
+      return;
     }
   }
-  return all;
+  std::exchange(sent_, nullptr)();
 }
 
 std::vector<unsigned> ControlServer::missing() const {

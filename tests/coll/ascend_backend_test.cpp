@@ -846,8 +846,8 @@ TEST_F(Ascend, TheMockRefusesAnImportByAProcessTheExporterDidNotAllow) {
 const trainit_coll_backend* real_backend = nullptr;
 int64_t* killed_at = nullptr;
 
-int import_then_die(const void* handle, size_t handle_len, int fd, void** ptr) {
-  const int rc = real_backend->import_handle(handle, handle_len, fd, ptr);
+int import_then_die(const void* handle, size_t handle_len, int fd, size_t bytes, void** ptr) {
+  const int rc = real_backend->import_sized(handle, handle_len, fd, bytes, ptr);
   *killed_at = now_ns();
   static_cast<void>(raise(SIGKILL));
   return rc;
@@ -870,7 +870,7 @@ TEST_F(Ascend, APeerKilledMidExchangeGivesEveryOtherRankAnErrorWithinTheDeadline
       const trainit_coll_backend* b = load_plugin(rank);
       trainit_coll_backend dying = *b;
       real_backend = b;
-      dying.import_handle = import_then_die;
+      dying.import_sized = import_then_die;
       trainit_comm* comm = nullptr;
       int rc = trainit_comm_init(&comm, name.c_str(), rank, n);
       CHILD_CHECK(rc == 0, "trainit_comm_init: %s", trainit_strerror(rc));

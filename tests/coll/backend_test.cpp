@@ -537,6 +537,61 @@ TEST(BackendExchange, BuffersOfDifferentSizesAreEinvalOnEveryRankNamingTheRank) 
   EXPECT_EQ(wait_children(pids), std::vector<int>(kRanks, 0));
 }
 
+// A rank that says it exports what its peers will touch but hands over a
+// smaller buffer (its size prefix right, its handle's buffer half of it): the
+// backend refuses the handle before anything is mapped (import_sized), and
+// every honest rank gets -EINVAL naming that rank, never a fault later.
+TEST(BackendExchange, AHandleThatMapsLessThanItsRankSaysIsRefusedOnEveryRankNamingTheRank) {
+  const trainit_coll_backend* b = load_fakedev();
+  ASSERT_NE(b, nullptr);
+  constexpr int kRanks = 3;
+  constexpr int kLiar = 2;
+  constexpr uint64_t kBytes = 8192;
+  Mesh mesh(kRanks);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    pids.push_back(fork_child([&, rank] {
+      mesh.keep_only(rank);
+      void* buf = nullptr;
+      if (rank == kLiar) {  // sends "8192 bytes" with the handle of a 4096-byte buffer
+        CHILD_CHECK(b->alloc(4096, &buf) == 0, "alloc");
+        unsigned char message[TRAINIT_COLL_HANDLE_MAX];
+        std::memcpy(message, &kBytes, sizeof kBytes);
+        size_t len = sizeof message - sizeof kBytes;
+        int fd = -1;
+        CHILD_CHECK(b->export_handle(buf, 4096, message + sizeof kBytes, &len, &fd) == 0, "export");
+        for (int peer = 0; peer < kLiar; ++peer) {
+          CHILD_CHECK(trainit::coll::coll_send_handle(mesh.of(rank)[peer], message, sizeof kBytes + len, fd) == 0,
+                      "send");
+        }
+        for (int peer = 0; peer < kLiar; ++peer) {  // what the honest ones send it
+          unsigned char theirs[TRAINIT_COLL_HANDLE_MAX];
+          size_t got = sizeof theirs;
+          int their_fd = -1;
+          CHILD_CHECK(trainit::coll::coll_recv_handle(mesh.of(rank)[peer], theirs, &got, &their_fd) == 0, "recv");
+          close(their_fd);
+        }
+        close(fd);
+        return 0;
+      }
+      CHILD_CHECK(b->alloc(kBytes, &buf) == 0, "alloc");
+      void* peers[kRanks] = {};
+      const int rc = trainit::coll::coll_backend_exchange(b, mesh.of(rank), buf, kBytes, kRanks, rank, peers);
+      CHILD_CHECK(rc == -EINVAL, "rank %d: %d", rank, rc);
+      const std::string why = coll_backend_last_error();
+      CHILD_CHECK(why.find("local rank 2's handle does not map the 8192 bytes it exports") != std::string::npos,
+                  "rank %d: '%s'", rank, why.c_str());
+      CHILD_CHECK(peers[kLiar] == nullptr, "rank %d imported the short buffer", rank);
+      const int other = 1 - rank;
+      CHILD_CHECK(peers[other] != nullptr, "rank %d did not import its honest peer", rank);
+      CHILD_CHECK(b->close_import(peers[other]) == 0, "close_import");
+      return 0;
+    }));
+  }
+  mesh.keep_only(-1);
+  EXPECT_EQ(wait_children(pids), std::vector<int>(kRanks, 0));
+}
+
 TEST(BackendFakedev, ReduceOnDeviceMemoryIsBitwiseTheHostKernelsForEveryTypeAndOp) {
   const trainit_coll_backend* b = load_fakedev();
   ASSERT_NE(b, nullptr);

@@ -6,6 +6,9 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
 
 #include "harness.h"
 
@@ -85,6 +88,46 @@ TEST(ExecMode, MissingProgramGives127WithOneLineNamingIt) {
   }
   // The exit codes held; the one line comes from spawn.
   TRAINIT_SKIP_UNDER_EMULATION(emulation::kVforkIsFork);
+}
+
+// Most pods run ENTRYPOINT ["trainit", "--"]: exec mode writes how PROGRAM
+// ended to the termination message too, when that file is there, with
+// trainit's own exit code (after -e); a missing file is not created.
+TEST(ExecMode, TheTerminationMessageSaysHowProgramEndedWithTrainitsCode) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string log = dir / "termination-log";
+  const std::string exitwith = helper_path("exitwith");
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string line;
+  };
+  const std::vector<Case> cases = {
+      {{"--", exitwith, "3"}, 3, "' \\(pid [0-9]+\\) exited with 3; exit 3\n"},
+      {{"-e", "3", "--", exitwith, "3"}, 0, "' \\(pid [0-9]+\\) exited with 3; exit 0\n"},
+      {{"--", exitwith, "-s", "11"}, 139, "' \\(pid [0-9]+\\) was killed by SIGSEGV; exit 139\n"},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(log) << "stale\n";
+    std::vector<std::string> args = {"--termination-log", log};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    Outcome r = run(exec(args));
+    EXPECT_EQ(r.exit, Exit::code(c.code)) << r.transcript;
+    std::ifstream in(log);
+    const std::string line{std::istreambuf_iterator<char>(in), {}};
+    EXPECT_TRUE(std::regex_match(line, std::regex("'" + exitwith + c.line))) << line;
+  }
+  std::ofstream(log) << "stale\n";
+  Outcome missing = run(exec({"--termination-log", log, "--", "trainit-no-such-program"}));
+  EXPECT_EQ(missing.exit, Exit::code(127)) << missing.transcript;
+  std::ifstream in(log);
+  const std::string line{std::istreambuf_iterator<char>(in), {}};
+  EXPECT_NE(line.find("trainit-no-such-program"), std::string::npos) << line;
+  EXPECT_NE(line.find("; exit 127\n"), std::string::npos) << line;
+  std::filesystem::remove(log);
+  EXPECT_EQ(run(exec({"--termination-log", log, "--", exitwith, "0"})).exit, Exit::code(0));
+  EXPECT_FALSE(std::filesystem::exists(log)) << "a missing file is not created";
 }
 
 TEST(ExecMode, NonExecutableFileGives126WithOneLineNamingIt) {

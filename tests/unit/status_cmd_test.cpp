@@ -114,6 +114,23 @@ TEST(StatusCommand, NoStatusFileExits66NamingThePath) {
       << out.err;
 }
 
+// A status file that is there but that this user may not read is not "no
+// status file": its own code (77) and words.
+TEST(StatusCommand, AFileThatCannotBeReadExits77SayingWhyNot66) {
+  class Unreadable final : public FileSystem {
+   public:
+    [[nodiscard]] Result<std::string> read_file(const std::string& path, std::size_t) const override {
+      return Error{path + ": Permission denied", EACCES};
+    }
+    [[nodiscard]] PathKind kind(const std::string&) const override { return PathKind::kOther; }
+  } fs;
+  const CommandOutput out = run({"--status-file", kPath}, fs);
+  EXPECT_EQ(out.exit_code, exit_code::kNoPermission);
+  EXPECT_NE(out.err.find("cannot read the status file /run/trainit/status.json: permission denied"), std::string::npos)
+      << out.err;
+  EXPECT_EQ(out.err.find("no status file"), std::string::npos) << out.err;
+}
+
 TEST(StatusCommand, AFileThatIsNotAStatusExits65) {
   const std::vector<std::string> broken = {
       "",

@@ -594,6 +594,21 @@ int as_import(const void* handle, size_t handle_len, int fd, void** ptr) {
   return 0;
 }
 
+// The key's buffer must hold what this process will touch, as its handle
+// says (AscendCL tells an importer no size: the exporter's word, checked
+// against the bytes the exchange agreed on).
+int as_import_sized(const void* handle, size_t handle_len, int fd, size_t bytes, void** ptr) {
+  Handle h{};
+  if (ptr != nullptr && handle != nullptr && handle_len == sizeof h) {
+    std::memcpy(&h, handle, sizeof h);
+    if (h.magic == kMagic && h.bytes < bytes) {
+      *ptr = nullptr;
+      return -EINVAL;
+    }
+  }
+  return as_import(handle, handle_len, fd, ptr);
+}
+
 int as_close_import(void* ptr) {
   int rc = ready();
   if (rc != 0) {
@@ -719,9 +734,9 @@ uint64_t as_violations() {
 }
 
 constexpr trainit_coll_backend kAscend = {
-    TRAINIT_COLL_BACKEND_ABI, "ascend", as_init,   as_alloc,  as_free, as_export,     as_import,
-    as_close_import,          as_copy,  as_reduce, as_signal, as_wait, as_violations, as_process_id,
-    as_allow_import,          as_fold,
+    TRAINIT_COLL_BACKEND_ABI, "ascend", as_init,         as_alloc,  as_free, as_export,     as_import,
+    as_close_import,          as_copy,  as_reduce,       as_signal, as_wait, as_violations, as_process_id,
+    as_allow_import,          as_fold,  as_import_sized,
 };
 
 }  // namespace

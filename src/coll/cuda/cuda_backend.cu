@@ -352,6 +352,21 @@ int cu_import(const void* handle, size_t handle_len, int fd, void** ptr) {
   return 0;
 }
 
+// The handle's mapping must hold what this process will touch: a smaller
+// one (a peer that lies) is refused before it is mapped; one larger than
+// the exporter's allocation the driver refuses in cuMemMap.
+int cu_import_sized(const void* handle, size_t handle_len, int fd, size_t bytes, void** ptr) {
+  Handle in{};
+  if (ptr != nullptr && handle != nullptr && handle_len == sizeof in) {
+    std::memcpy(&in, handle, sizeof in);
+    if (in.magic == kMagic && (in.size < bytes || in.bytes < bytes || in.bytes > in.size)) {
+      *ptr = nullptr;
+      return -EINVAL;
+    }
+  }
+  return cu_import(handle, handle_len, fd, ptr);
+}
+
 int cu_close_import(void* ptr) {
   const Locked guard;
   Mapping* m = slot_of(reinterpret_cast<CUdeviceptr>(ptr));
@@ -400,8 +415,8 @@ uint64_t cu_violations() {
 }
 
 constexpr trainit_coll_backend kCuda = {
-    TRAINIT_COLL_BACKEND_ABI, "cuda", cu_init, cu_alloc,  cu_free,   cu_export,     cu_import,
-    cu_close_import,          cu_copy, cu_reduce, cu_signal, cu_wait, cu_violations, nullptr, nullptr, cu_fold,
+    TRAINIT_COLL_BACKEND_ABI, "cuda", cu_init, cu_alloc, cu_free, cu_export, cu_import, cu_close_import,
+    cu_copy, cu_reduce, cu_signal, cu_wait, cu_violations, nullptr, nullptr, cu_fold, cu_import_sized,
 };
 
 }  // namespace
