@@ -15,15 +15,15 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
-#include "cli.h"
-#include "exec_mode.h"
+#include "cmd/plan_cmd.h"
+#include "cmd/status_cmd.h"
+#include "exec/cli.h"
+#include "exec/exec_mode.h"
+#include "exec/pid1.h"
+#include "exec/privileges.h"
 #include "job/runner.h"
 #include "log/console.h"
-#include "pid1.h"
-#include "plan_cmd.h"
-#include "privileges.h"
 #include "proc/signals.h"
-#include "status_cmd.h"
 
 extern char** environ;
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The include arrows of docs/architecture.md, checked on the includes: each
 # folder of src/ includes only its own headers and those of the folders it may
-# depend on, and nothing in src/ includes init/.
+# depend on, and nothing in src/ includes init/; in init/, exec/ includes
+# nothing of job/ or cmd/, and job/ nothing of cmd/.
 #
 #   include_arrows.sh SOURCE_DIR
 set -u
@@ -39,4 +40,17 @@ for dir in "$src"/*/; do
     fi
   done
 done | { out=$(cat); [ -z "$out" ] || { printf '%s\n' "$out" | grep -v '^fail$'; exit 1; }; } || status=1
+# init/ by room: exec/ includes nothing of job/ or cmd/ (exec mode stays
+# apart from the job modes), job/ nothing of cmd/.
+for room in exec job; do
+  case $room in
+    exec) banned='job|cmd' ;;
+    job) banned='cmd' ;;
+  esac
+  hits=$(grep -Hn -E "^#include \"($banned)/" "$1/init/$room/"*.h "$1/init/$room/"*.cpp 2>/dev/null)
+  if [ -n "$hits" ]; then
+    printf '%s\n' "$hits" | sed "s|^|include_arrows: init/$room may not include: |"
+    status=1
+  fi
+done
 exit $status

@@ -1,5 +1,5 @@
 // The collective arena of a start of the job, and the watch over it while
-// the ranks run (init/coll_arena.h).
+// the ranks run (job/coll_arena.h).
 //
 // A host with more than one local rank gets a fresh arena at each start,
 // after a preflight; each rank takes a seat in it. When a rank ends or the
@@ -21,7 +21,8 @@
 
 #include "base/result.h"
 #include "base/time.h"
-#include "coll_arena.h"
+#include "exec/cli.h"
+#include "job/coll_arena.h"
 #include "job/ranks.h"
 #include "loop/loop.h"
 

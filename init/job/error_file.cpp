@@ -13,9 +13,9 @@
 #include "base/log.h"
 #include "base/redact.h"
 #include "base/safe_fs.h"
+#include "job/status_file.h"
 #include "platform/json.h"
 #include "platform/text.h"
-#include "status_file.h"
 
 namespace trainit {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
-#include "privileges.h"
+#include "exec/privileges.h"
 #include "proc/signals.h"
 #include "proc/spawn.h"
 #include "proc/tree.h"

@@ -17,15 +17,15 @@
 
 #include "base/fd.h"
 #include "base/result.h"
+#include "exec/pid1.h"
+#include "job/status_file.h"
 #include "log/relay.h"
 #include "loop/loop.h"
-#include "pid1.h"
 #include "plan/plan.h"
-#include "status_file.h"
 
 namespace trainit {
 
-// A rank's place in its host's collective arena (init/coll_arena.h), given
+// A rank's place in its host's collective arena (init/job/coll_arena.h), given
 // to it as TRAINIT_COLL_FD, TRAINIT_LOCAL_RANK, TRAINIT_LOCAL_SIZE and
 // TRAINIT_COLL_ID.
 struct ArenaSeat {

@@ -17,23 +17,23 @@
 #include "base/redact.h"
 #include "base/safe_fs.h"
 #include "base/urgent.h"
-#include "device_preflight.h"
+#include "exec/privileges.h"
 #include "job/arena_watch.h"
+#include "job/device_preflight.h"
 #include "job/error_file.h"
 #include "job/host_link.h"
+#include "job/machine.h"
 #include "job/rank_table_wait.h"
 #include "job/ranks.h"
 #include "job/sshd.h"
+#include "job/status_file.h"
 #include "loop/loop.h"
-#include "machine.h"
 #include "net/socket.h"
 #include "notify/notify.h"
 #include "platform/fs.h"
 #include "platform/text.h"
-#include "privileges.h"
 #include "proc/escalation.h"
 #include "proc/signals.h"
-#include "status_file.h"
 
 namespace trainit {
 namespace {
@@ -238,24 +238,40 @@ class JobRunner {
   // the status file to the end), tells the other hosts, then fires Failed.
   // In a multi-host job the cause names this host (and the rank, if any).
   void fail(int code, std::string message, int rank = -1) {
-    if (!exit_code_) {
-      exit_code_ = code;
-      status_.cause = where(static_cast<int>(host_index()), rank) + message;
-      log_error("{}", status_.cause);
-      tell_other_hosts(StopNotice{code, static_cast<int>(host_index()), rank, message});
-    }
+    decide_here(code, message, Tell::kOtherHosts, rank);
     fire(Event::kFailed, std::move(message));
   }
 
   // Records the first cause of a state's timeout (not told to other hosts:
   // each has the same deadline), then fires TimedOut.
   void time_out(int code, const std::string& cause, std::string event_reason) {
-    if (!exit_code_) {
-      exit_code_ = code;
-      status_.cause = where(static_cast<int>(host_index()), -1) + cause;
-      log_error("{}", status_.cause);
-    }
+    decide_here(code, cause, Tell::kNo);
     fire(Event::kTimedOut, std::move(event_reason));
+  }
+
+  enum class Tell { kNo, kOtherHosts };
+
+  // The first cause decides how the job ends: its exit code, and its line,
+  // the status file's cause to the end. A later one changes nothing: false.
+  bool decide(int code, std::string line) {
+    if (exit_code_) {
+      return false;
+    }
+    exit_code_ = code;
+    status_.cause = std::move(line);
+    return true;
+  }
+
+  // This host's cause ("host H rank R: what"), logged as the job's error and,
+  // with Tell::kOtherHosts, sent to the other hosts, when it is the first.
+  void decide_here(int code, const std::string& what, Tell tell, int rank = -1) {
+    if (!decide(code, where(static_cast<int>(host_index()), rank) + what)) {
+      return;
+    }
+    log_error("{}", status_.cause);
+    if (tell == Tell::kOtherHosts) {
+      tell_other_hosts(StopNotice{code, static_cast<int>(host_index()), rank, what});
+    }
   }
 
   // Where a cause happened: "host 1 (NAME) rank 3: " in a multi-host job
@@ -444,21 +460,16 @@ class JobRunner {
 
   void on_barrier_timeout() {
     if (!exit_code_) {
-      exit_code_ = kTempFail;
-      const std::string why =
-          link_ ? link_->barrier_timeout_cause(barrier_timeout()) : "the control channel is not open";
-      status_.cause = where(static_cast<int>(host_index()), -1) + why;
-      log_error("{}", status_.cause);
-      tell_other_hosts(StopNotice{kTempFail, static_cast<int>(host_index()), -1, why});
+      decide_here(kTempFail,
+                  link_ ? link_->barrier_timeout_cause(barrier_timeout()) : "the control channel is not open",
+                  Tell::kOtherHosts);
     }
     fire(Event::kTimedOut, "the barrier did not open in time");
   }
 
   // Another host stopped the job: this one stops with its code and cause.
   void on_remote_stop(const StopNotice& notice) {
-    if (!exit_code_) {
-      exit_code_ = notice.exit_code;
-      status_.cause = where(notice.host, notice.rank) + notice.cause;
+    if (decide(notice.exit_code, where(notice.host, notice.rank) + notice.cause)) {
       log_error("the job stops: {}", status_.cause);
     }
     fire(Event::kFailed, fmt::format("host {} stopped the job", notice.host));
@@ -470,10 +481,7 @@ class JobRunner {
       fire(Event::kDone, why);
       return;
     }
-    if (!exit_code_) {
-      exit_code_ = code;
-      status_.cause = why;
-    }
+    (void)decide(code, why);
     fire(Event::kFailed, status_.cause);
   }
 
@@ -923,11 +931,9 @@ class JobRunner {
     }
     if (signo == SIGTERM || signo == SIGINT) {
       restart_pending_ = false;  // a stop ends the job, restarting or not
-      if (!exit_code_) {
-        exit_code_ = kSignalBase + signo;
-        const std::string why = fmt::format("trainit got {}", signal_name(signo));
-        status_.cause = where(static_cast<int>(host_index()), -1) + why;
-        tell_other_hosts(StopNotice{*exit_code_, static_cast<int>(host_index()), -1, why});
+      const std::string why = fmt::format("trainit got {}", signal_name(signo));
+      if (decide(kSignalBase + signo, where(static_cast<int>(host_index()), -1) + why)) {
+        tell_other_hosts(StopNotice{kSignalBase + signo, static_cast<int>(host_index()), -1, why});
       }
       fire(Event::kTerm, fmt::format("got {}", signal_name(signo)));
       return 0;

@@ -1,5 +1,5 @@
 // The job runner: runs a job mode's plan as PID 1, through the states of
-// init/machine.h, on one loop.
+// init/job/machine.h, on one loop.
 //
 // The driver owns the machine (the only place a transition happens), the
 // job's outcome (its exit code and cause, the status file, STATUS= to
@@ -24,9 +24,9 @@
 // (--preflight devices), 70 internal error (docs/reference/exit-codes.md).
 #pragma once
 
-#include "cli.h"
+#include "exec/cli.h"
+#include "exec/pid1.h"
 #include "log/console.h"
-#include "pid1.h"
 #include "platform/environment.h"
 
 namespace trainit {

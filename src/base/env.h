@@ -2,7 +2,7 @@
 // from trainit. trainit plan shows the same environment the run gives.
 //
 // And the names trainit owns besides its options' TRAINIT_<OPTION> (those
-// come from init/cli.h's table): the documented variables that are no
+// come from init/exec/cli.h's table): the documented variables that are no
 // option, and tini's three.
 #pragma once
 
@@ -10,11 +10,11 @@
 
 namespace trainit {
 
-// tini's variables, which trainit reads as tini does (init/cli.cpp).
+// tini's variables, which trainit reads as tini does (init/exec/cli.cpp).
 inline constexpr std::string_view kTiniVariables[] = {"TINI_VERBOSITY", "TINI_SUBREAPER", "TINI_KILL_PROCESS_GROUP"};
 
 // trainit's documented variables that are not options: no warning for them
-// (init/cli.cpp warns about any other TRAINIT_* name that is not an option's
+// (init/exec/cli.cpp warns about any other TRAINIT_* name that is not an option's
 // variable). `passed_on`: a child inherits it (the ranks read it).
 struct DocumentedVariable {
   std::string_view name;

@@ -1,5 +1,5 @@
 // Secrets trainit never writes: the hosts' shared secret and the values of
-// variables whose names say they are secret (see init/privileges.h). They are
+// variables whose names say they are secret (see init/exec/privileges.h). They are
 // registered once, at start-up, before anything is logged; redact() hides
 // each wherever it occurs in text trainit writes: its log lines (log.cpp),
 // the status file, `trainit plan`'s output.

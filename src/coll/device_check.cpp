@@ -1,6 +1,6 @@
 // trainit-device-check: proves one device works with the others of its host
 // through the collective library, as a rank would use it. The init's device
-// preflight (init/device_preflight.h, --preflight devices) runs one per local
+// preflight (init/job/device_preflight.h, --preflight devices) runs one per local
 // device, each with the environment of the rank that device is for, before
 // any rank starts; it runs by hand too:
 //

@@ -1,5 +1,5 @@
 // The device check (trainit-device-check, device_check.cpp) and what it
-// shares with the init that runs it (init/device_preflight.h) and with the
+// shares with the init that runs it (init/job/device_preflight.h) and with the
 // fake device: its steps, its exit statuses, and which device a process's
 // environment names.
 //

@@ -1,7 +1,7 @@
 // The pure half of `trainit plan`: plans a PlanInput and says what to print
 // and the exit status, so the command can be tested without a process.
-// init/plan_cmd.cpp reads the command's words (with the run's option table,
-// init/cli.h) and feeds this one.
+// init/cmd/plan_cmd.cpp reads the command's words (with the run's option table,
+// init/exec/cli.h) and feeds this one.
 //
 //   0   the plan, as JSON (plan_json.h), on stdout
 //   78  the environment or rank table is refused (EX_CONFIG): one line on stderr

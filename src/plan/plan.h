@@ -176,7 +176,7 @@ struct LaunchPlan {
 };
 
 // One of trainit's settings (an option, from the command line or its
-// variable), as `trainit plan` shows it. init/cli.cpp makes them; a plan
+// variable), as `trainit plan` shows it. init/exec/cli.cpp makes them; a plan
 // only carries them.
 struct Setting {
   std::string name;                  // the option's long name: "grace"
@@ -186,7 +186,7 @@ struct Setting {
 
 // Who the job's processes (PROGRAM in exec mode; in a job, every process but
 // sshd) run as, and what the kernel leaves them of capabilities: settled by
-// the caller, which reads /etc/passwd and its own sets (init/privileges.h),
+// the caller, which reads /etc/passwd and its own sets (init/exec/privileges.h),
 // and carried into the plan as it is, for `trainit plan` to show.
 struct PrivilegesPlan {
   std::string user;  // "ma-user (uid 1000, gid 100, groups 100)"; empty: trainit's own
@@ -227,7 +227,7 @@ struct Plan {
 };
 
 // --max-local-devices: how many devices one host may have in a rank table
-// (device_id < N). The run and `trainit plan` read it alike (init/cli.cpp).
+// (device_id < N). The run and `trainit plan` read it alike (init/exec/cli.cpp).
 inline constexpr unsigned kDefaultLocalDevices = 16;
 inline constexpr unsigned kMinLocalDevices = 1;
 inline constexpr unsigned kMaxLocalDevices = 4096;
@@ -240,7 +240,7 @@ enum class Restart { kNo, kOnFailure, kAlways };
 // Plan::restarts for "no limit".
 inline constexpr unsigned kUnlimitedRestarts = 2147483647;
 
-// The options a plan is made from. They are the run's own: init/cli.h's
+// The options a plan is made from. They are the run's own: init/exec/cli.h's
 // Options derives from PlanOptions, so its parser fills these fields in
 // place, under the names the options have there, and the run and `trainit
 // plan` hand the planner the very values they parsed.

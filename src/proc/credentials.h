@@ -58,7 +58,7 @@ struct CapsRequest {
   CapMask list = 0;  // kList
 };
 
-// A user to switch to: ids settled (init/privileges.h resolves names).
+// A user to switch to: ids settled (init/exec/privileges.h resolves names).
 struct UserIds {
   uid_t uid = 0;
   gid_t gid = 0;

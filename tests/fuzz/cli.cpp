@@ -1,4 +1,4 @@
-// Fuzz target: the option parser (init/cli.cpp's parse_cli): the command
+// Fuzz target: the option parser (init/exec/cli.cpp's parse_cli): the command
 // line and the TRAINIT_* (and tini's TINI_*) variables.
 //
 // The input is readable text, one item a line ("\n" and "\\" inside an item
@@ -12,7 +12,7 @@
 // command unless it is an action, and its settings (what `trainit plan`
 // shows) read back: each shown value, given as the option's TRAINIT_*
 // variable, parses to the same settings.
-#include "cli.h"
+#include "exec/cli.h"
 
 #include <cstddef>
 #include <cstdint>

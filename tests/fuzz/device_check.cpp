@@ -1,5 +1,5 @@
 // Fuzz target: what a device check writes to PID 1 during the device
-// preflight (init/device_check_log.h): its stdout, where only the step names
+// preflight (init/job/device_check_log.h): its stdout, where only the step names
 // belong, and its stderr, of which one line is the reason.
 //
 // The input: a first byte that says where the stdout ends (its value times
@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "device_check_log.h"
 #include "fuzz_support.h"
+#include "job/device_check_log.h"
 
 namespace trainit {
 namespace {

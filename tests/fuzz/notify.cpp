@@ -156,7 +156,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(!key.empty() && key.find('=') == std::string_view::npos, std::string(key));
       FUZZ_CHECK(fuzz::one_line(key) && fuzz::one_line(value), std::string(key) + "=" + std::string(value));
       lines.emplace_back(key, value);
-      // As exec mode passes them on (init/exec_mode.cpp).
+      // As exec mode passes them on (init/exec/exec_mode.cpp).
       if (key == "READY" && value == "1")
         (void)notifier.send("READY=1");
       else if (key == "STATUS")

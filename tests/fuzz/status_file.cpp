@@ -1,4 +1,4 @@
-// Fuzz target: `trainit status` reading a status file (init/status_cmd.h),
+// Fuzz target: `trainit status` reading a status file (init/cmd/status_cmd.h),
 // which anyone who can write where it lies may have written.
 //
 // The input: the file's bytes.
@@ -9,15 +9,15 @@
 // job ended, then the job's code (or 65 when the file has none); a status
 // file trainit writes (status_file.h) of what was read parses back to the
 // same state, host and exit code.
-#include "status_file.h"
+#include "job/status_file.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "cmd/status_cmd.h"
 #include "fuzz_support.h"
-#include "status_cmd.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace trainit;

@@ -1,4 +1,4 @@
-// --preflight devices as a real PID 1 (init/device_preflight.h): before any
+// --preflight devices as a real PID 1 (init/job/device_preflight.h): before any
 // rank starts, one trainit-device-check per local device, over the fake
 // device (TRAINIT_COLL_BACKEND = libtrainit_coll_fakedev.so) whose faults
 // TRAINIT_FAKEDEV_FAULT injects, and over the Ascend plugin on the mock
@@ -295,6 +295,7 @@ INSTANTIATE_TEST_SUITE_P(Signals, SignalDuringTheDevicePreflight, ::testing::Val
 // killed at the bound (by its pidfd), and the stop sweeps what it forked.
 TEST(DevicePreflight, ACheckThatLeavesItsProcessGroupAndHangsIsStillKilledAtTheBoundAndWhatItForkedIsSwept) {
   TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);  // outside a PID namespace trainit must be a subreaper
   Job job;
   const std::string check = job.path("group-leaving-check");
   ASSERT_TRUE(write_file(check, R"(#!/usr/bin/python3

@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "exec/cli.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "base/env.h"
-#include "options_doc.h"
-#include "plan_cmd.h"
+#include "cmd/plan_cmd.h"
 #include "platform/fs.h"
+#include "tools/options_doc.h"
 
 namespace trainit {
 namespace {

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <optional>
 
-#include "coll_arena.h"
+#include "job/coll_arena.h"
 #include "loop/loop.h"
 
 namespace trainit {

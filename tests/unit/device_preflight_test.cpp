@@ -1,8 +1,8 @@
-// The device preflight's pure parts (init/device_preflight.h): what PID 1
+// The device preflight's pure parts (init/job/device_preflight.h): what PID 1
 // accepts of a check's pipes, the failure line it makes of the checks' ends,
 // which device a rank's environment names, the backend and the check's path;
 // and the fake device's fault knob (src/coll/fakedev_fault.h).
-#include "device_preflight.h"
+#include "job/device_preflight.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

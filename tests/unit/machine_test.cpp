@@ -1,6 +1,6 @@
 // The whole transition relation, checked over every (state, event) pair
 // against a golden listing that a reviewer can read at a glance.
-#include "machine.h"
+#include "job/machine.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan_cmd.h"
+#include "cmd/plan_cmd.h"
 #include "platform/fs.h"
 
 namespace trainit {

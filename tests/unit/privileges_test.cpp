@@ -1,7 +1,7 @@
 // Least privilege, the pure parts: --user against passwd and group texts,
 // capability lists, what the kernel leaves a rank of each --caps, and the
 // secrets trainit hides.
-#include "privileges.h"
+#include "exec/privileges.h"
 
 #include <gtest/gtest.h>
 #include <linux/capability.h>

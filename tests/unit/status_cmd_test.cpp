@@ -1,7 +1,7 @@
 // `trainit status`: the status file as a person reads it, as it is with
 // --json, and an exit status a probe can use; a missing, foreign or broken
 // file is told apart by its own code.
-#include "status_cmd.h"
+#include "cmd/status_cmd.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The job's end in one line: the cause's format, the cut at 4 KiB on a
 // character's boundary, and the termination message's file, written only
 // where a regular file is there and never through anything planted there.
-#include "status_file.h"
+#include "job/status_file.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

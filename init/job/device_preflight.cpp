@@ -1,4 +1,4 @@
-#include "device_preflight.h"
+#include "job/device_preflight.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -17,8 +17,8 @@
 #include "base/fd.h"
 #include "base/log.h"
 #include "coll/device_check.h"
+#include "exec/privileges.h"
 #include "platform/text.h"
-#include "privileges.h"
 #include "proc/signals.h"
 #include "proc/spawn.h"
 

@@ -1,4 +1,4 @@
-#include "machine.h"
+#include "job/machine.h"
 
 #include <algorithm>
 

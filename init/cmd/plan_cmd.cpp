@@ -1,4 +1,4 @@
-#include "plan_cmd.h"
+#include "cmd/plan_cmd.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -11,10 +11,10 @@
 #include "base/exit_code.h"
 #include "base/log.h"
 #include "base/redact.h"
-#include "cli.h"
+#include "exec/cli.h"
+#include "exec/privileges.h"
 #include "platform/environment.h"
 #include "platform/text.h"
-#include "privileges.h"
 
 namespace trainit {
 namespace {

@@ -1,4 +1,4 @@
-#include "termination_log.h"
+#include "exec/termination_log.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

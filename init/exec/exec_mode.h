@@ -14,8 +14,8 @@
 // 71 when it could not be started.
 #pragma once
 
-#include "cli.h"
-#include "pid1.h"
+#include "exec/cli.h"
+#include "exec/pid1.h"
 
 namespace trainit {
 

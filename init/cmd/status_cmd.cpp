@@ -1,4 +1,4 @@
-#include "status_cmd.h"
+#include "cmd/status_cmd.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -13,10 +13,10 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "job/status_file.h"
 #include "platform/environment.h"
 #include "platform/json.h"
 #include "platform/text.h"
-#include "status_file.h"
 
 namespace trainit {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "base/env.h"
-#include "cli.h"
+#include "exec/cli.h"
 
 namespace trainit {
 namespace {

@@ -5,7 +5,7 @@
 // The file in the repository is this function's output, byte for byte: the
 // test options_reference_matches_the_option_table fails when they differ, and
 //   cmake --build --preset release --target update_options_doc
-// writes it again (trainit_options_doc, init/options_doc_main.cpp).
+// writes it again (trainit_options_doc, init/tools/options_doc_main.cpp).
 #pragma once
 
 #include <string>

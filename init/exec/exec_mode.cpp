@@ -1,4 +1,4 @@
-#include "exec_mode.h"
+#include "exec/exec_mode.h"
 
 #include <fmt/format.h>
 #include <sched.h>
@@ -11,15 +11,15 @@
 
 #include "base/exit_code.h"
 #include "base/log.h"
+#include "exec/privileges.h"
+#include "exec/termination_log.h"
 #include "loop/loop.h"
 #include "notify/notify.h"
 #include "notify/receiver.h"
-#include "privileges.h"
 #include "proc/escalation.h"
 #include "proc/signals.h"
 #include "proc/spawn.h"
 #include "proc/tree.h"
-#include "termination_log.h"
 
 extern char** environ;
 

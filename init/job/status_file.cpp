@@ -1,4 +1,4 @@
-#include "status_file.h"
+#include "job/status_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -21,7 +21,7 @@
 #include "base/log.h"
 #include "base/redact.h"
 #include "base/result.h"
-#include "cli.h"
+#include "exec/cli.h"
 #include "plan/plan.h"
 #include "proc/credentials.h"
 

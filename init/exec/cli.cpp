@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "exec/cli.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -25,9 +25,9 @@
 #include "base/fd.h"
 #include "base/result.h"
 #include "base/time.h"
-#include "device_check_log.h"
+#include "exec/pid1.h"
+#include "job/device_check_log.h"
 #include "loop/loop.h"
-#include "pid1.h"
 #include "plan/plan.h"
 #include "platform/environment.h"
 

@@ -35,9 +35,6 @@
 
 namespace trainit {
 
-// --coll-arena's default: the trainit_alloc heap shared by a host's ranks.
-inline constexpr size_t kDefaultCollHeap = size_t{32} << 20;
-
 class CollArena {
  public:
   // Its pages: all committed at once (a job's arena: what the memory limit

@@ -1,4 +1,4 @@
-#include "pid1.h"
+#include "exec/pid1.h"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>

@@ -1,4 +1,4 @@
-#include "device_check_log.h"
+#include "job/device_check_log.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "privileges.h"
+#include "exec/privileges.h"
 
 #include <fmt/format.h>
 #include <linux/capability.h>

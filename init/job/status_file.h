@@ -28,8 +28,8 @@
 
 #include "base/result.h"
 #include "base/safe_fs.h"
+#include "exec/termination_log.h"
 #include "platform/environment.h"
-#include "termination_log.h"
 
 namespace trainit {
 

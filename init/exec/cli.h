@@ -6,7 +6,7 @@
 // into Options, its default, its help, and what `trainit plan` makes of it.
 // The parser, the variables (TRAINIT_<LONG_NAME>, and tini's three), --help,
 // `trainit plan --help`, the settings a plan shows and the options reference
-// (docs/reference/options.md, init/options_doc.h) are all made from it: a new
+// (docs/reference/options.md, init/tools/options_doc.h) are all made from it: a new
 // option is a new row (and, when it changes the plan, a field of PlanOptions),
 // and gets its variable and its documentation for free.
 //
@@ -25,7 +25,6 @@
 
 #include "base/result.h"
 #include "base/time.h"
-#include "coll_arena.h"
 #include "plan/plan.h"
 #include "proc/credentials.h"
 
@@ -40,6 +39,10 @@ struct Origin {
   SettingSource source = SettingSource::kDefault;
   std::string variable;  // kVariable: its name (TRAINIT_GRACE, TINI_VERBOSITY)
 };
+
+// --coll-arena's default: the trainit_alloc heap shared by a host's ranks
+// (job/coll_arena.h).
+inline constexpr size_t kDefaultCollHeap = size_t{32} << 20;
 
 // Every option's value. Those the planner reads (--mode, --restart, ...) are
 // the fields Options has of its base, PlanOptions (src/plan/plan.h), under

@@ -1,4 +1,4 @@
-#include "coll_arena.h"
+#include "job/coll_arena.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
