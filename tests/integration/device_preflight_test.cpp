@@ -122,6 +122,21 @@ TEST(DevicePreflight, TorchrunWorkersDevicesAreTheirLocalRanks) {
   }
 }
 
+// The pids of the processes whose environment holds `variable` ("NAME=value").
+std::vector<std::string> processes_with(const std::string& variable) {
+  std::vector<std::string> pids;
+  if (DIR* proc = ::opendir("/proc")) {
+    while (const dirent* e = ::readdir(proc)) {
+      const std::string environ = slurp(std::string("/proc/") + e->d_name + "/environ");
+      if (environ.find(variable + '\0') != std::string::npos) {
+        pids.push_back(e->d_name);
+      }
+    }
+    ::closedir(proc);
+  }
+  return pids;
+}
+
 // PID 1's end kills what is left in its namespace anyway: here trainit is no
 // PID 1, so a check it did not kill and reap would outlive it.
 TEST(DevicePreflight, AHungCheckIsKilledAndReapedSoNothingOutlivesTrainit) {
@@ -134,16 +149,7 @@ TEST(DevicePreflight, AHungCheckIsKilledAndReapedSoNothingOutlivesTrainit) {
   Outcome r = run(s);
   EXPECT_EQ(r.exit, Exit::code(79)) << r.transcript;
   EXPECT_NE(r.err.find("device 0: hung in step allreduce after 1.0 s"), std::string::npos) << r.transcript;
-  std::vector<std::string> left;
-  DIR* proc = ::opendir("/proc");
-  ASSERT_NE(proc, nullptr);
-  while (const dirent* e = ::readdir(proc)) {
-    const std::string environ = slurp(std::string("/proc/") + e->d_name + "/environ");
-    if (environ.find(mark + '\0') != std::string::npos) {
-      left.push_back(e->d_name);
-    }
-  }
-  ::closedir(proc);
+  const std::vector<std::string> left = processes_with(mark);
   EXPECT_TRUE(left.empty()) << "still running: pid " << (left.empty() ? "" : left[0]);
 }
 
@@ -317,16 +323,7 @@ time.sleep(1000)
   EXPECT_EQ(r.exit, Exit::code(79)) << r.transcript;
   EXPECT_NE(r.err.find("device 0: hung in step start after 1.0 s"), std::string::npos) << r.transcript;
   EXPECT_LT(r.elapsed, 5s) << r.transcript;
-  std::vector<std::string> left;
-  DIR* proc = ::opendir("/proc");
-  ASSERT_NE(proc, nullptr);
-  while (const dirent* e = ::readdir(proc)) {
-    const std::string environ = slurp(std::string("/proc/") + e->d_name + "/environ");
-    if (environ.find(mark + '\0') != std::string::npos) {
-      left.push_back(e->d_name);
-    }
-  }
-  ::closedir(proc);
+  const std::vector<std::string> left = processes_with(mark);
   for (const std::string& pid : left) {
     ::kill(std::stoi(pid), SIGKILL);
   }
