@@ -32,15 +32,24 @@ std::string write_rank_script(const TempDir& dir, unsigned failing_rank, unsigne
   const std::string path = dir / "rank.sh";
   const std::string script =
       "#!/bin/sh\n"
-      "echo \"$RANK $TORCHELASTIC_RESTART_COUNT\" >> " +
-      (dir / "starts") +
-      "\n"
       "env > " +
       (dir / "env.") +
       "$RANK\n"
+      "echo \"$RANK $TORCHELASTIC_RESTART_COUNT\" >> " +
+      (dir / "starts") +
+      "\n"
       "if [ \"$RANK\" = " +
       std::to_string(failing_rank) + " ] && [ \"$TORCHELASTIC_RESTART_COUNT\" -lt " + std::to_string(fail_below) +
-      " ]; then exit 3; fi\n"
+      " ]; then\n"
+      // Fail once every rank of this start has recorded it (10 s at most):
+      // on a slow machine a peer stopped before its first line would be
+      // missing from the starts, which is the test's, not trainit's, doing.
+      "  i=0\n"
+      "  while [ \"$(grep -c \" $TORCHELASTIC_RESTART_COUNT\\$\" " +
+      (dir / "starts") +
+      ")\" -lt \"$WORLD_SIZE\" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done\n"
+      "  exit 3\n"
+      "fi\n"
       "sleep 0.3\n";
   EXPECT_TRUE(write_file(path, script));
   ::chmod(path.c_str(), 0755);
@@ -154,17 +163,22 @@ TEST(JobRestart, RestartsRunOutAndTheJobExitsWithTheFailingRanksCode) {
 TEST(JobRestart, SigtermWhileRestartingEndsTheJobWith143) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
-  // Rank 1 fails at once every time; rank 0 ignores SIGTERM for a while, so
-  // the job is still stopping for its restart when trainit gets SIGTERM.
+  // Rank 1 fails every time once rank 0 is up (10 s at most); rank 0 ignores
+  // SIGTERM for a while, so the job is still stopping for its restart when
+  // trainit gets SIGTERM.
   const std::string path = dir / "rank.sh";
   ASSERT_TRUE(write_file(path,
                          "#!/bin/sh\n"
-                         "echo \"$RANK\" >> " +
-                             (dir / "starts") +
-                             "\n"
-                             "if [ \"$RANK\" = 1 ]; then sleep 0.2; exit 3; fi\n"
-                             "trap 'sleep 1; exit 0' TERM\n"
-                             "sleep 30 & wait\n"));
+                         "cd \"${0%/*}\"\n"
+                         "if [ \"$RANK\" = 1 ]; then\n"
+                         "  i=0\n"
+                         "  while ! grep -qx 0 starts && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done\n"
+                         "  echo 1 >> starts\n"
+                         "  exit 3\n"
+                         "fi\n"
+                         "trap 'sleep 1; exit 0' TERM\n"
+                         "echo 0 >> starts\n"
+                         "sleep 30 & wait\n"));
   ::chmod(path.c_str(), 0755);
   Trainit t(torchrun_spec(dir, {"--restart", "on-failure"}, {}, path));
   TRAINIT_ASSERT_STARTED(t);
