@@ -1,6 +1,11 @@
 #include "job/machine.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <chrono>
+
+#include "base/log.h"
 
 namespace trainit {
 namespace {
@@ -94,6 +99,92 @@ State next(State state, Event event, const Plan& plan) noexcept {
       }
       return State::kStopping;  // Failed, TimedOut, Term
   }
+}
+
+void JobMachine::start(const std::function<void()>& begin) {
+  entered_ = Clock::now();
+  in_transition_ = true;
+  begin();
+  run_queue();
+}
+
+void JobMachine::fire(Event event, std::string why) {
+  events_.emplace_back(event, std::move(why));
+  if (in_transition_) {
+    return;  // the transition under way takes it next
+  }
+  in_transition_ = true;
+  run_queue();
+}
+
+// Takes the queued events in order; entering a state may queue more.
+void JobMachine::run_queue() {
+  while (!events_.empty()) {
+    auto [event, why] = std::move(events_.front());
+    events_.pop_front();
+    State to = next(state_, event, plan_);
+    if (to != state_) {
+      go(to, why);
+    } else {
+      log_debug("{} in {}: {}", event_name(event), state_name(state_), why);
+    }
+  }
+  in_transition_ = false;
+}
+
+void JobMachine::go(State to, const std::string& why) {
+  // The moment of the transition, on both clocks at once: logging it and
+  // leaving the state may wait for a CPU, and "since" is when it began.
+  const Clock::time_point now = Clock::now();
+  const double since = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::optional<State> from;
+  if (started_) {
+    from = state_;
+    log_info("{} -> {} after {:.3f} s: {}", state_name(state_), state_name(to), seconds(now - entered_), why);
+    if (const Work& work = work_[static_cast<size_t>(state_)]; work.leave) {
+      work.leave();
+    }
+  } else {
+    log_info("{}: {}", state_name(to), why);
+    started_ = true;
+  }
+  state_ = to;
+  entered_ = now;
+  moved_(from, to, why, since);
+  arm_deadline(to, now);
+  work_[static_cast<size_t>(to)].enter();
+}
+
+void JobMachine::arm_deadline(State state, Clock::time_point now) {
+  deadline_.reset();
+  const Deadline deadline = state_row(state).deadline;
+  const std::optional<Duration> after = duration_of(deadline);
+  const Work& work = work_[static_cast<size_t>(state)];
+  if (!after || !work.expire) {
+    return;
+  }
+  deadline_ = loop_.add_timer(
+      now + *after,
+      [&work] {
+        work.expire();
+        return 0;
+      },
+      fmt::format("{} deadline", state_name(state)));
+}
+
+std::optional<Duration> JobMachine::duration_of(Deadline deadline) const {
+  switch (deadline) {
+    case Deadline::kRankTable:
+      return deadlines_.rank_table;
+    case Deadline::kPeers:
+      return deadlines_.peers;
+    case Deadline::kBarrier:
+      return deadlines_.barrier();
+    case Deadline::kNone:
+    case Deadline::kGrace:
+      break;
+  }
+  return std::nullopt;
 }
 
 }  // namespace trainit

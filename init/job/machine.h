@@ -1,7 +1,8 @@
-// The job state machine as data: the states table and the transition
-// relation, with no side effects. init/job/runner.cpp owns go(), the one place
-// that performs a transition (log line, status file, STATUS=, deadline,
-// entering the state).
+// The job state machine: the states table and the transition relation as
+// data, with no side effects, and JobMachine, the driver that performs a
+// transition (the only place one happens): log line, leaving the old state,
+// status file and STATUS= (through the runner), deadline, entering the new
+// state. What each state does is its phase's row of work.
 //
 //   start -> wait_rank_table -> spawn -> running -> stopping -> reaping -> exit
 //
@@ -13,9 +14,16 @@
 // from reaping back to spawn (host_barrier first, when the plan has one).
 #pragma once
 
+#include <array>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "base/time.h"
+#include "loop/loop.h"
 #include "plan/plan.h"
 
 namespace trainit {
@@ -57,5 +65,66 @@ struct StateRow {
 // The whole transition relation. Returns `state` itself when the event does
 // not move the machine.
 [[nodiscard]] State next(State state, Event event, const Plan& plan) noexcept;
+
+inline constexpr size_t kStateCount = static_cast<size_t>(State::kExit) + 1;
+
+class JobMachine {
+ public:
+  // A state's work, one row per state: what entering it does, what leaving
+  // it ends (nothing its phase watched acts later), and what its deadline's
+  // expiry does (which fires TimedOut). Only `enter` is required.
+  struct Work {
+    std::function<void()> enter;
+    std::function<void()> leave;
+    std::function<void()> expire;
+  };
+  // How long each deadline is (kGrace is the stop escalation's own clock:
+  // it fires TimedOut with its SIGKILL).
+  struct Deadlines {
+    Duration rank_table{};
+    Duration peers{};
+    std::function<Duration()> barrier;  // known once the plan is
+  };
+  // The machine moved to `to` (from nullopt: its first state), for `why`,
+  // at `since` (the wall clock, seconds since the epoch).
+  using MovedFn = std::function<void(std::optional<State> from, State to, const std::string& why, double since)>;
+
+  JobMachine(Loop& loop, const Plan& plan, Deadlines deadlines, MovedFn moved)
+      : loop_(loop), plan_(plan), deadlines_(std::move(deadlines)), moved_(std::move(moved)) {}
+
+  void set_work(State state, std::function<void()> enter, std::function<void()> leave = {},
+                std::function<void()> expire = {}) {
+    work_[static_cast<size_t>(state)] = Work{std::move(enter), std::move(leave), std::move(expire)};
+  }
+
+  // The first transition: `begin` goes to the first state, or fires an event
+  // (a failure before any state), taken once it returned.
+  void start(const std::function<void()>& begin);
+  // Moves to `to` now: only from start()'s `begin`; everything else fires.
+  void go(State to, const std::string& why);
+  // Queues `event`; taken now unless a transition is under way (it takes
+  // the event next).
+  void fire(Event event, std::string why);
+
+  [[nodiscard]] State state() const { return state_; }
+  [[nodiscard]] bool started() const { return started_; }
+
+ private:
+  void run_queue();
+  void arm_deadline(State state, Clock::time_point now);
+  [[nodiscard]] std::optional<Duration> duration_of(Deadline deadline) const;
+
+  Loop& loop_;
+  const Plan& plan_;
+  Deadlines deadlines_;
+  MovedFn moved_;
+  std::array<Work, kStateCount> work_;
+  State state_ = State::kWaitRankTable;
+  Clock::time_point entered_ = Clock::now();
+  std::deque<std::pair<Event, std::string>> events_;
+  bool in_transition_ = false;
+  bool started_ = false;
+  SourceHandle deadline_;
+};
 
 }  // namespace trainit

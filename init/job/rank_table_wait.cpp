@@ -155,4 +155,9 @@ void RankTableWait::note_pending(std::string pending) {
   }
 }
 
+std::string RankTableWait::timeout_cause() const {
+  return fmt::format("the rank table {} was not complete within {:.0f} s; last seen: {}", path_, seconds(timeout_),
+                     pending_);
+}
+
 }  // namespace trainit

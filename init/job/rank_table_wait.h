@@ -48,9 +48,10 @@ class RankTableWait {
   // Stops watching (the deadline passed, or the job stops).
   void stop();
 
-  [[nodiscard]] const std::string& path() const { return path_; }
   // What the last look found missing, in words.
   [[nodiscard]] const std::string& pending() const { return pending_; }
+  // Why the table is not there at the deadline, in one line.
+  [[nodiscard]] std::string timeout_cause() const;
 
  private:
   void watch_directory();

@@ -91,6 +91,7 @@ Result<void> RankSet::spawn(const ProcessSpec& spec, const ArenaSeat* seat) {
 int RankSet::on_child_exit(size_t index, const siginfo_t& info) {
   Rank& rank = ranks_[index];
   rank.code = exit_code::of(info);
+  rank.state = stopping_ ? RankState::kStopped : rank.code == 0 ? RankState::kExited : RankState::kFailed;
   if (rank.log != LogRelay::kConsole) {
     relay_.drain(rank.log);  // all it wrote is in its pipe: on the console before the line about its end
   }

@@ -78,7 +78,7 @@ struct Rank {
 class RankSet {
  public:
   // A rank ended: `what` says how ("exited with 3", "was killed by
-  // SIGSEGV"). Its state is for the caller to set.
+  // SIGSEGV"); its state says whether it failed on its own or was stopped.
   using ExitFn = std::function<void(Rank& rank, const std::string& what)>;
 
   RankSet(Loop& loop, Launcher& launcher, LogRelay& relay, ExitFn on_exit)
@@ -87,7 +87,13 @@ class RankSet {
   // Starts `spec` (which must outlive the rank) and watches it.
   Result<void> spawn(const ProcessSpec& spec, const ArenaSeat* seat);
   // Forgets the ranks of the last start (all reaped).
-  void clear() { ranks_.clear(); }
+  void clear() {
+    ranks_.clear();
+    stopping_ = false;
+  }
+  // trainit stops the job: a rank that ends from now on is stopped, whatever
+  // its code.
+  void stopping() { stopping_ = true; }
   void reserve(size_t n) { ranks_.reserve(n); }
 
   [[nodiscard]] bool empty() const { return ranks_.empty(); }
@@ -115,6 +121,7 @@ class RankSet {
   LogRelay& relay_;
   ExitFn on_exit_;
   std::vector<Rank> ranks_;
+  bool stopping_ = false;
 };
 
 }  // namespace trainit

@@ -1,18 +1,20 @@
 // The job runner: runs a job mode's plan as PID 1, through the states of
 // init/job/machine.h, on one loop.
 //
-// The driver owns the machine (the only place a transition happens), the
-// job's outcome (its exit code and cause, the status file, STATUS= to
-// NOTIFY_SOCKET) and the signals; each state's work is a phase of its own
-// in this folder, given the loop and its own settings, reporting back
-// through a callback:
+// The runner drives; the phases own. The machine (JobMachine) performs each
+// transition from its row of work; the outcome (JobOutcome, outcome.h)
+// holds the first cause, the exit code and what the status file says; each
+// state's work is a phase of its own in this folder, given the loop and its
+// own settings, reporting back through its events:
 //
 //   wait_rank_table        RankTableWait     (rank_table_wait.h)
-//   resolve_peers          PeerNames         (host_link.h)
-//   start_sshd, wait_peers SshdPhase, PeerSshds (sshd.h)
-//   host_barrier           HostLink: host 0's end or another's (host_link.h)
-//   spawn, running         RankSet, Launcher (ranks.h), ArenaWatch (arena_watch.h)
-//   stopping, reaping      the escalation (proc/escalation.h) over RankSet
+//   resolve_peers          HostsPhase        (hosts.h; PeerNames, host_link.h)
+//   start_sshd             SshdPhase         (sshd.h)
+//   wait_peers             HostsPhase        (PeerSshds, sshd.h)
+//   host_barrier           HostsPhase        (HostLink: host 0's end or another's, host_link.h)
+//   spawn, running         SpawnPhase        (spawn.h: RankSet, ArenaWatch, DevicePreflight)
+//   stopping, reaping      the escalation (proc/escalation.h) over the ranks
+//   (restarts)             Restarts          (restarts.h)
 //
 // At the first failure, timeout or SIGTERM/SIGINT the job stops: SIGTERM to
 // each rank's group newest first and to everything else, --grace, then

@@ -50,6 +50,21 @@ Result<void> SshdPhase::prepare(const SshdPlan& sshd, const std::string& private
   return {};
 }
 
+void SshdPhase::enter(const Plan& plan, const Environment& env) {
+  if (!plan.sshd) {
+    events_.on_up("no sshd in this plan");
+    return;
+  }
+  if (auto r = prepare(*plan.sshd, plan.private_dir, plan.dirs); !r) {
+    events_.on_failed(r.error().exit_code, r.error().message);
+    return;
+  }
+  if (events_.before_start && !events_.before_start()) {
+    return;
+  }
+  start(*plan.sshd, env);
+}
+
 void SshdPhase::start(const SshdPlan& sshd, const Environment& env) {
   plan_ = &sshd;
   for (const auto& key : sshd.host_keys) {

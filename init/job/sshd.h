@@ -36,7 +36,10 @@ Result<void> make_private_dir(const std::string& path);
 class SshdPhase {
  public:
   struct Events {
-    std::function<void(const std::string& why)> on_up;             // sshd takes connections
+    // Between making sshd's files and starting it: false (after the job
+    // failed) starts nothing.
+    std::function<bool()> before_start;
+    std::function<void(const std::string& why)> on_up;             // sshd takes connections (or the plan has none)
     std::function<void(int code, std::string message)> on_failed;  // it could not be started
     std::function<void(int code)> on_exit;                         // sshd ended (any time), with this code
   };
@@ -48,6 +51,9 @@ class SshdPhase {
   // error carries its exit code (73).
   static Result<void> prepare(const SshdPlan& sshd, const std::string& private_dir,
                               const std::vector<std::string>& dirs);
+  // start_sshd: prepare() for the plan's sshd, then start(); on_up at once
+  // when the plan has none. `plan` must outlive this.
+  void enter(const Plan& plan, const Environment& env);
   // Generates the missing host keys, then starts sshd. `sshd` must outlive
   // this.
   void start(const SshdPlan& sshd, const Environment& env);

@@ -7,7 +7,7 @@
 // UrgentSection runs the calling thread in the real-time class for its
 // lifetime, ahead of every fair-class task, where the kernel lets it: a
 // burst of writes, or a state whose every wake-up must be taken when it
-// comes (job/runner.cpp). Sections nest: an inner one keeps the outer's.
+// comes (job/spawn.cpp). Sections nest: an inner one keeps the outer's.
 #pragma once
 
 namespace trainit {

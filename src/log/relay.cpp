@@ -88,6 +88,19 @@ LogRelay::~LogRelay() {
   }
 }
 
+LogRelay::ErrorFn LogRelay::each_kind_once() {
+  return [reported = std::vector<int>()](size_t rank, const Error& error) mutable {
+    if (rank == kConsole) {
+      log_warning("{}", error.message);
+    } else if (std::find(reported.begin(), reported.end(), error.errnum) != reported.end()) {
+      log_debug("{}", error.message);
+    } else {
+      reported.push_back(error.errnum);
+      log_warning("{}; the job goes on (reported once for every rank)", error.message);
+    }
+  };
+}
+
 void LogRelay::report(size_t rank, Error error) {
   errors_.push_back(error);
   try {

@@ -125,6 +125,12 @@ class LogRelay {
   // Where failures go. The default handler logs each as a warning through the
   // diagnostic logger; the runner may route them to its own reporting instead.
   void set_error_handler(ErrorFn fn) { on_error_ = std::move(fn); }
+  // A handler that says each kind (errno) of a rank's log failure once, as a
+  // warning, then at debug level (16 ranks on a full disk make one line, not
+  // 16); the console's always.
+  [[nodiscard]] static ErrorFn each_kind_once();
+  // A failure of a rank's log found elsewhere (its directory), to the handler.
+  void report(size_t rank, Error error);
   // How long a pipe that gave little is left alone (kBatchDelay); 0: read
   // at every wake-up (tests that step the loop one read at a time).
   void set_batch_delay(std::chrono::microseconds delay) { batch_delay_ = delay; }
@@ -186,7 +192,6 @@ class LogRelay {
   void pause(Rank& rank);
   void resume_paused();
   void close_rank(Rank& rank);
-  void report(size_t rank, Error error);
   void check_console();
 
   Loop& loop_;
