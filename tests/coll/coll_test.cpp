@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1250,8 +1251,13 @@ TEST(CollHandover, TheDearerWayIsTriedMoreRarelyTheDearerItIs) {
 }
 
 // Standalone joins leave nothing behind: no file in /dev/shm, and the
-// abstract socket is gone once everyone joined.
+// abstract socket is gone once everyone joined. The test's /dev/shm is its
+// own (a mount namespace of this test process): what other tests make there
+// meanwhile (an MPI job's segments, a mock device's state) is not counted.
 TEST(CollJoin, AStandaloneCommunicatorLeavesNothingBehind) {
+  ASSERT_EQ(::unshare(CLONE_NEWNS), 0) << std::strerror(errno);
+  ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << std::strerror(errno);
+  ASSERT_EQ(::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, nullptr), 0) << std::strerror(errno);
   const auto list_shm = [] {
     std::vector<std::string> names;
     if (FILE* f = popen("ls -a /dev/shm 2>/dev/null", "r")) {
