@@ -1,12 +1,19 @@
 // The whole transition relation, checked over every (state, event) pair
-// against a golden listing that a reviewer can read at a glance.
+// against a golden listing that a reviewer can read at a glance; and the
+// driver that performs each transition from its state's row of work.
 #include "job/machine.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "loop/loop.h"
 
 namespace trainit {
 namespace {
@@ -88,6 +95,94 @@ TEST(Machine, EveryStateHasATableRow) {
   EXPECT_EQ(state_row(State::kWaitRankTable).deadline, Deadline::kRankTable);
   EXPECT_EQ(state_row(State::kStopping).deadline, Deadline::kGrace);
   EXPECT_EQ(state_row(State::kRunning).deadline, Deadline::kNone);
+}
+
+// The driver: each state's row of work, in the order a transition runs it,
+// with every state's enter/leave recorded in `trail`.
+class JobMachineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(loop_.init(), 0);
+    for (State s : plan_.states) {
+      const std::string name(state_name(s));
+      machine_.set_work(
+          s, [this, name] { trail_.push_back("enter " + name); }, [this, name] { trail_.push_back("leave " + name); },
+          [this, name] {
+            trail_.push_back("expire " + name);
+            machine_.fire(Event::kTimedOut, "deadline");
+          });
+    }
+  }
+
+  // Steps the loop until `done` or 5 s.
+  template <typename Done>
+  bool run_until(Done done) {
+    const auto until = Clock::now() + std::chrono::seconds(5);
+    while (!done() && Clock::now() < until) {
+      loop_.run_once(10);
+    }
+    return done();
+  }
+
+  Loop loop_;
+  Plan plan_ = ascend_plan();
+  std::vector<std::string> trail_;
+  JobMachine machine_{
+      loop_, plan_,
+      JobMachine::Deadlines{std::chrono::milliseconds(20), std::chrono::seconds(1),
+                            [] { return std::chrono::seconds(1); }},
+      [this](std::optional<State> from, State to, const std::string& why, double since) {
+        EXPECT_GT(since, 0);
+        trail_.push_back(fmt::format("moved {} -> {}: {}", from ? std::string(state_name(*from)) : std::string("start"),
+                                     state_name(to), why));
+      }};
+};
+
+TEST_F(JobMachineTest, ATransitionLeavesTheOldStateTellsTheMoveThenEntersTheNew) {
+  machine_.start([this] { machine_.go(State::kWaitRankTable, "trainit started"); });
+  machine_.fire(Event::kDone, "the table is complete");
+  EXPECT_EQ(machine_.state(), State::kSpawn);
+  EXPECT_EQ(trail_, (std::vector<std::string>{"moved start -> wait_rank_table: trainit started",
+                                              "enter wait_rank_table", "leave wait_rank_table",
+                                              "moved wait_rank_table -> spawn: the table is complete", "enter spawn"}));
+}
+
+TEST_F(JobMachineTest, EventsFiredWhileEnteringAStateAreTakenOnceItIsEntered) {
+  machine_.set_work(State::kSpawn, [this] {
+    trail_.push_back("enter spawn");
+    machine_.fire(Event::kDone, "ranks started");
+    trail_.push_back("spawn entered");  // the Done waits for this
+  });
+  machine_.start([this] { machine_.go(State::kSpawn, "trainit started"); });
+  EXPECT_EQ(machine_.state(), State::kRunning);
+  EXPECT_EQ(trail_, (std::vector<std::string>{"moved start -> spawn: trainit started", "enter spawn", "spawn entered",
+                                              "moved spawn -> running: ranks started", "enter running"}));
+}
+
+TEST_F(JobMachineTest, AFailureBeforeTheFirstStateGoesStraightToStopping) {
+  machine_.start([this] { machine_.fire(Event::kFailed, "bad secret"); });
+  EXPECT_EQ(machine_.state(), State::kStopping);
+  EXPECT_EQ(trail_.front(), "moved start -> stopping: bad secret");
+}
+
+TEST_F(JobMachineTest, AStatesDeadlineRunsItsExpiryOnce) {
+  machine_.start([this] { machine_.go(State::kWaitRankTable, "trainit started"); });
+  ASSERT_TRUE(run_until([this] { return machine_.state() == State::kStopping; }));
+  EXPECT_EQ(std::count(trail_.begin(), trail_.end(), "expire wait_rank_table"), 1);
+  // stopping's deadline is the escalation's own (kGrace): nothing armed here.
+  loop_.run_once(50);
+  EXPECT_EQ(std::count(trail_.begin(), trail_.end(), "expire stopping"), 0);
+}
+
+TEST_F(JobMachineTest, LeavingAStateDisarmsItsDeadline) {
+  machine_.start([this] { machine_.go(State::kWaitRankTable, "trainit started"); });
+  machine_.fire(Event::kDone, "the table is complete");
+  const auto until = Clock::now() + std::chrono::milliseconds(100);  // 5 times the table's deadline
+  while (Clock::now() < until) {
+    loop_.run_once(10);
+  }
+  EXPECT_EQ(std::count(trail_.begin(), trail_.end(), "expire wait_rank_table"), 0);
+  EXPECT_EQ(machine_.state(), State::kSpawn);
 }
 
 }  // namespace
