@@ -90,6 +90,15 @@ int64_t comm_now_ns();
 int comm_init_from_env_host(trainit_comm** comm);
 int comm_init_named_host(trainit_comm** comm, const char* name, int rank, int size);
 
+// The standalone rendezvous (rendezvous.cpp), each by `deadline` (ns, as
+// comm_now_ns()): rank 0 serves the arena `arena_fd` (mapped at `base`),
+// and with a mesh each rank's sockets to its peers, to size - 1 ranks of
+// this user, keeping its own row in own_socks (size entries); another rank
+// joins `name`, getting the arena's fd and its sockets (size entries, -1
+// where none). 0 or a negative errno.
+int serve_arena(const char* name, int size, int arena_fd, void* base, int64_t deadline, int* own_socks);
+int join_arena(const char* name, int rank, int size, int64_t deadline, int* arena_fd, int* socks);
+
 // Forgets c's sockets to its peers, closing those it owns.
 void comm_drop_peer_socks(trainit_comm* c);
 

@@ -47,67 +47,12 @@
 #include <cstring>
 
 #include "coll/arena.h"
+#include "coll/ascend/acl.h"
 #include "coll/backend.h"
 #include "coll/kernels.h"
 
 namespace trainit::coll::ascend {
 namespace {
-
-// --- the AscendCL API subset (public reference: acl_base.h, acl_rt.h) ------
-
-using aclError = int;
-using aclrtStream = void*;
-enum aclrtMemcpyKind : int {
-  ACL_MEMCPY_HOST_TO_HOST = 0,
-  ACL_MEMCPY_HOST_TO_DEVICE = 1,
-  ACL_MEMCPY_DEVICE_TO_HOST = 2,
-  ACL_MEMCPY_DEVICE_TO_DEVICE = 3,
-};
-enum aclrtMemMallocPolicy : int { ACL_MEM_MALLOC_HUGE_FIRST = 0 };
-constexpr uint64_t ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT = 0x0;  // importers are named (SetImportPid)
-constexpr uint64_t ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS = 0x1;
-constexpr size_t kKeyLen = 65;  // what aclrtIpcMemGetExportKey writes
-
-constexpr aclError ACL_SUCCESS = 0;
-constexpr aclError ACL_ERROR_INVALID_PARAM = 100000;
-constexpr aclError ACL_ERROR_UNINITIALIZE = 100001;
-constexpr aclError ACL_ERROR_REPEAT_INITIALIZE = 100002;
-constexpr aclError ACL_ERROR_BAD_ALLOC = 200000;
-constexpr aclError ACL_ERROR_API_NOT_SUPPORT = 200001;
-constexpr aclError ACL_ERROR_INVALID_DEVICE = 200002;
-constexpr aclError ACL_ERROR_FEATURE_UNSUPPORTED = 200006;
-constexpr aclError ACL_ERROR_RT_PARAM_INVALID = 107000;
-constexpr aclError ACL_ERROR_RT_INVALID_DEVICEID = 107001;
-constexpr aclError ACL_ERROR_RT_CONTEXT_NULL = 107002;
-constexpr aclError ACL_ERROR_RT_INVALID_HANDLE = 107017;
-constexpr aclError ACL_ERROR_RT_WAIT_TIMEOUT = 107019;
-constexpr aclError ACL_ERROR_RT_TASK_TIMEOUT = 107020;
-constexpr aclError ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000;
-constexpr aclError ACL_ERROR_RT_MEMORY_ALLOCATION = 207001;
-constexpr aclError ACL_ERROR_RT_MEMORY_FREE = 207002;
-constexpr aclError ACL_ERROR_RT_NO_DEVICE = 207004;
-constexpr aclError ACL_ERROR_RT_NO_PERMISSION = 207006;
-constexpr aclError ACL_ERROR_RT_DEVICE_OOM = 207018;
-constexpr aclError ACL_ERROR_RT_TIMEOUT = 207020;
-constexpr aclError ACL_ERROR_RT_IPC_ERROR = 507022;
-constexpr aclError ACL_ERROR_RT_DEV_SETUP_ERROR = 507033;
-constexpr aclError ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046;
-
-struct Acl {
-  aclError (*init)(const char* config_path);
-  aclError (*set_device)(int32_t device_id);
-  aclError (*malloc)(void** dev_ptr, size_t size, aclrtMemMallocPolicy policy);
-  aclError (*free)(void* dev_ptr);
-  aclError (*memcpy)(void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind);
-  aclError (*memcpy_async)(void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind,
-                           aclrtStream stream);
-  aclError (*synchronize_device)();
-  aclError (*get_bare_tgid)(int32_t* pid);
-  aclError (*export_key)(void* dev_ptr, size_t size, char* key, size_t len, uint64_t flags);
-  aclError (*set_import_pid)(const char* key, int32_t* pid, size_t num);
-  aclError (*import_by_key)(void** dev_ptr, const char* key, uint64_t flags);
-  aclError (*ipc_close)(const char* key);
-};
 
 Acl acl;
 void* acl_lib = nullptr;
@@ -116,45 +61,6 @@ int32_t device = 0;   // the logical device
 std::atomic<uint64_t> violation_count{0};
 
 // --- errors ------------------------------------------------------------------
-
-int from_acl(aclError e) {
-  switch (e) {
-    case ACL_SUCCESS:
-      return 0;
-    case ACL_ERROR_INVALID_PARAM:
-    case ACL_ERROR_RT_PARAM_INVALID:
-      return -EINVAL;
-    case ACL_ERROR_UNINITIALIZE:
-    case ACL_ERROR_RT_CONTEXT_NULL:
-    case ACL_ERROR_INVALID_DEVICE:
-    case ACL_ERROR_RT_INVALID_DEVICEID:
-    case ACL_ERROR_RT_NO_DEVICE:
-    case ACL_ERROR_RT_DEV_SETUP_ERROR:
-      return -ENODEV;
-    case ACL_ERROR_BAD_ALLOC:
-    case ACL_ERROR_RT_MEMORY_ALLOCATION:
-    case ACL_ERROR_RT_DEVICE_OOM:
-      return -ENOMEM;
-    case ACL_ERROR_RT_NO_PERMISSION:
-      return -EACCES;  // not an allowed importer
-    case ACL_ERROR_RT_INVALID_HANDLE:
-      return -ENOENT;             // no memory has that key (or not open here)
-    case ACL_ERROR_RT_IPC_ERROR:  // the key is still in use elsewhere
-    case ACL_ERROR_RT_MEMORY_FREE:
-      return -EBUSY;  // memory still shared
-    case ACL_ERROR_API_NOT_SUPPORT:
-    case ACL_ERROR_FEATURE_UNSUPPORTED:
-    case ACL_ERROR_RT_FEATURE_NOT_SUPPORT:
-      return -EOPNOTSUPP;
-    case ACL_ERROR_RT_WAIT_TIMEOUT:
-    case ACL_ERROR_RT_TASK_TIMEOUT:
-    case ACL_ERROR_RT_TIMEOUT:
-    case ACL_ERROR_RT_STREAM_SYNC_TIMEOUT:
-      return -ETIMEDOUT;
-    default:
-      return -EIO;
-  }
-}
 
 __attribute__((format(printf, 1, 2))) void say(const char* fmt, ...) {
   char msg[400];
