@@ -13,7 +13,7 @@ namespace {
 constexpr std::string_view kIntro =
     "# trainit's options\n"
     "\n"
-    "<!-- Generated from the option table in init/exec/cli.cpp: do not edit. Rewrite it with\n"
+    "<!-- Generated from the option table in init/exec/options.cpp: do not edit. Rewrite it with\n"
     "     cmake --build --preset release --target update_options_doc -->\n"
     "\n"
     "Every option of `trainit [OPTIONS] [--] PROGRAM [ARGS...]` and of\n"

@@ -37,7 +37,7 @@ int check(const std::string& path, const std::string& expected) {
     std::cout << path << " matches the option table\n";
     return 0;
   }
-  std::cerr << path << " is not what the option table (init/exec/cli.cpp) makes of it: line "
+  std::cerr << path << " is not what the option table (init/exec/options.cpp) makes of it: line "
             << first_differing_line(committed, expected) << " differs. Rewrite it with: " << kUpdate
             << " (and review git diff)\n";
   return 1;
