@@ -29,7 +29,7 @@
 namespace trainit::test {
 namespace {
 
-constexpr uint64_t kWindow = 64 * 1024;  // fault-around's default window
+constexpr uint64_t kWindow = uint64_t{64} * 1024;  // fault-around's default window
 constexpr uint64_t kPage = 4096;
 
 struct Section {
