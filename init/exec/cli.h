@@ -43,6 +43,9 @@ struct Origin {
 // --coll-arena's default: the trainit_alloc heap shared by a host's ranks
 // (job/coll_arena.h).
 inline constexpr size_t kDefaultCollHeap = size_t{32} << 20;
+// --preflight-timeout's default: the bound of the devices' and the arena's
+// preflights (job/device_preflight.h, job/arena_watch.h), which start from it.
+inline constexpr Duration kDefaultPreflightTimeout = std::chrono::seconds(10);
 
 // Every option's value. Those the planner reads (--mode, --restart, ...) are
 // the fields Options has of its base, PlanOptions (src/plan/plan.h), under
@@ -73,7 +76,7 @@ struct Options : PlanOptions {
   Duration hang_timeout{0};                               // --hang-timeout SECONDS; 0: no hang detection
   bool hang_stop = false;                                 // --hang-action stop (else report)
   bool preflight_devices = false;                         // --preflight devices (else none)
-  Duration preflight_timeout = std::chrono::seconds(10);  // --preflight-timeout SECONDS: the devices' and the arena's
+  Duration preflight_timeout = kDefaultPreflightTimeout;  // --preflight-timeout SECONDS: the devices' and the arena's
   std::string device_check;                               // --device-check PATH; empty: found (device_preflight.h)
   std::string job_secret_file;                            // --job-secret-file PATH (else TRAINIT_JOB_SECRET)
   std::string as_user;                                    // --as-user NAME: trainit plan only

@@ -32,7 +32,7 @@ struct ArenaSettings {
   std::optional<size_t> heap = kDefaultCollHeap;  // --coll-arena; nullopt: off
   Duration hang_timeout{0};                       // --hang-timeout; 0: no hang detection
   bool hang_stop = false;                         // --hang-action stop
-  Duration preflight_timeout = std::chrono::seconds(10);
+  Duration preflight_timeout = kDefaultPreflightTimeout;
 };
 
 // A SOCK_SEQPACKET socketpair between every two of `ranks` local ranks:

@@ -25,6 +25,7 @@
 #include "base/fd.h"
 #include "base/result.h"
 #include "base/time.h"
+#include "exec/cli.h"
 #include "exec/pid1.h"
 #include "job/device_check_log.h"
 #include "loop/loop.h"
@@ -58,7 +59,7 @@ namespace trainit {
 struct DevicePreflightSettings {
   std::string check;    // trainit-device-check's path
   std::string backend;  // what the checks load
-  Duration bound = std::chrono::seconds(10);
+  Duration bound = kDefaultPreflightTimeout;
 };
 
 // One check per rank (each with its environment and working directory, as

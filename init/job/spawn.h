@@ -21,6 +21,7 @@
 #include <string>
 
 #include "base/urgent.h"
+#include "exec/cli.h"
 #include "exec/pid1.h"
 #include "job/arena_watch.h"
 #include "job/device_preflight.h"
@@ -35,7 +36,7 @@ namespace trainit {
 struct SpawnSettings {
   bool preflight_devices = false;  // --preflight devices
   std::string device_check;        // --device-check
-  Duration preflight_timeout = std::chrono::seconds(10);
+  Duration preflight_timeout = kDefaultPreflightTimeout;
   ArenaSettings arena;
 };
 

@@ -63,6 +63,10 @@ using LookupFn = std::function<std::vector<in_addr>(const std::string& name)>;
 // The addresses an /etc/hosts text gives `name`, in file order, without
 // duplicates. IPv6 lines are skipped.
 [[nodiscard]] std::vector<in_addr> hosts_file_lookup(std::string_view text, std::string_view name);
+// lookup_ipv4()'s answers with /etc/hosts parsed once for every name (and
+// again when the file changes), not once for each: a job of H hosts looks up
+// H names on every host at once (src/net/hosts_index.cpp). Thread-safe.
+[[nodiscard]] LookupFn indexed_hosts_lookup();
 
 class Resolver {
  public:

@@ -231,7 +231,7 @@ const net::Auth& auth() {
 
 // The peer is a client: its bytes go to a ControlServer (host 0 of 2).
 void attack_server(Loop& loop, uint8_t flags, std::string bytes) {
-  ControlConfig config{.host_index = 0, .host_count = 2, .job_id = kJobId};
+  ControlConfig config{.host_index = 0, .host_count = 2, .job_id = kJobId, .peer_loss = std::chrono::seconds(10)};
   if ((flags & kSecret) != 0)
     config.secret = kSecretText;
   ControlEvents events;
@@ -305,7 +305,7 @@ const Listener& client_listener() {
 // The peer is host 0: its bytes go to a ControlClient (host 1 of 2).
 void attack_client(Loop& loop, uint8_t flags, const std::string& bytes) {
   const Listener& listener = client_listener();
-  ControlConfig config{.host_index = 1, .host_count = 2, .job_id = kJobId};
+  ControlConfig config{.host_index = 1, .host_count = 2, .job_id = kJobId, .peer_loss = std::chrono::seconds(10)};
   if ((flags & kSecret) != 0)
     config.secret = kSecretText;
   ControlEvents events;
