@@ -108,8 +108,8 @@ class PeerWarnings;
 struct ControlConfig {
   unsigned host_index = 0;  // 0 for the server, 1..host_count-1 for a client
   unsigned host_count = 1;
-  std::string job_id;  // every host's must match (MA_VJ_NAME, say)
-  std::string secret;  // empty: none; else every host needs the same
+  std::string job_id;    // every host's must match (MA_VJ_NAME, say)
+  std::string secret;    // empty: none; else every host needs the same
   Duration peer_loss{};  // the job's --peer-loss (its default is the option's); required
   // Each side looks after its connections every min(heartbeat, peer_loss / 4);
   // a heartbeat goes out every peer_loss / 3 (net/control_common.h).
