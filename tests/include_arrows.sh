@@ -13,8 +13,9 @@ allowed() {
     base) echo "base" ;;
     loop) echo "loop base" ;;
     proc | log | notify | net) echo "$1 loop base" ;;
-    platform) echo "platform base" ;;
-    plan) echo "plan platform base" ;;
+    os) echo "os base" ;;
+    platform) echo "platform os base" ;;
+    plan) echo "plan platform os base" ;;
     coll) echo "coll trainit" ;;  # trainit/: its public header, include/trainit/coll.h
     *) echo "" ;;
   esac

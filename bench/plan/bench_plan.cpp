@@ -55,9 +55,9 @@
 #include <thread>
 #include <vector>
 
+#include "os/fs.h"
 #include "plan/plan.h"
 #include "plan/plan_json.h"
-#include "platform/fs.h"
 #include "platform/rank_table.h"
 
 #ifndef BENCH_PLAN_TRAINIT

@@ -13,8 +13,8 @@
 #include "base/redact.h"
 #include "exec/cli.h"
 #include "exec/privileges.h"
+#include "os/text.h"
 #include "platform/environment.h"
-#include "platform/text.h"
 
 namespace trainit {
 namespace {

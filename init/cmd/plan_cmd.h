@@ -3,8 +3,8 @@
 // (cli.h): the plan shows every setting and where it came from.
 #pragma once
 
+#include "os/fs.h"
 #include "plan/command.h"
-#include "platform/fs.h"
 
 namespace trainit {
 

@@ -14,9 +14,9 @@
 #include "base/exit_code.h"
 #include "base/log.h"
 #include "job/status_file.h"
+#include "os/json.h"
+#include "os/text.h"
 #include "platform/environment.h"
-#include "platform/json.h"
-#include "platform/text.h"
 
 namespace trainit {
 namespace {

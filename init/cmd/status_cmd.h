@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "base/result.h"
+#include "os/fs.h"
 #include "plan/command.h"
-#include "platform/fs.h"
 
 namespace trainit {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "base/env.h"
-#include "platform/text.h"
+#include "os/text.h"
 
 namespace trainit {
 namespace {

@@ -8,7 +8,7 @@
 #include "base/env.h"
 #include "base/number.h"
 #include "exec/cli.h"
-#include "platform/text.h"
+#include "os/text.h"
 #include "proc/signals.h"
 
 namespace trainit {

@@ -10,7 +10,7 @@
 #include "base/log.h"
 #include "base/number.h"
 #include "base/safe_fs.h"
-#include "platform/fs.h"
+#include "os/fs.h"
 
 namespace trainit {
 namespace {

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "coll/device_check.h"
-#include "platform/text.h"
+#include "os/text.h"
 #include "proc/signals.h"
 
 namespace trainit {
@@ -109,6 +109,16 @@ std::string describe(const CheckEnd& end, Duration bound) {
   return fmt::format("device {}: passed", end.device);
 }
 
+// Device a before device b: by number ("2" before "10"), else by name.
+bool lower_device(const std::string& a, const std::string& b) {
+  const bool numbers = !a.empty() && !b.empty() && a.find_first_not_of("0123456789") == std::string::npos &&
+                       b.find_first_not_of("0123456789") == std::string::npos;
+  if (numbers && a.size() != b.size()) {
+    return a.size() < b.size();
+  }
+  return a < b;
+}
+
 }  // namespace
 
 std::optional<std::string> preflight_failure(const std::vector<CheckEnd>& ends, Duration bound) {
@@ -124,9 +134,14 @@ std::optional<std::string> preflight_failure(const std::vector<CheckEnd>& ends, 
       others.push_back(e.device);
     }
   }
+  // Hangs end together at the bound, and checks give up waiting together:
+  // the lowest device of them, not the first the kernel reaped.
   for (CheckEnd::How next : {CheckEnd::How::kHung, CheckEnd::How::kPeer}) {
+    if (first != nullptr) {
+      break;
+    }
     for (const CheckEnd& e : ends) {
-      if (first == nullptr && e.how == next) {
+      if (e.how == next && (first == nullptr || lower_device(e.device, first->device))) {
         first = &e;
       }
     }

@@ -75,9 +75,10 @@ struct CheckEnd {
 [[nodiscard]] bool own_failure(CheckEnd::How how);
 
 // The failure line the checks' ends call for ("device 2: allreduce: ..."),
-// nullopt when every one passed. A device's own failure (in the order they
-// ended) wins over a hang, a hang over a check that gave up waiting for
-// another; the others that failed on their own are counted after it.
+// nullopt when every one passed. A device's own failure (the first to end)
+// wins over a hang, a hang over a check that gave up waiting for another
+// (of several, the lowest device); the others that failed on their own are
+// counted after it.
 [[nodiscard]] std::optional<std::string> preflight_failure(const std::vector<CheckEnd>& ends, Duration bound);
 
 }  // namespace trainit

@@ -18,7 +18,7 @@
 #include "base/log.h"
 #include "coll/device_check.h"
 #include "exec/privileges.h"
-#include "platform/text.h"
+#include "os/text.h"
 #include "proc/signals.h"
 #include "proc/spawn.h"
 

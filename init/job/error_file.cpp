@@ -14,8 +14,8 @@
 #include "base/redact.h"
 #include "base/safe_fs.h"
 #include "job/status_file.h"
-#include "platform/json.h"
-#include "platform/text.h"
+#include "os/json.h"
+#include "os/text.h"
 
 namespace trainit {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "base/exit_code.h"
 #include "base/redact.h"
-#include "platform/text.h"
+#include "os/text.h"
 
 namespace trainit {
 

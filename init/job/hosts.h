@@ -22,9 +22,9 @@
 #include "job/host_link.h"
 #include "job/sshd.h"
 #include "loop/loop.h"
+#include "os/fs.h"
 #include "plan/plan.h"
 #include "platform/environment.h"
-#include "platform/fs.h"
 
 namespace trainit {
 

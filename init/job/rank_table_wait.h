@@ -3,7 +3,7 @@
 //
 // The table's directory is watched (inotify), with a slow poll beside it:
 // inotify can stay silent (NFS, some FUSE and overlay set-ups). The table is
-// read again only when it may have changed (platform/fs.h, FileWatch), and
+// read again only when it may have changed (os/fs.h, FileWatch), and
 // planned from each time. One that does not parse yet was caught mid-write;
 // one that parses and is refused will not get better by waiting. While it
 // waits, it says so every 30 s (wait_report.h): the table's path, what the
@@ -19,8 +19,8 @@
 #include "base/time.h"
 #include "job/wait_report.h"
 #include "loop/loop.h"
+#include "os/fs.h"
 #include "plan/plan.h"
-#include "platform/fs.h"
 
 namespace trainit {
 

@@ -22,8 +22,8 @@
 #include "job/sshd.h"
 #include "loop/loop.h"
 #include "net/socket.h"
-#include "platform/fs.h"
-#include "platform/text.h"
+#include "os/fs.h"
+#include "os/text.h"
 #include "proc/escalation.h"
 #include "proc/signals.h"
 

@@ -15,7 +15,7 @@
 #include "job/error_file.h"
 #include "job/sshd.h"
 #include "job/status_file.h"
-#include "platform/text.h"
+#include "os/text.h"
 
 namespace trainit {
 

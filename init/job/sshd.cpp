@@ -10,8 +10,8 @@
 #include "base/exit_code.h"
 #include "base/log.h"
 #include "base/safe_fs.h"
+#include "os/fs.h"
 #include "plan/mpi.h"
-#include "platform/fs.h"
 
 namespace trainit {
 

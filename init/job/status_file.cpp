@@ -16,7 +16,7 @@
 #include "base/redact.h"
 #include "base/safe_fs.h"
 #include "base/utf8.h"
-#include "platform/json.h"
+#include "os/json.h"
 
 namespace trainit {
 namespace {

@@ -54,7 +54,7 @@ std::string json_escape(unsigned char c) {
 // as it is; in JSON written byte for byte (UTF-8 kept) and as
 // nlohmann::json's dump with ensure_ascii writes it (the status file:
 // \uXXXX beyond ASCII); as one_line() and quote_for_message() escape it
-// (platform/text.h: \xNN per byte outside printable ASCII, the second with
+// (os/text.h: \xNN per byte outside printable ASCII, the second with
 // \" and \\ too).
 std::vector<std::string> written_forms(std::string_view value) {
   std::string one_line, quoted;

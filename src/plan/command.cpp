@@ -5,8 +5,8 @@
 #include <exception>
 
 #include "base/exit_code.h"
+#include "os/text.h"
 #include "plan/plan_json.h"
-#include "platform/text.h"
 
 namespace trainit {
 

@@ -6,9 +6,9 @@
 
 #include "base/env.h"
 #include "base/number.h"
+#include "os/path.h"
+#include "os/text.h"
 #include "platform/cluster.h"
-#include "platform/path.h"
-#include "platform/text.h"
 
 namespace trainit {
 namespace {

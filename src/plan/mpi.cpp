@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
+#include "os/path.h"
+#include "os/text.h"
 #include "platform/geometry.h"
-#include "platform/path.h"
-#include "platform/text.h"
 
 namespace trainit {
 namespace {

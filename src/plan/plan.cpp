@@ -5,12 +5,12 @@
 #include <exception>
 
 #include "base/env.h"
+#include "os/path.h"
+#include "os/text.h"
 #include "plan/ascend.h"
 #include "plan/exec.h"
 #include "plan/frameworks.h"
 #include "plan/mpi.h"
-#include "platform/path.h"
-#include "platform/text.h"
 
 namespace trainit {
 

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "base/result.h"
+#include "os/fs.h"
 #include "platform/environment.h"
-#include "platform/fs.h"
 #include "platform/rank_table.h"
 
 namespace trainit {

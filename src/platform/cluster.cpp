@@ -6,8 +6,8 @@
 #include <cctype>
 
 #include "base/number.h"
+#include "os/text.h"
 #include "platform/geometry.h"
-#include "platform/text.h"
 
 namespace trainit {
 namespace {

@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "base/result.h"
+#include "os/fs.h"
 #include "platform/environment.h"
-#include "platform/fs.h"
 
 namespace trainit {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "base/number.h"
+#include "os/path.h"
+#include "os/text.h"
 #include "platform/geometry.h"
-#include "platform/path.h"
-#include "platform/text.h"
 
 namespace trainit {
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "platform/fs.h"
+#include "os/fs.h"
 
 namespace trainit {
 

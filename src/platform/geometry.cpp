@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "platform/text.h"
+#include "os/text.h"
 
 namespace trainit {
 namespace {

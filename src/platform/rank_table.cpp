@@ -7,11 +7,11 @@
 #include <utility>
 
 #include "base/number.h"
-#include "platform/json.h"
+#include "os/json.h"
+#include "os/text.h"
 #include "platform/rank_table_common.h"
 #include "platform/rank_table_template1.h"
 #include "platform/rank_table_template2.h"
-#include "platform/text.h"
 
 // How a table is read: its top-level "status" first (peek_top_level_string),
 // and nothing more of a table that is not complete, but for a second status

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "base/number.h"
-#include "platform/text.h"
+#include "os/text.h"
 
 namespace trainit::rank_table_internal {
 

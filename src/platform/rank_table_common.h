@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "platform/json.h"
+#include "os/json.h"
 #include "platform/rank_table.h"
 
 namespace trainit::rank_table_internal {

@@ -6,7 +6,7 @@
 #include <string>
 #include <tuple>
 
-#include "platform/text.h"
+#include "os/text.h"
 
 namespace trainit::rank_table_internal {
 namespace {

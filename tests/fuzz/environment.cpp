@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "fuzz_support.h"
+#include "os/fs.h"
+#include "os/path.h"
 #include "plan/plan.h"
 #include "plan/plan_json.h"
 #include "platform/cluster.h"
-#include "platform/fs.h"
 #include "platform/geometry.h"
-#include "platform/path.h"
 
 namespace trainit {
 namespace {

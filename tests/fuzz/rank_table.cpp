@@ -19,7 +19,7 @@
 #include <string>
 
 #include "fuzz_support.h"
-#include "platform/json.h"
+#include "os/json.h"
 #include "rank_table_dom_reference.h"
 
 namespace trainit {

@@ -15,8 +15,8 @@
 #include <new>
 #include <string>
 
+#include "os/fs.h"
 #include "plan/plan.h"
-#include "platform/fs.h"
 #include "platform/rank_table.h"
 
 namespace {

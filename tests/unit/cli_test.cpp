@@ -11,7 +11,7 @@
 
 #include "base/env.h"
 #include "cmd/plan_cmd.h"
-#include "platform/fs.h"
+#include "os/fs.h"
 #include "tools/options_doc.h"
 
 namespace trainit {

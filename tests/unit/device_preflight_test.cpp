@@ -137,6 +137,21 @@ TEST(DevicePreflightFailure, AHangWinsOverChecksThatGaveUpWaitingForIt) {
   EXPECT_EQ(*line, "device preflight failed: device 1: hung in step allreduce after 2.5 s");
 }
 
+// Checks that hang all hang until the same bound, and give up waiting for
+// each other at about the same time: the order the kernel reaps them in is
+// no order. The line names the lowest device of them, whatever that order.
+TEST(DevicePreflightFailure, SeveralHungChecksNameTheLowestDeviceWhateverOrderTheyEndedIn) {
+  auto line = preflight_failure({end("10", CheckEnd::How::kHung, "start"), end("1", CheckEnd::How::kHung, "start"),
+                                 end("2", CheckEnd::How::kHung, "start")},
+                                1s);
+  ASSERT_TRUE(line);
+  EXPECT_EQ(*line, "device preflight failed: device 1: hung in step start after 1.0 s");
+  auto peers = preflight_failure({end("3", CheckEnd::How::kPeer, "join", "join: timed out"),
+                                  end("0", CheckEnd::How::kPeer, "join", "join: timed out")},
+                                 10s);
+  EXPECT_EQ(*peers, "device preflight failed: device 0: join: timed out");
+}
+
 TEST(DevicePreflightFailure, OnlyChecksThatGaveUpNameTheFirstOfThem) {
   auto line = preflight_failure({end("0", CheckEnd::How::kPeer, "join",
                                      "join: with the other 1 device check(s): "

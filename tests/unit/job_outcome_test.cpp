@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "job/outcome.h"
-#include "platform/json.h"
+#include "os/json.h"
 
 namespace trainit {
 namespace {

@@ -4,10 +4,10 @@
 #include <cerrno>
 #include <string>
 
+#include "os/fs.h"
 #include "plan/ascend.h"
 #include "plan/plan.h"
 #include "plan/plan_json.h"
-#include "platform/fs.h"
 #include "platform_test_tables.h"
 
 namespace trainit {

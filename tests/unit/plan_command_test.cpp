@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/plan_cmd.h"
-#include "platform/fs.h"
+#include "os/fs.h"
 
 namespace trainit {
 namespace {

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "os/fs.h"
 #include "plan/frameworks.h"
 #include "plan/plan.h"
 #include "platform/cluster.h"
-#include "platform/fs.h"
 
 namespace trainit {
 namespace {

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "os/fs.h"
 #include "plan/mpi.h"
 #include "plan/plan.h"
 #include "plan/plan_json.h"
-#include "platform/fs.h"
 
 namespace trainit {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "os/fs.h"
 #include "plan/plan.h"
-#include "platform/fs.h"
 
 namespace trainit {
 namespace {

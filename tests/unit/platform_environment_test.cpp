@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "os/fs.h"
 #include "platform/environment.h"
-#include "platform/fs.h"
 
 namespace trainit {
 namespace {

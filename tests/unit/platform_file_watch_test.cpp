@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <string>
 
-#include "platform/fs.h"
+#include "os/fs.h"
 
 namespace trainit {
 namespace {

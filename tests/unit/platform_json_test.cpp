@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "platform/json.h"
+#include "os/json.h"
 
 namespace trainit {
 namespace {

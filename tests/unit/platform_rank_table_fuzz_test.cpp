@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "os/fs.h"
+#include "os/json.h"
 #include "plan/plan.h"
 #include "plan/plan_json.h"
-#include "platform/fs.h"
-#include "platform/json.h"
 #include "platform/rank_table.h"
 #include "platform_test_tables.h"
 #include "rank_table_dom_reference.h"

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "platform/path.h"
-#include "platform/text.h"
+#include "os/path.h"
+#include "os/text.h"
 
 namespace trainit {
 namespace {

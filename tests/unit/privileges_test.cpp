@@ -7,7 +7,7 @@
 #include <linux/capability.h>
 
 #include "base/redact.h"
-#include "platform/text.h"
+#include "os/text.h"
 
 namespace trainit {
 namespace {

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "base/number.h"
-#include "platform/json.h"
+#include "os/json.h"
+#include "os/text.h"
 #include "platform/rank_table.h"
-#include "platform/text.h"
 
 namespace trainit::dom_reference {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/exit_code.h"
-#include "platform/fs.h"
+#include "os/fs.h"
 
 namespace trainit {
 namespace {

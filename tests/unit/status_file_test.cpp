@@ -16,7 +16,7 @@
 #include <string>
 
 #include "base/redact.h"
-#include "platform/json.h"
+#include "os/json.h"
 
 namespace trainit {
 namespace {

@@ -1,4 +1,4 @@
-// The top-level peeks of platform/json.h: one key of the top-level object
+// The top-level peeks of os/json.h: one key of the top-level object
 // looked at without building the document (what a rank table says it is, a
 // key given twice), as SAX readers that stop as soon as they know.
 #include <optional>
@@ -6,7 +6,7 @@
 #include <string_view>
 #include <utility>
 
-#include "platform/json.h"
+#include "os/json.h"
 
 namespace trainit {
 namespace {

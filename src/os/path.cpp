@@ -1,4 +1,4 @@
-#include "platform/path.h"
+#include "os/path.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "platform/text.h"
+#include "os/text.h"
 
 #include "base/redact.h"
 #include "base/utf8.h"

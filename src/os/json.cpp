@@ -1,4 +1,4 @@
-#include "platform/json.h"
+#include "os/json.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "platform/text.h"
+#include "os/text.h"
 
 namespace trainit {
 namespace {

@@ -1,4 +1,4 @@
-#include "platform/fs.h"
+#include "os/fs.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 
 #include "base/fd.h"
 #include "base/log.h"
-#include "platform/text.h"
+#include "os/text.h"
 
 namespace trainit {
 namespace {
