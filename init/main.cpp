@@ -100,7 +100,7 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
   Environment env = Environment::from_envp(environ);
   // The copy keeps the secret; the block /proc/1/environ shows does not.
   erase_from_environment(kSecretVariable);
-  if (env.get(kSecretVariable) || !options->job_secret_file.empty()) {
+  if (env.get(kSecretVariable) || !options->peers.job_secret_file.empty()) {
     guard_secret_memory();
   }
   auto mode = resolve_mode(options->mode, env);

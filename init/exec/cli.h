@@ -7,8 +7,11 @@
 // The parser, the variables (TRAINIT_<LONG_NAME>, and tini's three), --help,
 // `trainit plan --help`, the settings a plan shows and the options reference
 // (docs/reference/options.md, init/tools/options_doc.h) are all made from it: a new
-// option is a new row (and, when it changes the plan, a field of PlanOptions),
-// and gets its variable and its documentation for free.
+// option is a row, a field and a use. The row points at the field; the field
+// is in the settings of whoever uses it (PlanOptions for the planner, the
+// job phases' structs of job_settings.h, Options itself for exec mode), with
+// its default written there once; and it gets its variable and its
+// documentation for free.
 //
 // parse_cli() is pure but for one question to the kernel (who runs trainit,
 // for the plan): argv and an environment in, Options or a one-line error out.
@@ -25,6 +28,7 @@
 
 #include "base/result.h"
 #include "base/time.h"
+#include "exec/job_settings.h"
 #include "plan/plan.h"
 #include "proc/credentials.h"
 
@@ -39,13 +43,6 @@ struct Origin {
   SettingSource source = SettingSource::kDefault;
   std::string variable;  // kVariable: its name (TRAINIT_GRACE, TINI_VERBOSITY)
 };
-
-// --coll-arena's default: the trainit_alloc heap shared by a host's ranks
-// (job/coll_arena.h).
-inline constexpr size_t kDefaultCollHeap = size_t{32} << 20;
-// --preflight-timeout's default: the bound of the devices' and the arena's
-// preflights (job/device_preflight.h, job/arena_watch.h), which start from it.
-inline constexpr Duration kDefaultPreflightTimeout = std::chrono::seconds(10);
 
 // Every option's value. Those the planner reads (--mode, --restart, ...) are
 // the fields Options has of its base, PlanOptions (src/plan/plan.h), under
@@ -68,18 +65,13 @@ struct Options : PlanOptions {
   Duration rank_table_timeout = std::chrono::seconds(1800);  // --rank-table-timeout SECONDS
   std::string status_file;                                   // --status-file PATH; empty: the default
   std::string termination_log = "/dev/termination-log";      // --termination-log PATH|off; empty: off
-  // Several hosts (MA_NUM_HOSTS > 1) and --mode mpi.
-  Duration peer_timeout = std::chrono::seconds(600);      // --peer-timeout SECONDS: names resolved, sshd up
-  Duration barrier_timeout = std::chrono::seconds(1800);  // --barrier-timeout SECONDS: every host checked in
-  Duration peer_loss = std::chrono::seconds(10);          // --peer-loss SECONDS: a silent host is lost
-  std::optional<size_t> coll_arena = kDefaultCollHeap;    // --coll-arena SIZE|off: trainit_alloc's heap
-  Duration hang_timeout{0};                               // --hang-timeout SECONDS; 0: no hang detection
-  bool hang_stop = false;                                 // --hang-action stop (else report)
-  bool preflight_devices = false;                         // --preflight devices (else none)
-  Duration preflight_timeout = kDefaultPreflightTimeout;  // --preflight-timeout SECONDS: the devices' and the arena's
-  std::string device_check;                               // --device-check PATH; empty: found (device_preflight.h)
-  std::string job_secret_file;                            // --job-secret-file PATH (else TRAINIT_JOB_SECRET)
-  std::string as_user;                                    // --as-user NAME: trainit plan only
+  // The job phases' settings (job_settings.h): --preflight, --preflight-timeout,
+  // --device-check, --coll-arena, --hang-timeout, --hang-action; and, for
+  // several hosts (MA_NUM_HOSTS > 1) and --mode mpi, --peer-timeout,
+  // --barrier-timeout, --peer-loss, --job-secret-file.
+  SpawnSettings spawn;
+  PeerSettings peers;
+  std::string as_user;  // --as-user NAME: trainit plan only
   // Least privilege: PROGRAM, or every process of a job but sshd.
   std::string run_user;              // --user NAME|UID[:GROUP|:GID]; empty: trainit's own
   CapsRequest caps;                  // --caps keep|drop|LIST

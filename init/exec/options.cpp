@@ -104,27 +104,35 @@ std::optional<std::string> optional_text(const std::string& value) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-// A row for the Duration `Field` (&Options::grace): its value name, values,
-// reader, and plan form (unless the row shows it its own way), one for all.
-template <auto Field>
+// The rows below point into Options by a path of members: `&Options::grace`,
+// or `&Options::peers, &PeerSettings::peer_loss` for a phase's settings
+// (job_settings.h). field<Path...>(o) is that member of `o`.
+template <auto... Path, typename O>
+constexpr auto& field(O& o) {
+  return (o.*....*Path);
+}
+
+// A row for a Duration field: its value name, values, reader, and plan form
+// (unless the row shows it its own way), one for all.
+template <auto... Path>
 constexpr OptionSpec seconds_option(OptionSpec row) {
   row.value_name = "SECONDS";
   row.values = "seconds: digits, up to 9 after a '.' (8, 0.5, .25); at most 86400";
-  row.apply = [](Options& o, std::string_view value) { return set_seconds(o.*Field, value); };
+  row.apply = [](Options& o, std::string_view value) { return set_seconds(field<Path...>(o), value); };
   if (row.show == nullptr) {
-    row.show = [](const Options& o) -> std::optional<std::string> { return seconds_text(o.*Field); };
+    row.show = [](const Options& o) -> std::optional<std::string> { return seconds_text(field<Path...>(o)); };
   }
   return row;
 }
 
-// A row for the std::string `Field` holding an absolute path; empty, shown as
+// A row for a std::string field holding an absolute path; empty, shown as
 // null, is the default the row's default_text describes.
-template <auto Field>
+template <auto... Path>
 constexpr OptionSpec path_option(OptionSpec row) {
   row.value_name = "PATH";
   row.values = "an absolute path";
-  row.apply = [](Options& o, std::string_view value) { return set_path(o.*Field, value); };
-  row.show = [](const Options& o) { return optional_text(o.*Field); };
+  row.apply = [](Options& o, std::string_view value) { return set_path(field<Path...>(o), value); };
+  row.show = [](const Options& o) { return optional_text(field<Path...>(o)); };
   return row;
 }
 
@@ -425,31 +433,33 @@ constexpr OptionSpec kOptions[] = {
      .values = "bytes, or with K, M or G (powers of 1024), at most 64G; or off",
      .apply = [](Options& o, std::string_view value) -> Result<void> {
        if (value == "off") {
-         o.coll_arena.reset();
+         o.spawn.arena.heap.reset();
          return {};
        }
        auto bytes = size_value(value);
        if (!bytes) {
          return bytes.error();
        }
-       o.coll_arena = *bytes;
+       o.spawn.arena.heap = *bytes;
        return {};
      },
      .show = [](const Options& o) -> std::optional<std::string> {
-       return o.coll_arena ? std::to_string(*o.coll_arena) : std::string("off");
+       return o.spawn.arena.heap ? std::to_string(*o.spawn.arena.heap) : std::string("off");
      },
      .help = "the collective arena's heap for trainit_alloc, shared\n"
              "by a host's ranks: bytes, or with K, M or G (default\n"
              "32M); off: no arena"},
-    seconds_option<&Options::hang_timeout>({.name = "hang-timeout",
-                                            .show = [](const Options& o) -> std::optional<std::string> {
-                                              return o.hang_timeout > Duration::zero()
-                                                         ? std::optional(seconds_text(o.hang_timeout))
-                                                         : std::nullopt;
-                                            },
-                                            .default_text = "none: no hang detection",
-                                            .help = "report a rank in one collective for longer (default:\n"
-                                                    "no hang detection)"}),
+    seconds_option<&Options::spawn, &SpawnSettings::arena,
+                   &ArenaSettings::hang_timeout>({.name = "hang-timeout",
+                                                  .show = [](const Options& o) -> std::optional<std::string> {
+                                                    const Duration timeout = o.spawn.arena.hang_timeout;
+                                                    return timeout > Duration::zero()
+                                                               ? std::optional(seconds_text(timeout))
+                                                               : std::nullopt;
+                                                  },
+                                                  .default_text = "none: no hang detection",
+                                                  .help = "report a rank in one collective for longer (default:\n"
+                                                          "no hang detection)"}),
     {.name = "hang-action",
      .value_name = "ACTION",
      .values = "report, stop",
@@ -457,11 +467,11 @@ constexpr OptionSpec kOptions[] = {
        if (value != "report" && value != "stop") {
          return reason("expected report or stop");
        }
-       o.hang_stop = value == "stop";
+       o.spawn.arena.hang_stop = value == "stop";
        return {};
      },
      .show = [](const Options& o) -> std::optional<std::string> {
-       return std::string(o.hang_stop ? "stop" : "report");
+       return std::string(o.spawn.arena.hang_stop ? "stop" : "report");
      },
      .help = "after --hang-timeout: report (default) or stop the\n"
              "job (exit 75)"},
@@ -472,26 +482,28 @@ constexpr OptionSpec kOptions[] = {
        if (value != "none" && value != "devices") {
          return reason("expected none or devices");
        }
-       o.preflight_devices = value == "devices";
+       o.spawn.preflight.devices = value == "devices";
        return {};
      },
      .show = [](const Options& o) -> std::optional<std::string> {
-       return std::string(o.preflight_devices ? "devices" : "none");
+       return std::string(o.spawn.preflight.devices ? "devices" : "none");
      },
      .help = "devices: before the ranks start, check each local\n"
              "device (open, alloc, join, allreduce, check) with\n"
              "trainit-device-check; one that fails or hangs fails\n"
              "the job (exit 79). none (default): no such check"},
-    seconds_option<&Options::preflight_timeout>({.name = "preflight-timeout",
-                                                 .help = "how long a preflight may take: the devices' (then a\n"
-                                                         "device still in its step has hung) and the\n"
-                                                         "collective arena's (default 10)"}),
-    path_option<&Options::device_check>({.name = "device-check",
-                                         .default_text = "trainit-device-check beside the trainit binary, else in "
-                                                         "the library directory it was installed to",
-                                         .help = "the device check --preflight devices runs (default:\n"
-                                                 "trainit-device-check beside trainit, else where\n"
-                                                 "it was installed)"}),
+    seconds_option<&Options::spawn, &SpawnSettings::preflight, &PreflightSettings::timeout>(
+        {.name = "preflight-timeout",
+         .help = "how long a preflight may take: the devices' (then a\n"
+                 "device still in its step has hung) and the\n"
+                 "collective arena's (default 10)"}),
+    path_option<&Options::spawn, &SpawnSettings::preflight, &PreflightSettings::device_check>(
+        {.name = "device-check",
+         .default_text = "trainit-device-check beside the trainit binary, else in "
+                         "the library directory it was installed to",
+         .help = "the device check --preflight devices runs (default:\n"
+                 "trainit-device-check beside trainit, else where\n"
+                 "it was installed)"}),
     {.name = "nproc-per-node",
      .value_name = "N",
      .values = "an integer in 1-1024",
@@ -567,17 +579,20 @@ constexpr OptionSpec kOptions[] = {
      .help = "where the job's end is written in one line, if that\n"
              "file exists (default /dev/termination-log: Kubernetes'\n"
              "termination message); off: nowhere"},
-    seconds_option<&Options::peer_timeout>({.name = "peer-timeout",
-                                            .help = "for every peer name to resolve and every peer's sshd\n"
-                                                    "to answer (default 600; then exit 69)",
-                                            .heading = "Several hosts (MA_NUM_HOSTS > 1) and --mode mpi:"}),
-    seconds_option<&Options::barrier_timeout>({.name = "barrier-timeout",
-                                               .help = "for every host to check in (default 1800; then\n"
-                                                       "exit 75)"}),
-    seconds_option<&Options::peer_loss>({.name = "peer-loss",
-                                         .help = "a host not heard from this long is lost: the job\n"
-                                                 "stops everywhere (default 10); one whose connection\n"
-                                                 "closes is lost unless it reconnects within 1 s"}),
+    seconds_option<&Options::peers, &PeerSettings::peer_timeout>(
+        {.name = "peer-timeout",
+         .help = "for every peer name to resolve and every peer's sshd\n"
+                 "to answer (default 600; then exit 69)",
+         .heading = "Several hosts (MA_NUM_HOSTS > 1) and --mode mpi:"}),
+    seconds_option<&Options::peers, &PeerSettings::barrier_timeout>(
+        {.name = "barrier-timeout",
+         .help = "for every host to check in (default 1800; then\n"
+                 "exit 75)"}),
+    seconds_option<&Options::peers, &PeerSettings::peer_loss>(
+        {.name = "peer-loss",
+         .help = "a host not heard from this long is lost: the job\n"
+                 "stops everywhere (default 10); one whose connection\n"
+                 "closes is lost unless it reconnects within 1 s"}),
     {.name = "control-port",
      .value_name = "PORT",
      .values = "a port in 1-65535",
@@ -592,9 +607,10 @@ constexpr OptionSpec kOptions[] = {
      .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.control_port); },
      .shapes_plan = true,
      .help = "host 0's control channel (default 36660)"},
-    path_option<&Options::job_secret_file>({.name = "job-secret-file",
-                                            .default_text = "none: the secret is TRAINIT_JOB_SECRET's value",
-                                            .help = "the hosts' shared secret (else TRAINIT_JOB_SECRET)"}),
+    path_option<&Options::peers, &PeerSettings::job_secret_file>(
+        {.name = "job-secret-file",
+         .default_text = "none: the secret is TRAINIT_JOB_SECRET's value",
+         .help = "the hosts' shared secret (else TRAINIT_JOB_SECRET)"}),
     path_option<&Options::ssh_authorized_keys>({.name = "ssh-authorized-keys",
                                                 .default_text = "$HOME/.ssh/authorized_keys",
                                                 .shapes_plan = true,

@@ -53,8 +53,8 @@ void ArenaWatch::make(unsigned local_ranks) {
   }
   // The preflight's helpers run on the other cores while this one commits
   // the job's arena (zeroing its pages: most of the start's time).
-  auto preflight = CollPreflight::start(loop_, local_ranks, settings_.preflight_timeout,
-                                        [this](const Result<void>& r) { on_preflight(r); });
+  auto preflight =
+      CollPreflight::start(loop_, local_ranks, preflight_timeout_, [this](const Result<void>& r) { on_preflight(r); });
   if (!preflight) {
     outcome_ = Error{preflight.error().message, preflight.error().errnum, exit_code::kOsError};
     return;

@@ -21,19 +21,12 @@
 
 #include "base/result.h"
 #include "base/time.h"
-#include "exec/cli.h"
+#include "exec/job_settings.h"
 #include "job/coll_arena.h"
 #include "job/ranks.h"
 #include "loop/loop.h"
 
 namespace trainit {
-
-struct ArenaSettings {
-  std::optional<size_t> heap = kDefaultCollHeap;  // --coll-arena; nullopt: off
-  Duration hang_timeout{0};                       // --hang-timeout; 0: no hang detection
-  bool hang_stop = false;                         // --hang-action stop
-  Duration preflight_timeout = kDefaultPreflightTimeout;
-};
 
 // A SOCK_SEQPACKET socketpair between every two of `ranks` local ranks:
 // [i * ranks + j] is rank i's end towards rank j (empty where i == j).
@@ -44,8 +37,9 @@ class ArenaWatch {
   // The job must stop: its exit code and cause.
   using FailFn = std::function<void(int code, std::string message)>;
 
-  ArenaWatch(Loop& loop, ArenaSettings settings, FailFn on_failure)
-      : loop_(loop), settings_(settings), on_failure_(std::move(on_failure)) {}
+  // `preflight_timeout`: the bound of each arena's preflight.
+  ArenaWatch(Loop& loop, ArenaSettings settings, Duration preflight_timeout, FailFn on_failure)
+      : loop_(loop), settings_(settings), preflight_timeout_(preflight_timeout), on_failure_(std::move(on_failure)) {}
 
   // The outcome of making an arena: the error names what failed (exit code 71).
   using ReadyFn = std::function<void(Result<void>)>;
@@ -90,6 +84,7 @@ class ArenaWatch {
 
   Loop& loop_;
   ArenaSettings settings_;
+  Duration preflight_timeout_;
   FailFn on_failure_;
   std::optional<CollArena> arena_;
   unsigned next_local_rank_ = 0;

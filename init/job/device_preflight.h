@@ -25,7 +25,7 @@
 #include "base/fd.h"
 #include "base/result.h"
 #include "base/time.h"
-#include "exec/cli.h"
+#include "exec/job_settings.h"
 #include "exec/pid1.h"
 #include "job/device_check_log.h"
 #include "loop/loop.h"
@@ -59,7 +59,7 @@ namespace trainit {
 struct DevicePreflightSettings {
   std::string check;    // trainit-device-check's path
   std::string backend;  // what the checks load
-  Duration bound = kDefaultPreflightTimeout;
+  Duration bound = PreflightSettings{}.timeout;
 };
 
 // One check per rank (each with its environment and working directory, as

@@ -30,13 +30,11 @@ Result<std::string> read_job_secret(const std::string& file, const Environment& 
   return secret;
 }
 
-HostsSettings hosts_settings(const Options& options, const Environment& env) {
+HostsSettings hosts_settings(const PeerSettings& peers, const PreflightSettings& preflight, const Environment& env) {
   HostsSettings settings;
+  settings.peers = peers;
   settings.job_id = std::string(env.get("MA_VJ_NAME").value_or(""));
-  settings.peer_timeout = options.peer_timeout;
-  settings.peer_loss = options.peer_loss;
-  settings.barrier_timeout = options.barrier_timeout;
-  settings.device_checks = options.preflight_devices ? options.preflight_timeout : Duration{};
+  settings.device_checks = preflight.devices ? preflight.timeout : Duration{};
   return settings;
 }
 
@@ -54,7 +52,7 @@ void HostsPhase::resolve() {
                           fmt::format("every peer name resolved ({})", count_of(addrs_.size(), "host")));
         }
       },
-      settings_.peer_timeout);
+      settings_.peers.peer_timeout);
 }
 
 void HostsPhase::wait_sshds() {
@@ -76,7 +74,7 @@ std::string HostsPhase::peers_timeout_cause(bool resolving) {
   names_.reset();
   sshds_.reset();
   return fmt::format("{} within {:.0f} s: {}", resolving ? "peer names not resolved" : "peers not answering",
-                     seconds(settings_.peer_timeout), fmt::join(missing, ", "));
+                     seconds(settings_.peers.peer_timeout), fmt::join(missing, ", "));
 }
 
 void HostsPhase::meet() {
@@ -95,7 +93,7 @@ void HostsPhase::meet() {
   settings.hosts = addrs_;
   settings.job_id = settings_.job_id;
   settings.secret = settings_.secret;
-  settings.peer_loss = settings_.peer_loss;
+  settings.peer_loss = settings_.peers.peer_loss;
   settings.barrier_timeout = barrier_timeout();
   HostLinkEvents events = events_.link;
   events.on_go = [this] { events_.on_done(State::kHostBarrier, "every host checked in"); };
@@ -119,7 +117,7 @@ Duration HostsPhase::barrier_timeout() const {
   if (plan_.launch && plan_.launch->rendezvous_timeout) {  // torchrun's --rdzv_conf=timeout=, MSRUN_CLUSTER_TIME_OUT
     return std::chrono::seconds(*plan_.launch->rendezvous_timeout);
   }
-  return settings_.barrier_timeout;
+  return settings_.peers.barrier_timeout;
 }
 
 std::string HostsPhase::barrier_timeout_cause() const {

@@ -18,7 +18,7 @@
 
 #include "base/result.h"
 #include "base/time.h"
-#include "exec/cli.h"
+#include "exec/job_settings.h"
 #include "job/host_link.h"
 #include "job/sshd.h"
 #include "loop/loop.h"
@@ -34,16 +34,16 @@ namespace trainit {
 Result<std::string> read_job_secret(const std::string& file, const Environment& env, const FileSystem& fs);
 
 struct HostsSettings {
-  std::string job_id;  // MA_VJ_NAME: every host's must match
-  std::string secret;  // the hosts' shared secret; empty: none
-  Duration peer_timeout{};
-  Duration peer_loss{};
-  Duration barrier_timeout{};
+  PeerSettings peers;        // as the options give them
+  std::string job_id;        // MA_VJ_NAME: every host's must match
+  std::string secret;        // the hosts' shared secret; empty: none
   Duration device_checks{};  // the devices' preflight bound, when they are checked at the barrier
 };
 
-// The hosts' settings among trainit's options.
-[[nodiscard]] HostsSettings hosts_settings(const Options& options, const Environment& env);
+// The hosts' settings: the options' (the devices' bound with --preflight
+// devices) and the job's name.
+[[nodiscard]] HostsSettings hosts_settings(const PeerSettings& peers, const PreflightSettings& preflight,
+                                           const Environment& env);
 
 class HostsPhase {
  public:

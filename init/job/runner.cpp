@@ -67,13 +67,13 @@ class JobRunner {
         outcome_(plan_, options.status_file, input_.env, input_.options.mode.value_or(Mode::kAscend),
                  options.termination_log, [this](const StopNotice& notice) { hosts_.stop(notice); }),
         machine_(loop, plan_,
-                 JobMachine::Deadlines{options.rank_table_timeout, options.peer_timeout,
+                 JobMachine::Deadlines{options.rank_table_timeout, options.peers.peer_timeout,
                                        [this] { return hosts_.barrier_deadline(); }},  // the devices' checks included
                  [this](std::optional<State> from, State to, const std::string& why, double since) {
                    outcome_.note_state(from ? state_name(*from) : "start");
                    outcome_.entered(state_name(to), why, since, spawn_.ranks().status());
                  }),
-        spawn_(loop, pid1, relay_, plan_, input_.env, spawn_settings(options),
+        spawn_(loop, pid1, relay_, plan_, input_.env, options.spawn,
                SpawnPhase::Events{
                    .on_failed = [this](int code, std::string message) { fail(code, std::move(message)); },
                    .on_started =
@@ -86,7 +86,7 @@ class JobRunner {
                     RankTableWait::Events{[this](Plan plan) { on_rank_table_ready(std::move(plan)); },
                                           [this](const Error& error) { fail(kConfig, error.message); }},
                     RankTableWait::kPoll, options.rank_table_timeout),
-        hosts_(loop, plan_, hosts_settings(options, input_.env), hosts_events()),
+        hosts_(loop, plan_, hosts_settings(options.peers, options.spawn.preflight, input_.env), hosts_events()),
         restarts_(plan_, hosts_),
         sshd_(loop, spawn_.launcher(), sshd_events()) {
     relay_.set_error_handler(LogRelay::each_kind_once());
@@ -117,7 +117,7 @@ class JobRunner {
     loop_.set_orphan_handler([this](const siginfo_t&) { check_all_gone(); });
     outcome_.notifier().start_watchdog(loop_);
     machine_.start([this] {
-      auto secret = read_job_secret(options_.job_secret_file, input_.env, *input_.fs);
+      auto secret = read_job_secret(options_.peers.job_secret_file, input_.env, *input_.fs);
       if (!secret) {
         fail(kConfig, secret.error().message);
         return;

@@ -21,18 +21,6 @@ namespace trainit {
 
 using exit_code::kCantCreate;
 
-SpawnSettings spawn_settings(const Options& options) {
-  SpawnSettings settings;
-  settings.preflight_devices = options.preflight_devices;
-  settings.device_check = options.device_check;
-  settings.preflight_timeout = options.preflight_timeout;
-  settings.arena.heap = options.coll_arena;
-  settings.arena.hang_timeout = options.hang_timeout;
-  settings.arena.hang_stop = options.hang_stop;
-  settings.arena.preflight_timeout = options.preflight_timeout;
-  return settings;
-}
-
 SpawnPhase::SpawnPhase(Loop& loop, const Pid1& pid1, LogRelay& relay, Plan& plan, const Environment& env,
                        SpawnSettings settings, Events events)
     : loop_(loop),
@@ -44,7 +32,7 @@ SpawnPhase::SpawnPhase(Loop& loop, const Pid1& pid1, LogRelay& relay, Plan& plan
       events_(std::move(events)),
       launcher_(pid1, relay),
       ranks_(loop, launcher_, relay, [this](Rank& rank, const std::string& how) { on_rank_exit(rank, how); }),
-      arena_(loop, settings_.arena, events_.on_failed) {}
+      arena_(loop, settings_.arena, settings_.preflight.timeout, events_.on_failed) {}
 
 void SpawnPhase::enter() {
   ahead_.reset();  // a restart's spawn: its vfork children must not wait behind it
@@ -75,7 +63,7 @@ void SpawnPhase::enter() {
 }
 
 void SpawnPhase::check_devices_at_barrier(std::function<void()> then) {
-  if (!settings_.preflight_devices) {
+  if (!settings_.preflight.devices) {
     then();
     return;
   }
@@ -112,7 +100,7 @@ void SpawnPhase::on_rank_exit(Rank& rank, const std::string& how) {
 // starts (device_preflight.h), at every start, from the loop: `then` once
 // they passed, on_failed on a failure. stop() kills the checks.
 void SpawnPhase::check_devices(std::function<void()> then) {
-  if (!settings_.preflight_devices || std::exchange(devices_checked_, false)) {
+  if (!settings_.preflight.devices || std::exchange(devices_checked_, false)) {
     then();
     return;
   }
@@ -128,13 +116,13 @@ void SpawnPhase::check_devices(std::function<void()> then) {
     then();
     return;
   }
-  auto check = find_device_check(settings_.device_check);
+  auto check = find_device_check(settings_.preflight.device_check);
   if (!check) {
     events_.on_failed(check.error().exit_code, check.error().message);
     return;
   }
   devices_ = std::make_unique<DevicePreflight>(
-      loop_, pid1_, DevicePreflightSettings{*check, preflight_backend(env_, plan_.mode), settings_.preflight_timeout},
+      loop_, pid1_, DevicePreflightSettings{*check, preflight_backend(env_, plan_.mode), settings_.preflight.timeout},
       [this, then = std::move(then)](const Result<void>& r) {
         if (!r) {
           events_.on_failed(r.error().exit_code, r.error().message);

@@ -21,7 +21,7 @@
 #include <string>
 
 #include "base/urgent.h"
-#include "exec/cli.h"
+#include "exec/job_settings.h"
 #include "exec/pid1.h"
 #include "job/arena_watch.h"
 #include "job/device_preflight.h"
@@ -32,16 +32,6 @@
 #include "platform/environment.h"
 
 namespace trainit {
-
-struct SpawnSettings {
-  bool preflight_devices = false;  // --preflight devices
-  std::string device_check;        // --device-check
-  Duration preflight_timeout = kDefaultPreflightTimeout;
-  ArenaSettings arena;
-};
-
-// The spawn's settings among trainit's options.
-[[nodiscard]] SpawnSettings spawn_settings(const Options& options);
 
 class SpawnPhase {
  public:

@@ -596,6 +596,53 @@ TEST(Cli, OptionsThatShapeThePlanAreExactlyThoseThatChangePlanOptions) {
 
 // --- What the table says for --help and the reference ----------------------
 
+TEST(Cli, EachPhasesOptionsLandInThatPhasesSettingsAsThePhaseTakesThem) {
+  auto o = parse({"--preflight",
+                  "devices",
+                  "--preflight-timeout",
+                  "3",
+                  "--device-check",
+                  "/opt/check",
+                  "--coll-arena",
+                  "1M",
+                  "--hang-timeout",
+                  "90",
+                  "--hang-action",
+                  "stop",
+                  "--peer-timeout",
+                  "60",
+                  "--barrier-timeout",
+                  "120",
+                  "--peer-loss",
+                  "2.5",
+                  "--job-secret-file",
+                  "/run/secret",
+                  "true"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  const SpawnSettings& spawn = o->spawn;
+  EXPECT_TRUE(spawn.preflight.devices);
+  EXPECT_EQ(spawn.preflight.timeout, std::chrono::seconds(3));
+  EXPECT_EQ(spawn.preflight.device_check, "/opt/check");
+  EXPECT_EQ(spawn.arena.heap, std::optional<size_t>(size_t{1} << 20));
+  EXPECT_EQ(spawn.arena.hang_timeout, std::chrono::seconds(90));
+  EXPECT_TRUE(spawn.arena.hang_stop);
+  const PeerSettings& peers = o->peers;
+  EXPECT_EQ(peers.peer_timeout, std::chrono::seconds(60));
+  EXPECT_EQ(peers.barrier_timeout, std::chrono::seconds(120));
+  EXPECT_EQ(peers.peer_loss, std::chrono::milliseconds(2500));
+  EXPECT_EQ(peers.job_secret_file, "/run/secret");
+  // Nothing given: each struct's own defaults, the ones `trainit plan` shows.
+  auto d = parse({"true"});
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->spawn.preflight.devices);
+  EXPECT_EQ(setting(*d, "preflight-timeout").value, "10");
+  EXPECT_EQ(setting(*d, "coll-arena").value, std::to_string(size_t{32} << 20));
+  EXPECT_EQ(setting(*d, "peer-loss").value, "10");
+  EXPECT_EQ(d->spawn.arena.heap, ArenaSettings{}.heap);
+  EXPECT_EQ(d->peers.peer_loss, PeerSettings{}.peer_loss);
+  EXPECT_EQ(parse({"--coll-arena", "off", "true"})->spawn.arena.heap, std::nullopt);
+}
+
 TEST(Cli, SecondsOptionsReadAndShowSecondsAlike) {
   std::size_t seen = 0;
   for (const OptionSpec& spec : option_table()) {

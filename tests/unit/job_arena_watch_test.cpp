@@ -52,7 +52,7 @@ class JobArenaWatch : public ::testing::Test {
   void SetUp() override { ASSERT_EQ(loop_.init(), 0); }
 
   ArenaWatch& watch(ArenaSettings settings = small()) {
-    watch_.emplace(loop_, settings, [this](int code, std::string message) {
+    watch_.emplace(loop_, settings, PreflightSettings{}.timeout, [this](int code, std::string message) {
       code_ = code;
       message_ = std::move(message);
     });
