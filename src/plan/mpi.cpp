@@ -55,7 +55,7 @@ bool is_address(std::string_view text) {
 
 // The MPI-specific inputs, each validated, before anything is planned.
 struct MpiInputs {
-  JobGeometry geometry;
+  Cluster geometry;  // ModelArts's (job_geometry())
   std::uint16_t sshd_port = kDefaultSshdPort;
   unsigned slots = 1;
   std::string interfaces;
@@ -87,7 +87,7 @@ Result<MpiInputs> read_inputs(const PlanInput& input) {
   auto slots = env.mpi_slots();
   if (!slots)
     return slots.error();
-  in.slots = slots->value_or(std::max(in.geometry.devices, 1U));
+  in.slots = slots->value_or(in.geometry.nproc.value_or(1));
   auto interfaces = env.mpi_interfaces();
   if (!interfaces)
     return interfaces.error();
@@ -98,7 +98,7 @@ Result<MpiInputs> read_inputs(const PlanInput& input) {
   in.job_id = std::move(*job_id);
 
   in.private_dir =
-      options.private_dir.empty() ? std::string(kPrivateDirPrefix) + in.geometry.vj_name : options.private_dir;
+      options.private_dir.empty() ? std::string(kPrivateDirPrefix) + in.geometry.job_name : options.private_dir;
   if (!is_plain_path(in.private_dir))
     return not_plain("--private-dir", in.private_dir);
   if (!options.ssh_identity.empty() && !is_plain_path(options.ssh_identity))
@@ -163,7 +163,7 @@ std::string sshd_config(const MpiInputs& in, const std::string& host_key, bool i
       "PermitEmptyPasswords no\n"
       "HostbasedAuthentication no\n"
       "PermitRootLogin {}\n",
-      in.geometry.vj_name, in.geometry.index, in.geometry.hosts, in.sshd_port, host_key, in.authorized_keys,
+      in.geometry.job_name, in.geometry.index, in.geometry.hosts, in.sshd_port, host_key, in.authorized_keys,
       is_root ? "prohibit-password" : "no");
   if (!in.user.empty())
     out += fmt::format("AllowUsers {}\n", in.user);
@@ -295,7 +295,7 @@ Result<Plan> plan_mpi(const PlanInput& input) {
   if (!inputs)
     return inputs.error();
   const MpiInputs& in = *inputs;
-  const JobGeometry& geometry = in.geometry;
+  const Cluster& geometry = in.geometry;
   const bool several = geometry.hosts > 1;
   const bool host0 = geometry.index == 0;
 

@@ -71,22 +71,15 @@ Result<std::uint16_t> port_variable(std::string_view name, std::string_view valu
   return static_cast<std::uint16_t>(*n);
 }
 
-Result<View> modelarts_view(const Environment& env) {
-  auto geometry = job_geometry(env);
-  if (!geometry)
-    return geometry.error();
+View modelarts_view(const Cluster& geometry) {
   View v;
-  v.source = "ModelArts";
-  v.hosts = geometry->hosts;
-  v.index = geometry->index;
-  auto gpus = env.num_gpus();
-  if (!gpus)
-    return gpus.error();
-  if (*gpus) {
-    v.nproc = std::max(**gpus, 1U);
+  v.source = geometry.source;
+  v.hosts = geometry.hosts;
+  v.index = geometry.index;
+  v.nproc = geometry.nproc;
+  if (v.nproc)
     v.nproc_from = "MA_NUM_GPUS";
-  }
-  v.master = geometry->peers.front();
+  v.master = geometry.peers.front();
   v.hosts_from = "MA_NUM_HOSTS";
   v.index_from = "MA_TASK_INDEX";
   v.master_from = "host 0's platform name";
@@ -303,15 +296,12 @@ Result<Cluster> cluster_from_env(const Environment& env, const FileSystem& fs) {
   std::vector<View> losers;
   std::optional<View> winner;
   if (modelarts) {
-    auto v = modelarts_view(env);
-    if (!v)
-      return v.error();
     auto geometry = job_geometry(env);
-    c.peers = std::move(geometry->peers);
-    c.all_named = true;
-    c.job_name = geometry->vj_name;
-    c.task_name = geometry->task_name;
-    winner = std::move(*v);
+    if (!geometry)
+      return geometry.error();
+    winner = modelarts_view(*geometry);
+    geometry->consumed = std::move(c.consumed);
+    c = std::move(*geometry);
   }
   if (kubeflow) {
     auto k = kubeflow_view(env, fs);

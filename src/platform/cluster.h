@@ -35,24 +35,9 @@
 #include "base/result.h"
 #include "os/fs.h"
 #include "platform/environment.h"
+#include "platform/geometry.h"
 
 namespace trainit {
-
-struct Cluster {
-  std::string source = "none";  // "ModelArts", "Kubeflow", "Volcano" or "none"
-  unsigned hosts = 1;
-  unsigned index = 0;
-  std::optional<unsigned> nproc;  // processes per host the platform asks for
-  // Every host's name, host 0 first, when the source names them all; just
-  // host 0's when it names only that one (Kubeflow); empty for "none".
-  std::vector<std::string> peers;
-  bool all_named = false;                    // peers names every host
-  std::optional<std::uint16_t> master_port;  // Kubeflow's
-  std::string job_name;                      // a rendezvous id: MA_VJ_NAME; else empty
-  std::string task_name = "worker";          // the role (MA_TASK_NAME)
-  std::vector<std::string> disagreements;    // "PET_NNODES=3 (ModelArts: 2 hosts)", ...
-  std::vector<std::string> consumed;         // variables not passed on to the processes
-};
 
 // The devices /dev shows (/dev/nvidiaN, /dev/davinciN): PET_NPROC_PER_NODE=auto.
 [[nodiscard]] unsigned visible_accelerators(const FileSystem& fs);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "os/text.h"
 
 namespace trainit {
@@ -80,8 +82,9 @@ std::string peer_dns_name(std::string_view vj_name, std::string_view task_name, 
   return fmt::format("{}-{}-{}.{}", vj_name, task_name, index, vj_name);
 }
 
-Result<JobGeometry> job_geometry(const Environment& env, const std::optional<KnownGeometry>& known) {
-  JobGeometry geometry;
+Result<Cluster> job_geometry(const Environment& env, const std::optional<KnownGeometry>& known) {
+  Cluster geometry;
+  geometry.source = "ModelArts";
   auto hosts = host_count(env, known);
   if (!hosts)
     return hosts.error();
@@ -94,7 +97,7 @@ Result<JobGeometry> job_geometry(const Environment& env, const std::optional<Kno
   auto vj = env.vj_name();
   if (!vj)
     return vj.error();
-  geometry.vj_name = std::move(*vj);
+  geometry.job_name = std::move(*vj);
   auto task = env.task_name();
   if (task && !is_safe_name(*task)) {
     return Error{
@@ -107,20 +110,22 @@ Result<JobGeometry> job_geometry(const Environment& env, const std::optional<Kno
   auto gpus = env.num_gpus();
   if (!gpus)
     return gpus.error();
-  geometry.devices = gpus->value_or(1);
+  if (*gpus)
+    geometry.nproc = std::max(**gpus, 1U);
 
   // The longest name is the last host's: when it is a DNS name, every one is.
-  std::string last = peer_dns_name(geometry.vj_name, geometry.task_name, geometry.hosts - 1);
+  std::string last = peer_dns_name(geometry.job_name, geometry.task_name, geometry.hosts - 1);
   if (!is_dns_name(last)) {
     return Error{
         fmt::format("MA_VJ_NAME={}, MA_TASK_NAME={}: the peer name {} is not a DNS name (labels of at most "
                     "{} bytes, {} in all)",
-                    quote_for_message(geometry.vj_name), quote_for_message(geometry.task_name), quote_for_message(last),
-                    kMaxDnsLabel, kMaxDnsName)};
+                    quote_for_message(geometry.job_name), quote_for_message(geometry.task_name),
+                    quote_for_message(last), kMaxDnsLabel, kMaxDnsName)};
   }
   geometry.peers.reserve(geometry.hosts);
   for (unsigned i = 0; i < geometry.hosts; ++i)
-    geometry.peers.push_back(peer_dns_name(geometry.vj_name, geometry.task_name, i));
+    geometry.peers.push_back(peer_dns_name(geometry.job_name, geometry.task_name, i));
+  geometry.all_named = true;
   return geometry;
 }
 

@@ -84,7 +84,8 @@ inline TableText append_text(std::string& strings, std::string_view s) {
   return t;
 }
 
-// The checks both templates make, and the form of every message:
+// The checks both templates make (names, lists, optional strings, device
+// ids, counts), and the form of every message:
 //
 //   <file>: <key path> = <offending value>: <what is wrong>
 //
@@ -121,6 +122,28 @@ class TableChecks {
       return fail(path(), value, "not a string");
     if (value.text.empty())
       return fail(path(), value, "empty");
+    return std::nullopt;
+  }
+
+  // The list under `key` of the object `self` at `path` (a server's
+  // "device", a pod's "devices", a group's "instance_list"): present and an
+  // array.
+  template <typename Path>
+  [[nodiscard]] std::optional<Error> list(const Seen& self, const Seen& value, const Path& path,
+                                          std::string_view key) const {
+    if (!value.present())
+      return fail(path(), self, fmt::format("missing key \"{}\"", key));
+    if (value.kind != Seen::Kind::kArray)
+      return fail(fmt::format("{}.{}", path(), key), value, "not an array");
+    return std::nullopt;
+  }
+
+  // A key that may be left out but is a string where given (device_ip,
+  // group_name), of the object at `path`.
+  template <typename Path>
+  [[nodiscard]] std::optional<Error> optional_string(const Seen& value, const Path& path, std::string_view key) const {
+    if (value.present() && !value.is_string())
+      return fail(fmt::format("{}.{}", path(), key), value, "not a string");
     return std::nullopt;
   }
 

@@ -104,8 +104,8 @@ void Template1Reader::end_device(bool object) {
   std::string what;
   if (!to_number(d.rank, &rank, &what))
     return problem(checks_.fail(path() + ".rank_id", d.rank, what));
-  if (d.ip.present() && !d.ip.is_string())
-    return problem(checks_.fail(path() + ".device_ip", d.ip, "not a string"));
+  if (auto e = checks_.optional_string(d.ip, path, "device_ip"))
+    return problem(std::move(*e));
   RankDevice device;
   device.device_id = static_cast<unsigned>(id);
   if (d.ip.present()) {
@@ -136,10 +136,8 @@ void Template1Reader::end_server(bool object) {
     return problem(checks_.fail(path() + ".server_id", s.id,
                                 fmt::format("repeated server_id (also at server_list[{}].server_id)", *first)));
   }
-  if (!s.devices.present())
-    return problem(checks_.fail(path(), s.self, "missing key \"device\""));
-  if (s.devices.kind != Seen::Kind::kArray)
-    return problem(checks_.fail(path() + ".device", s.devices, "not an array"));
+  if (auto e = checks_.list(s.self, s.devices, path, "device"))
+    return problem(std::move(*e));
   if (s.device_count == 0)
     return problem(checks_.fail(path() + ".device", s.devices, "a server without devices"));
   if (auto e = checks_.devices_fit(

@@ -155,8 +155,8 @@ void Template2Reader::end_pod_device(bool object) {
     record.ip = append_text(table_.strings, d.ip.text);
   }
   device_records_.push_back(record);
-  if (d.ip.present() && !d.ip.is_string())
-    own(checks_.fail(path() + ".device_ip", d.ip, "not a string"), false);
+  if (auto e = checks_.optional_string(d.ip, path, "device_ip"))
+    own(std::move(*e), false);
 }
 
 // A pod, whole: its pod_name, unique in the table, its server_id and device
@@ -191,10 +191,8 @@ void Template2Reader::end_instance(bool object) {
     return problem(checks_.fail(path(), inst.self, "missing key \"server_id\""));
   if (auto e = checks_.name(inst.server, [&] { return path() + ".server_id"; }))
     return problem(std::move(*e));
-  if (!inst.devices.present())
-    return problem(checks_.fail(path(), inst.self, "missing key \"devices\""));
-  if (inst.devices.kind != Seen::Kind::kArray)
-    return problem(checks_.fail(path() + ".devices", inst.devices, "not an array"));
+  if (auto e = checks_.list(inst.self, inst.devices, path, "devices"))
+    return problem(std::move(*e));
   if (auto e = checks_.devices_fit(
           inst.devices, [&] { return path() + ".devices"; }, inst.device_count))
     return problem(std::move(*e));
@@ -230,12 +228,10 @@ void Template2Reader::end_group(bool object) {
   auto problem = [&](Error e) { error_ = std::move(e); };
   if (!object)
     return problem(checks_.fail(path(), g.self, "not an object"));
-  if (g.name.present() && !g.name.is_string())
-    return problem(checks_.fail(path() + ".group_name", g.name, "not a string"));
-  if (!g.instances.present())
-    return problem(checks_.fail(path(), g.self, "missing key \"instance_list\""));
-  if (g.instances.kind != Seen::Kind::kArray)
-    return problem(checks_.fail(path() + ".instance_list", g.instances, "not an array"));
+  if (auto e = checks_.optional_string(g.name, path, "group_name"))
+    return problem(std::move(*e));
+  if (auto e = checks_.list(g.self, g.instances, path, "instance_list"))
+    return problem(std::move(*e));
   if (auto e = checks_.declared_count(
           g.instance_count, [&] { return path() + ".instance_count"; }, g.instance_list_count, "instances"))
     return problem(std::move(*e));

@@ -18,17 +18,19 @@ std::string refusal(const Environment& env, const std::optional<KnownGeometry>& 
   return geometry.ok() ? "(accepted)" : geometry.error().message;
 }
 
-TEST(JobGeometry, ASingleHostNeedsNoHostCountIndexNorTaskName) {
+TEST(ModelArtsGeometry, ASingleHostNeedsNoHostCountIndexNorTaskName) {
   auto geometry = job_geometry(env_of({{"MA_VJ_NAME", "ma-job-x"}}));
   ASSERT_TRUE(geometry.ok()) << geometry.error().message;
   EXPECT_EQ(geometry->hosts, 1u);
   EXPECT_EQ(geometry->index, 0u);
   EXPECT_EQ(geometry->task_name, "worker");
-  EXPECT_EQ(geometry->devices, 1u) << "MA_NUM_GPUS unset: one process per host";
+  EXPECT_EQ(geometry->nproc, std::nullopt) << "MA_NUM_GPUS unset: no count asked (one process per host)";
+  EXPECT_EQ(geometry->source, "ModelArts");
+  EXPECT_TRUE(geometry->all_named);
   EXPECT_EQ(geometry->peers, std::vector<std::string>{"ma-job-x-worker-0.ma-job-x"});
 }
 
-TEST(JobGeometry, PeersFollowThePlatformsDnsSchemeInHostOrder) {
+TEST(ModelArtsGeometry, PeersFollowThePlatformsDnsSchemeInHostOrder) {
   auto geometry = job_geometry(env_of({{"MA_VJ_NAME", "ma-job-x"},
                                        {"MA_TASK_NAME", "trainer"},
                                        {"MA_NUM_HOSTS", "3"},
@@ -37,14 +39,16 @@ TEST(JobGeometry, PeersFollowThePlatformsDnsSchemeInHostOrder) {
   ASSERT_TRUE(geometry.ok()) << geometry.error().message;
   EXPECT_EQ(geometry->hosts, 3u);
   EXPECT_EQ(geometry->index, 1u);
-  EXPECT_EQ(geometry->vj_name, "ma-job-x");
-  EXPECT_EQ(geometry->devices, 8u);
+  EXPECT_EQ(geometry->job_name, "ma-job-x");
+  EXPECT_EQ(geometry->nproc, 8u);
+  EXPECT_EQ(job_geometry(env_of({{"MA_VJ_NAME", "j"}, {"MA_NUM_GPUS", "0"}}))->nproc, 1u)
+      << "a CPU host still runs one";
   EXPECT_EQ(geometry->peers, (std::vector<std::string>{"ma-job-x-trainer-0.ma-job-x", "ma-job-x-trainer-1.ma-job-x",
                                                        "ma-job-x-trainer-2.ma-job-x"}));
   EXPECT_EQ(peer_dns_name("j", "worker", 12), "j-worker-12.j");
 }
 
-TEST(JobGeometry, TheIndexFallsBackFromMaToVcToVkTaskIndex) {
+TEST(ModelArtsGeometry, TheIndexFallsBackFromMaToVcToVkTaskIndex) {
   std::vector<EnvVar> base = {{"MA_VJ_NAME", "j"}, {"MA_NUM_HOSTS", "4"}};
   auto with = [&](std::vector<EnvVar> extra) {
     std::vector<EnvVar> vars = base;
@@ -57,12 +61,12 @@ TEST(JobGeometry, TheIndexFallsBackFromMaToVcToVkTaskIndex) {
   EXPECT_EQ(with({{"MA_TASK_INDEX", ""}, {"VC_TASK_INDEX", "2"}})->index, 2u) << "empty counts as unset";
 }
 
-TEST(JobGeometry, SeveralHostsWithoutAnIndexAreRefusedRatherThanGuessed) {
+TEST(ModelArtsGeometry, SeveralHostsWithoutAnIndexAreRefusedRatherThanGuessed) {
   EXPECT_EQ(refusal(env_of({{"MA_VJ_NAME", "j"}, {"MA_NUM_HOSTS", "2"}})),
             "MA_TASK_INDEX, VC_TASK_INDEX and VK_TASK_INDEX are all unset: a job of 2 hosts needs this host's index");
 }
 
-TEST(JobGeometry, AnIndexNotBelowTheHostCountIsRefusedNamingTheVariableItCameFrom) {
+TEST(ModelArtsGeometry, AnIndexNotBelowTheHostCountIsRefusedNamingTheVariableItCameFrom) {
   EXPECT_EQ(refusal(env_of({{"MA_VJ_NAME", "j"}, {"MA_NUM_HOSTS", "2"}, {"MA_TASK_INDEX", "2"}})),
             "MA_TASK_INDEX=2: not below the host count 2 (hosts are numbered 0..1)");
   EXPECT_EQ(refusal(env_of({{"MA_VJ_NAME", "j"}, {"VC_TASK_INDEX", "1"}})),
@@ -71,7 +75,7 @@ TEST(JobGeometry, AnIndexNotBelowTheHostCountIsRefusedNamingTheVariableItCameFro
             "VK_TASK_INDEX=\"-1\": not a decimal number (digits only: no sign, space or fraction)");
 }
 
-TEST(JobGeometry, AHostCountThatIsZeroNotANumberOrTooLargeIsRefused) {
+TEST(ModelArtsGeometry, AHostCountThatIsZeroNotANumberOrTooLargeIsRefused) {
   EXPECT_EQ(refusal(env_of({{"MA_VJ_NAME", "j"}, {"MA_NUM_HOSTS", "0"}})), "MA_NUM_HOSTS=\"0\": out of range 1..65536");
   EXPECT_EQ(refusal(env_of({{"MA_VJ_NAME", "j"}, {"MA_NUM_HOSTS", "abc"}})),
             "MA_NUM_HOSTS=\"abc\": not a decimal number (digits only: no sign, space or fraction)");
@@ -79,7 +83,7 @@ TEST(JobGeometry, AHostCountThatIsZeroNotANumberOrTooLargeIsRefused) {
             "MA_NUM_HOSTS=\"65537\": out of range 1..65536");
 }
 
-TEST(JobGeometry, TheJobNameIsRequiredAndNamesMustBeSafe) {
+TEST(ModelArtsGeometry, TheJobNameIsRequiredAndNamesMustBeSafe) {
   EXPECT_EQ(refusal(env_of({})), "MA_VJ_NAME is not set: the platform names the job with it");
   EXPECT_EQ(refusal(env_of({{"MA_VJ_NAME", "j"}, {"MA_TASK_NAME", "a b"}})),
             "MA_TASK_NAME=\"a b\": not a safe name (1-200 of A-Z a-z 0-9 . _ -, starting with a letter or digit)");
@@ -87,14 +91,14 @@ TEST(JobGeometry, TheJobNameIsRequiredAndNamesMustBeSafe) {
             "MA_NUM_GPUS=\"many\": not a decimal number (digits only: no sign, space or fraction)");
 }
 
-TEST(JobGeometry, PeerNamesAResolverCannotLookUpAreRefused) {
+TEST(ModelArtsGeometry, PeerNamesAResolverCannotLookUpAreRefused) {
   std::string long_name(60, 'a');
   std::string message = refusal(env_of({{"MA_VJ_NAME", long_name}}));
   EXPECT_NE(message.find("is not a DNS name (labels of at most 63 bytes, 253 in all)"), std::string::npos) << message;
   EXPECT_EQ(refusal(env_of({{"MA_VJ_NAME", std::string(40, 'a')}})), "(accepted)");
 }
 
-TEST(JobGeometry, ARankTablesCountFillsUnsetVariablesAndMustAgreeWithSetOnes) {
+TEST(ModelArtsGeometry, ARankTablesCountFillsUnsetVariablesAndMustAgreeWithSetOnes) {
   KnownGeometry known{4, 2, "the rank table /t.json, which lists 4 servers"};
   auto geometry = job_geometry(env_of({{"MA_VJ_NAME", "j"}}), known);
   ASSERT_TRUE(geometry.ok()) << geometry.error().message;
