@@ -279,6 +279,28 @@ TEST(CollArena, PythonRanksFindTheLibraryTheJobNamesAndReduceOnTheDeviceAfterThe
   EXPECT_NE(t.err().find("device preflight: 2 devices passed"), std::string::npos) << t.transcript();
 }
 
+// An unchanged DDP script with init_process_group("trainit"): its ranks join
+// the arena trainit made (not a standalone communicator) and train to the
+// same parameters.
+TEST(CollArena, DdpRanksOnTheTrainitBackendJoinTheArenaTheInitMadeAndTrainAlike) {
+  TRAINIT_REQUIRE_ROOT();
+  TRAINIT_SKIP_UNDER_EMULATION("this machine's python3 cannot load an aarch64 library");
+  TempDir dir;
+  Spec s;
+  s.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MA_NUM_GPUS=2",
+           "MA_MOUNT_PATH=" + dir.path(), "TRAINIT_COLL_LIBRARY=" TRAINIT_COLL_SHARED,
+           "PYTHONPATH=" TRAINIT_SOURCE_DIR "/python"};
+  s.args = {
+      "--mode", "torchrun", "--grace", "5", "--", TRAINIT_PYTHON3, TRAINIT_SOURCE_DIR "/tests/python/torch_rank.py"};
+  Trainit t(s);
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  for (const char* line : {"rank 0 of 2: DDP over trainit's arena, parameters alike",
+                           "rank 1 of 2: DDP over trainit's arena, parameters alike"}) {
+    EXPECT_NE(t.out().find(line), std::string::npos) << line << t.transcript();
+  }
+}
+
 TEST(CollArena, ARankHungInItsDeviceMidCollectiveIsReportedAsInThatCollective) {
   TRAINIT_REQUIRE_ROOT();
   TRAINIT_SKIP_UNDER_EMULATION("the fake device plugin is a host library: an emulated rank cannot load it");
