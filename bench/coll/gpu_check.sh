@@ -15,7 +15,9 @@
 #  4. where python3 has torch with a GPU: a trainit job of 2 Python ranks
 #     (--mode torchrun, --preflight devices) that reduce CUDA tensors
 #     through the trainit_coll module, checked element for element
-#     (bench/coll/gpu_torch_rank.py), with its timings from Python.
+#     (bench/coll/gpu_torch_rank.py), with its timings from Python; then
+#     DDP on CUDA tensors over the torch.distributed backend "trainit"
+#     against gloo (tests/python/torch_test.py).
 #
 #   bench/coll/gpu_check.sh [--prebuilt] [--mps] [BUILD_DIR]   (default build/gpu)
 #
@@ -139,4 +141,9 @@ else
     timeout 300 "$trainit" --mode torchrun --nproc-per-node 2 --preflight devices \
     --device-check "$build/init/trainit-device-check" -- python3 "$here/gpu_torch_rank.py") ||
     die "the trainit job of Python ranks failed (its lines above say which call)"
+  echo "== DDP on CUDA tensors over the torch.distributed backend \"trainit\", against gloo"
+  TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} timeout 300 \
+    python3 "$root/tests/python/torch_test.py" ddp_on_cuda_tensors_on_two_ranks_trains_to_the_same_parameters_as_gloo ||
+    die "DDP on CUDA tensors over the trainit backend failed"
+  echo "passed"
 fi

@@ -95,14 +95,18 @@ def same(a, b, what):
 
 def train(backend_group, seed, rank, steps=5):
     """A small model trained with DDP over `backend_group`: its parameters."""
+    return train_on(backend_group, seed, rank, steps, device="cpu")
+
+
+def train_on(backend_group, seed, rank, steps=5, device="cpu"):
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).to(device)
     ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=backend_group)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     data = torch.Generator().manual_seed(1000 + rank)
     for _ in range(steps):
-        x = torch.randn(32, 8, generator=data)
-        y = torch.randn(32, 4, generator=data)
+        x = torch.randn(32, 8, generator=data).to(device)
+        y = torch.randn(32, 4, generator=data).to(device)
         opt.zero_grad()
         torch.nn.functional.mse_loss(ddp(x), y).backward()
         opt.step()
@@ -124,6 +128,26 @@ def case_ddp_on_two_ranks_trains_to_the_same_parameters_as_gloo():
         gathered = [torch.empty_like(flat) for _ in range(2)]
         dist.all_gather(gathered, flat)
         same(gathered[0], gathered[1], "the two ranks' parameters")
+
+    ranks(2, body)
+
+
+def gpu_case_ddp_on_cuda_tensors_on_two_ranks_trains_to_the_same_parameters_as_gloo():
+    # The device path: the model on the GPU (both ranks on GPU 0 where there
+    # is one), CUDA tensors to a communicator of backend "cuda". A GPU case:
+    # not among ctest's (which registers case_*), run by
+    # bench/coll/gpu_check.sh on a GPU machine; 77 where torch sees none.
+    if not torch.cuda.is_available():
+        sys.exit(SKIP)
+
+    def body(rank):
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        gloo = dist.new_group(backend="gloo")
+        ours = train_on(None, seed=7, rank=rank, device="cuda")
+        theirs = train_on(gloo, seed=7, rank=rank, device="cuda")
+        for a, b in zip(ours, theirs):
+            check(a.is_cuda, "a parameter left the GPU")
+            same(a.cpu(), b.cpu(), "rank %d: a parameter after 5 DDP steps on CUDA" % rank)
 
     ranks(2, body)
 
@@ -341,7 +365,7 @@ def case_a_rank_killed_mid_training_makes_the_others_raise_within_a_second():
 
 
 def main():
-    cases = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}
+    cases = {name.split("case_", 1)[1]: f for name, f in globals().items() if name.startswith(("case_", "gpu_case_"))}
     if len(sys.argv) != 2 or sys.argv[1] not in cases:
         sys.exit("usage: torch_test.py CASE (%s)" % ", ".join(sorted(cases)))
     try:
