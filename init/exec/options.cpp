@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <span>
+#include <type_traits>
 
 #include "base/env.h"
 #include "base/number.h"
@@ -133,6 +134,47 @@ constexpr OptionSpec path_option(OptionSpec row) {
   row.values = "an absolute path";
   row.apply = [](Options& o, std::string_view value) { return set_path(field<Path...>(o), value); };
   row.show = [](const Options& o) { return optional_text(field<Path...>(o)); };
+  return row;
+}
+
+// What an integer row reads: a number in [Min, Max], called "an integer" or,
+// for a port, "a port" in the values and in the error.
+enum class Number { kInteger, kPort };
+
+template <typename T>
+struct Unwrapped {
+  using type = T;
+};
+template <typename T>
+struct Unwrapped<std::optional<T>> {
+  using type = T;
+};
+
+// A row for an integer field (plain, or std::optional: unset shows null) in
+// [Min, Max]: its value name (N or PORT), reader and plan form. The row
+// gives its values text, which states the same range ("an integer in
+// 1-1024").
+template <Number What, uint64_t Min, uint64_t Max, auto... Path>
+constexpr OptionSpec integer_option(OptionSpec row) {
+  row.value_name = What == Number::kPort ? "PORT" : "N";
+  row.apply = [](Options& o, std::string_view value) -> Result<void> {
+    auto n = parse_decimal(value, Min, Max);
+    if (!n) {
+      return reason(fmt::format("expected {} in {}-{}", What == Number::kPort ? "a port" : "an integer", Min, Max));
+    }
+    auto& out = field<Path...>(o);
+    out = static_cast<typename Unwrapped<std::remove_cvref_t<decltype(out)>>::type>(*n);
+    return {};
+  };
+  row.show = [](const Options& o) -> std::optional<std::string> {
+    const auto& value = field<Path...>(o);
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>,
+                                 typename Unwrapped<std::remove_cvref_t<decltype(value)>>::type>) {
+      return std::to_string(value);
+    } else {
+      return value ? std::optional(std::to_string(*value)) : std::nullopt;
+    }
+  };
   return row;
 }
 
@@ -504,61 +546,30 @@ constexpr OptionSpec kOptions[] = {
          .help = "the device check --preflight devices runs (default:\n"
                  "trainit-device-check beside trainit, else where\n"
                  "it was installed)"}),
-    {.name = "nproc-per-node",
-     .value_name = "N",
-     .values = "an integer in 1-1024",
-     .apply = [](Options& o, std::string_view value) -> Result<void> {
-       auto n = parse_decimal(value, 1, 1024);
-       if (!n) {
-         return reason("expected an integer in 1-1024");
-       }
-       o.nproc_per_node = static_cast<unsigned>(*n);
-       return {};
-     },
-     .show = [](const Options& o) -> std::optional<std::string> {
-       return o.nproc_per_node ? std::optional(std::to_string(*o.nproc_per_node)) : std::nullopt;
-     },
-     .default_text = "MA_NUM_GPUS, else PET_NPROC_PER_NODE, else 1",
-     .shapes_plan = true,
-     .help = "processes per host in the framework modes\n"
-             "(default: MA_NUM_GPUS, PET_NPROC_PER_NODE, else 1)"},
-    {.name = "master-port",
-     .value_name = "PORT",
-     .values = "a port in 1-65535",
-     .apply = [](Options& o, std::string_view value) -> Result<void> {
-       auto port = parse_decimal(value, 1, 65535);
-       if (!port) {
-         return reason("expected a port in 1-65535");
-       }
-       o.master_port = static_cast<uint16_t>(*port);
-       return {};
-     },
-     .show = [](const Options& o) -> std::optional<std::string> {
-       return o.master_port ? std::optional(std::to_string(*o.master_port)) : std::nullopt;
-     },
-     .default_text = "torchrun: MA_TORCHRUN_MASTER_PORT or 18888; msrun: 8118; pytorch: 29500",
-     .shapes_plan = true,
-     .help = "host 0's rendezvous port in the framework modes\n"
-             "(default: torchrun MA_TORCHRUN_MASTER_PORT or 18888,\n"
-             "msrun 8118, pytorch 29500)"},
+    integer_option<Number::kInteger, 1, 1024, &Options::nproc_per_node>(
+        {.name = "nproc-per-node",
+         .values = "an integer in 1-1024",
+         .default_text = "MA_NUM_GPUS, else PET_NPROC_PER_NODE, else 1",
+         .shapes_plan = true,
+         .help = "processes per host in the framework modes\n"
+                 "(default: MA_NUM_GPUS, PET_NPROC_PER_NODE, else 1)"}),
+    integer_option<Number::kPort, 1, 65535, &Options::master_port>(
+        {.name = "master-port",
+         .values = "a port in 1-65535",
+         .default_text = "torchrun: MA_TORCHRUN_MASTER_PORT or 18888; msrun: 8118; pytorch: 29500",
+         .shapes_plan = true,
+         .help = "host 0's rendezvous port in the framework modes\n"
+                 "(default: torchrun MA_TORCHRUN_MASTER_PORT or 18888,\n"
+                 "msrun 8118, pytorch 29500)"}),
     seconds_option<&Options::rank_table_timeout>({.name = "rank-table-timeout",
                                                   .help = "how long to wait for a complete rank table\n"
                                                           "(default 1800; then exit 75)"}),
-    {.name = "max-local-devices",
-     .value_name = "N",
-     .values = "an integer in 1-4096",
-     .apply = [](Options& o, std::string_view value) -> Result<void> {
-       auto n = parse_decimal(value, kMinLocalDevices, kMaxLocalDevices);
-       if (!n) {
-         return Error{fmt::format("expected an integer in {}-{}", kMinLocalDevices, kMaxLocalDevices), 0};
-       }
-       o.max_local_devices = static_cast<unsigned>(*n);
-       return {};
-     },
-     .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.max_local_devices); },
-     .shapes_plan = true,
-     .help = "devices allowed per host in the rank table, 1-4096\n"
-             "(default 16)"},
+    integer_option<Number::kInteger, kMinLocalDevices, kMaxLocalDevices, &Options::max_local_devices>(
+        {.name = "max-local-devices",
+         .values = "an integer in 1-4096",
+         .shapes_plan = true,
+         .help = "devices allowed per host in the rank table, 1-4096\n"
+                 "(default 16)"}),
     path_option<&Options::status_file>({.name = "status-file",
                                         .default_text = "/tmp/trainit-status-<host>.json",
                                         .help = "where the job's status JSON is kept\n"
@@ -593,20 +604,11 @@ constexpr OptionSpec kOptions[] = {
          .help = "a host not heard from this long is lost: the job\n"
                  "stops everywhere (default 10); one whose connection\n"
                  "closes is lost unless it reconnects within 1 s"}),
-    {.name = "control-port",
-     .value_name = "PORT",
-     .values = "a port in 1-65535",
-     .apply = [](Options& o, std::string_view value) -> Result<void> {
-       auto port = parse_decimal(value, 1, 65535);
-       if (!port) {
-         return reason("expected a port in 1-65535");
-       }
-       o.control_port = static_cast<uint16_t>(*port);
-       return {};
-     },
-     .show = [](const Options& o) -> std::optional<std::string> { return std::to_string(o.control_port); },
-     .shapes_plan = true,
-     .help = "host 0's control channel (default 36660)"},
+    integer_option<Number::kPort, 1, 65535, &Options::control_port>(
+        {.name = "control-port",
+         .values = "a port in 1-65535",
+         .shapes_plan = true,
+         .help = "host 0's control channel (default 36660)"}),
     path_option<&Options::peers, &PeerSettings::job_secret_file>(
         {.name = "job-secret-file",
          .default_text = "none: the secret is TRAINIT_JOB_SECRET's value",

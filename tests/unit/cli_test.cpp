@@ -1,11 +1,13 @@
 #include "exec/cli.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -641,6 +643,29 @@ TEST(Cli, EachPhasesOptionsLandInThatPhasesSettingsAsThePhaseTakesThem) {
   EXPECT_EQ(d->spawn.arena.heap, ArenaSettings{}.heap);
   EXPECT_EQ(d->peers.peer_loss, PeerSettings{}.peer_loss);
   EXPECT_EQ(parse({"--coll-arena", "off", "true"})->spawn.arena.heap, std::nullopt);
+}
+
+TEST(Cli, IntegerOptionsReadTheirRangeAndNameItWhenRefused) {
+  auto o = parse({"--nproc-per-node", "8", "--master-port", "29400", "--control-port", "1", "--max-local-devices",
+                  "4096", "true"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->nproc_per_node, 8u);
+  EXPECT_EQ(o->master_port, uint16_t{29400});
+  EXPECT_EQ(o->control_port, 1);
+  EXPECT_EQ(o->max_local_devices, 4096u);
+  EXPECT_EQ(setting(*o, "master-port").value, "29400");
+  auto d = parse({"true"});
+  EXPECT_EQ(setting(*d, "nproc-per-node").value, std::nullopt) << "unset: the platform's count";
+  EXPECT_EQ(setting(*d, "control-port").value, "36660");
+  for (auto [flag, value, error] : {std::tuple{"--nproc-per-node", "0", "expected an integer in 1-1024"},
+                                    std::tuple{"--nproc-per-node", "1025", "expected an integer in 1-1024"},
+                                    std::tuple{"--master-port", "65536", "expected a port in 1-65535"},
+                                    std::tuple{"--control-port", "0", "expected a port in 1-65535"},
+                                    std::tuple{"--max-local-devices", "4097", "expected an integer in 1-4096"}}) {
+    auto bad = parse({flag, value, "true"});
+    ASSERT_FALSE(bad.ok()) << flag;
+    EXPECT_EQ(bad.error().message, fmt::format("{} \"{}\": {}", flag, value, error));
+  }
 }
 
 TEST(Cli, SecondsOptionsReadAndShowSecondsAlike) {
