@@ -46,6 +46,7 @@ is already reached from Python through the module (its numpy/torch buffer
 paths, ctypes), so one file serves both.
 """
 
+import inspect
 import os
 import socket
 import uuid
@@ -442,5 +443,15 @@ def _create(store, rank, size, timeout):
     return ProcessGroupTrainit(store, rank, size, timeout)
 
 
-if BACKEND.upper() not in getattr(dist.Backend, "_plugins", {}) and not hasattr(dist.Backend, BACKEND.upper()):
-    dist.Backend.register_backend(BACKEND, _create)
+def _register():
+    if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}) or hasattr(dist.Backend, BACKEND.upper()):
+        return
+    # torch 2.x asks which devices a backend takes (and warns when not told);
+    # 1.13's register_backend has no such parameter.
+    kwargs = {}
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        kwargs["devices"] = ["cpu", "cuda"]
+    dist.Backend.register_backend(BACKEND, _create, **kwargs)
+
+
+_register()
