@@ -55,7 +55,7 @@ bool is_address(std::string_view text) {
 
 // The MPI-specific inputs, each validated, before anything is planned.
 struct MpiInputs {
-  Cluster geometry;  // ModelArts's (job_geometry())
+  Cluster geometry;  // ModelArts' (job_geometry())
   std::uint16_t sshd_port = kDefaultSshdPort;
   unsigned slots = 1;
   std::string interfaces;
