@@ -112,6 +112,10 @@ constexpr trainit_coll_backend kHost = {
     nullptr,
     host_fold,
     host_import_sized,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace

@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define TRAINIT_COLL_BACKEND_ABI 3u
+#define TRAINIT_COLL_BACKEND_ABI 4u
 #define TRAINIT_COLL_HANDLE_MAX 128
 #define TRAINIT_COLL_BACKEND_ENTRY "trainit_coll_backend_v1"
 
@@ -79,6 +79,19 @@ typedef struct trainit_coll_backend {
    * the memory's own size), so that a peer that lies about its buffer is
    * refused here instead of faulting this process later. */
   int (*import_sized)(const void* handle, size_t handle_len, int fd, size_t bytes, void** ptr);
+  /* ABI 4, all four or none (then the host drives the same algorithm over
+   * copy and fold). launch: a whole collective, `call` a
+   * trainit::coll::dev::Call (device_algo.h), enqueued on `stream` (NULL:
+   * the backend's own; CUDA: a cudaStream_t) as one launch of the device
+   * algorithm; it returns once enqueued. The call's error lands in
+   * *call->status, memory from host_mapped(). query: 0 when the work
+   * enqueued on stream is done, -EINPROGRESS while it runs, or the stream's
+   * error. host_mapped: host memory the device reads and writes too (its
+   * address there in *device_view), for a call's status and abort words. */
+  int (*launch)(const void* call, void* stream);
+  int (*query)(void* stream);
+  int (*host_mapped)(size_t bytes, void** host, void** device_view);
+  int (*free_host_mapped)(void* host);
 } trainit_coll_backend;
 
 typedef const trainit_coll_backend* (*trainit_coll_backend_entry_fn)(void);

@@ -364,15 +364,6 @@ struct Barrier {
 
 }  // namespace
 
-namespace trainit::coll {
-
-int host_allgather(trainit_comm* comm, const void* send, void* recv, size_t sendcount, int dtype) {
-  const int r = precheck(comm);
-  return r < 0 ? r : run(comm, Allgather(comm, send, recv, sendcount, dtype));
-}
-
-}  // namespace trainit::coll
-
 extern "C" {
 
 int trainit_allreduce(trainit_comm* comm, const void* send, void* recv, size_t count, trainit_dtype dtype,
@@ -407,7 +398,7 @@ int trainit_allgather(trainit_comm* comm, const void* send, void* recv, size_t s
   if (r == 0 && comm->device_call != nullptr) {
     return comm->device_call(comm, {kOpAllgather, send, recv, sendcount, dtype, 0, 0});
   }
-  return r < 0 ? r : host_allgather(comm, send, recv, sendcount, dtype);
+  return r < 0 ? r : run(comm, Allgather(comm, send, recv, sendcount, dtype));
 }
 
 int trainit_broadcast(trainit_comm* comm, void* buf, size_t count, trainit_dtype dtype, int root) {

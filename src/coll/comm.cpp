@@ -445,6 +445,26 @@ int wait_for_peers(trainit_comm* c, uint32_t s, int64_t deadline_ns) {
 
 }  // namespace
 
+bool comm_lost(trainit_comm* c) {
+  if (coll_arena_aborted(c->base)) {
+    return true;
+  }
+  for (int p = 0; p < c->n; ++p) {
+    if (p != c->rank && peer_dead(c, p)) {
+      const int64_t now = comm_now_ns();
+      if (c->peer_dead_since == 0) {
+        c->peer_dead_since = now;
+      }
+      if (now - c->peer_dead_since >= c->death_grace_ns) {
+        coll_arena_abort(c->base, c->n);
+        return true;
+      }
+      return false;
+    }
+  }
+  return false;
+}
+
 int comm_wait_all(trainit_comm* c, uint32_t s, int64_t deadline_ns) {
   const int r = wait_for_peers(c, s, deadline_ns);
   if (r == 0 && !c->placement_known) {

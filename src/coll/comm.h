@@ -55,11 +55,6 @@ struct trainit_comm {
   // only through these pointers: a program that never makes one (PID 1)
   // links no backend loader.
   trainit::coll::DeviceComm* device;
-  // The device collective in progress (kOpNone: none). Its progress slot
-  // shows it, from its start, for the whole call: the host steps inside it
-  // leave the slot alone, so that a rank stuck in its device is seen by the
-  // init's hang detection as in that collective.
-  uint32_t device_op;
   int (*device_call)(trainit_comm* c, const trainit::coll::DeviceCall& call);
   void (*device_destroy)(trainit_comm* c);
 };
@@ -76,6 +71,11 @@ int comm_attach(trainit_comm** out, void* base, size_t size, int rank);
 // ranks are no longer in step). Polls, then yields, then sleeps on the
 // futex of the first peer still missing.
 int comm_wait_all(trainit_comm* c, uint32_t s, int64_t deadline_ns);
+
+// Whether c's calls cannot go on: its arena is aborted, or a peer has been
+// dead for the death grace (then this marks the arena aborted). For waits
+// that comm_wait_all does not make (a device's).
+bool comm_lost(trainit_comm* c);
 
 // Publishes step s (its line's data written before): release, then wakes
 // sleepers if any.
@@ -106,10 +106,6 @@ void comm_drop_peer_socks(trainit_comm* c);
 // trainit (TRAINIT_COLL_PEER_FDS) or from rank 0 of a standalone
 // communicator. Device communicators need them.
 inline constexpr int kMaxPeerSockRanks = 16;
-
-// trainit_allgather on host memory, whatever the communicator's backend
-// (device.cpp agrees on each call with it).
-int host_allgather(trainit_comm* comm, const void* send, void* recv, size_t sendcount, int dtype);
 
 // One device collective's arguments (device.cpp).
 struct DeviceCall {

@@ -15,7 +15,9 @@
 //     importer never does.
 // The memfd's first page is shared bookkeeping (magic, generation, size,
 // exporter, live imports, state) that every process mapping it sees.
-// Synchronous: signal and wait are no-ops.
+// Copies, reduces and folds are synchronous (signal and wait are no-ops);
+// collectives launched (launch) run on a thread of the process's own, in
+// order, with the device algorithm the GPU's kernel runs (device_algo.h).
 //
 // Its device number: what the environment a launcher gives a process names
 // (device_number() in device_check.h): TRAINIT_COLL_DEVICE, else DEVICE_ID,
@@ -47,6 +49,7 @@
 
 #include "coll/backend.h"
 #include "coll/device_check.h"
+#include "coll/device_lanes.h"
 #include "coll/fakedev_fault.h"
 #include "coll/kernels.h"
 
@@ -232,6 +235,85 @@ void corrupt_if_asked(void* dst) {
   }
 }
 
+// The stream: calls launched (fd_launch) run in order on a thread of the
+// process's own, each with the device algorithm over host lanes (the code
+// the GPU's kernel runs); copies, reduces and folds wait for it to drain.
+struct Stream {
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+  static constexpr int kDepth = 16;
+  dev::Call calls[kDepth];
+  int head = 0;     // the next call to run
+  int pending = 0;  // launched, not yet done (the one running included)
+  pid_t owner = 0;  // the process whose thread runs it (a fork()ed child starts its own)
+};
+Stream stream;
+
+// Lanes whose folds suffer the device's "wrong" fault, as fd_fold's do.
+class FakedevLanes : public dev::HostLanes {
+ public:
+  using HostLanes::HostLanes;
+  int fold(void* dst, const void* const* srcs, int n, size_t count) const {
+    const int r = HostLanes::fold(dst, srcs, n, count);
+    if (count != 0) {
+      corrupt_if_asked(dst);
+    }
+    return r;
+  }
+};
+
+void* run_stream(void*) {
+  pthread_mutex_lock(&stream.lock);
+  for (;;) {
+    while (stream.pending == 0) {
+      pthread_cond_wait(&stream.changed, &stream.lock);
+    }
+    const dev::Call call = stream.calls[stream.head];
+    pthread_mutex_unlock(&stream.lock);
+    maybe_hang("a launch");
+    FakedevLanes lanes(dev::reduces(call.kind) ? kernels_best()->fold[call.dtype][call.op] : nullptr);
+    (void)dev::run_blocks(lanes, call);
+    pthread_mutex_lock(&stream.lock);
+    stream.head = (stream.head + 1) % Stream::kDepth;
+    --stream.pending;
+    pthread_cond_broadcast(&stream.changed);
+  }
+  return nullptr;
+}
+
+// Waits until every launched call is done (copies are ordered after them).
+void drain() {
+  pthread_mutex_lock(&stream.lock);
+  while (stream.owner == getpid() && stream.pending > 0) {
+    pthread_cond_wait(&stream.changed, &stream.lock);
+  }
+  pthread_mutex_unlock(&stream.lock);
+}
+
+// A launch's ranges: device memory of this process, live (-EFAULT else).
+int check_launch(const dev::Call& a) {
+  const Locked guard;
+  const size_t staging = dev::kHeaderBytes + 4 * a.quarter;
+  for (int p = 0; p < a.n; ++p) {
+    if (check_use(a.staging[p], staging, "a collective's staging") != 0) {
+      return violation(-EFAULT, "a collective's staging %p is no live device buffer", a.staging[p]);
+    }
+  }
+  const struct {
+    const void* p;
+    uint64_t bytes;
+    const char* what;
+  } ranges[] = {{a.send, a.valid != 0 ? dev::send_bytes(a) : 0, "a collective's send"},
+                {a.recv, a.valid != 0 ? dev::recv_bytes(a) : 0, "a collective's recv"}};
+  for (const auto& r : ranges) {
+    if (r.bytes != 0 && check_use(r.p, r.bytes, r.what) != 0) {
+      return violation(-EFAULT, "%s %p + %llu is no live device buffer", r.what, r.p,
+                       static_cast<unsigned long long>(r.bytes));
+    }
+  }
+  return 0;
+}
+
 int fd_init() {
   device =
       device_number(std::getenv("TRAINIT_COLL_DEVICE"), std::getenv("DEVICE_ID"), std::getenv("CUDA_VISIBLE_DEVICES"),
@@ -295,6 +377,7 @@ int fd_free(void* ptr) {
   if (ptr == nullptr) {
     return 0;
   }
+  drain();  // no launched call still uses it
   const Locked guard;
   Region* r = find(ptr, 1);
   if (r == nullptr || r->data() != ptr) {
@@ -454,6 +537,7 @@ int fd_copy(void* dst, const void* src, size_t bytes) {
     return -EINVAL;
   }
   maybe_hang("a copy");
+  drain();
   const Locked guard;
   int rc = check_use(dst, bytes, "copy to");
   if (rc < 0) {
@@ -474,6 +558,7 @@ int fd_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   }
   const size_t size = dtype_size(dtype);
   maybe_hang("a reduce");
+  drain();
   const Locked guard;
   int rc = check_use(dst, count * size, "reduce into");
   if (rc == 1) {
@@ -500,6 +585,7 @@ int fd_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, 
   }
   const size_t size = dtype_size(dtype);
   maybe_hang("a fold");
+  drain();
   const Locked guard;
   int rc = check_use(dst, count * size, "fold into");
   if (rc == 1) {
@@ -516,6 +602,63 @@ int fd_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, 
   }
   kernels_best()->fold[dtype][op](dst, srcs, n, count);
   corrupt_if_asked(dst);
+  return 0;
+}
+
+int fd_launch(const void* call, void*) {
+  const auto* a = static_cast<const dev::Call*>(call);
+  if (a == nullptr || a->n < 1 || a->n > dev::kMaxRanks || a->blocks < 1 || a->blocks > dev::kMaxBlocks ||
+      (dev::reduces(a->kind) && (dtype_size(a->dtype) == 0 || a->op < 0 || a->op >= kOps))) {
+    return -EINVAL;
+  }
+  if (const int r = check_launch(*a); r < 0) {
+    return r;
+  }
+  pthread_mutex_lock(&stream.lock);
+  if (stream.owner != getpid()) {  // none yet in this process
+    stream.head = 0;
+    stream.pending = 0;
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    const int r = pthread_create(&thread, &attr, run_stream, nullptr);
+    pthread_attr_destroy(&attr);
+    if (r != 0) {
+      pthread_mutex_unlock(&stream.lock);
+      return -r;
+    }
+    stream.owner = getpid();
+  }
+  while (stream.pending == Stream::kDepth) {
+    pthread_cond_wait(&stream.changed, &stream.lock);
+  }
+  stream.calls[(stream.head + stream.pending) % Stream::kDepth] = *a;
+  ++stream.pending;
+  pthread_cond_broadcast(&stream.changed);
+  pthread_mutex_unlock(&stream.lock);
+  return 0;
+}
+
+int fd_query(void*) {
+  pthread_mutex_lock(&stream.lock);
+  const bool busy = stream.owner == getpid() && stream.pending > 0;
+  pthread_mutex_unlock(&stream.lock);
+  return busy ? -EINPROGRESS : 0;
+}
+
+// Host memory is the device's here.
+int fd_host_mapped(size_t bytes, void** host, void** device_view) {
+  if (host == nullptr || device_view == nullptr) {
+    return -EINVAL;
+  }
+  *host = std::calloc(1, bytes == 0 ? 1 : bytes);
+  *device_view = *host;
+  return *host == nullptr ? -ENOMEM : 0;
+}
+
+int fd_free_host_mapped(void* host) {
+  std::free(host);
   return 0;
 }
 
@@ -545,6 +688,10 @@ constexpr trainit_coll_backend kFakedev = {
     nullptr,
     fd_fold,
     fd_import_sized,
+    fd_launch,
+    fd_query,
+    fd_host_mapped,
+    fd_free_host_mapped,
 };
 
 }  // namespace

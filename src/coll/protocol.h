@@ -326,18 +326,14 @@ inline Call::Call(trainit_comm* c, CollOp kind) : c_(c), deadline_(0) {
   if (c_->timeout_ns > 0) {
     deadline_ = now + c_->timeout_ns;
   }
-  if (c_->device_op == kOpNone) {  // else the device collective's stays shown
-    ArenaSlot* slot = arena_slot(c_->base, c_->rank);
-    slot->start_ns.store(static_cast<uint64_t>(now), std::memory_order_relaxed);
-    slot->op.store(kind, std::memory_order_relaxed);
-  }
+  ArenaSlot* slot = arena_slot(c_->base, c_->rank);
+  slot->start_ns.store(static_cast<uint64_t>(now), std::memory_order_relaxed);
+  slot->op.store(kind, std::memory_order_relaxed);
 }
 
 inline Call::~Call() {
   ArenaSlot* slot = arena_slot(c_->base, c_->rank);
-  if (c_->device_op == kOpNone) {
-    slot->op.store(kOpNone, std::memory_order_relaxed);
-  }
+  slot->op.store(kOpNone, std::memory_order_relaxed);
   slot->progress.fetch_add(1, std::memory_order_relaxed);
 }
 

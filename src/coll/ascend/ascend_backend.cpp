@@ -642,7 +642,7 @@ uint64_t as_violations() {
 constexpr trainit_coll_backend kAscend = {
     TRAINIT_COLL_BACKEND_ABI, "ascend", as_init,         as_alloc,  as_free, as_export,     as_import,
     as_close_import,          as_copy,  as_reduce,       as_signal, as_wait, as_violations, as_process_id,
-    as_allow_import,          as_fold,  as_import_sized,
+    as_allow_import,          as_fold,  as_import_sized, nullptr,   nullptr, nullptr,       nullptr,
 };
 
 }  // namespace

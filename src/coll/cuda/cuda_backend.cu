@@ -25,6 +25,7 @@
 
 #include "coll/backend.h"
 #include "coll/cuda/reduce_kernels.h"
+#include "coll/device_algo.h"
 
 namespace trainit::coll::cuda {
 namespace {
@@ -268,6 +269,12 @@ int cu_alloc(size_t bytes, void** ptr) {
     drv.mem_release(handle);
     return rc;
   }
+  // Zeros (backend.h: a launching backend's memory reads so).
+  if (cudaMemset(reinterpret_cast<void*>(dptr), 0, size) != cudaSuccess || cudaStreamSynchronize(nullptr) != cudaSuccess) {
+    Mapping failed{dptr, size, handle, false, getpid()};
+    (void)unmap(failed);
+    return -EIO;
+  }
   *slot = Mapping{dptr, size, handle, false, getpid()};
   *ptr = reinterpret_cast<void*>(dptr);
   return 0;
@@ -414,9 +421,53 @@ uint64_t cu_violations() {
   return 0;
 }
 
+int cu_launch(const void* call, void* stream) {
+  const auto* a = static_cast<const dev::Call*>(call);
+  if (!ready) {
+    return -ENODEV;
+  }
+  if (a == nullptr || a->n < 1 || a->n > dev::kMaxRanks || a->blocks < 1 || a->blocks > dev::kMaxBlocks) {
+    return -EINVAL;
+  }
+  const int rc = launch_collective(*a, static_cast<cudaStream_t>(stream));
+  return rc < 0 ? rc : rc == 0 ? 0 : -EIO;
+}
+
+int cu_query(void* stream) {
+  if (!ready) {
+    return -ENODEV;
+  }
+  const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+  return e == cudaSuccess ? 0 : e == cudaErrorNotReady ? -EINPROGRESS : -EIO;
+}
+
+// Pinned host memory mapped into the device (the status and abort words).
+int cu_host_mapped(size_t bytes, void** host, void** device_view) {
+  if (!ready) {
+    return -ENODEV;
+  }
+  if (host == nullptr || device_view == nullptr || bytes == 0) {
+    return -EINVAL;
+  }
+  if (cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+    return -ENOMEM;
+  }
+  std::memset(*host, 0, bytes);
+  if (cudaHostGetDevicePointer(device_view, *host, 0) != cudaSuccess) {
+    (void)cudaFreeHost(*host);
+    return -EIO;
+  }
+  return 0;
+}
+
+int cu_free_host_mapped(void* host) {
+  return host == nullptr || cudaFreeHost(host) == cudaSuccess ? 0 : -EIO;
+}
+
 constexpr trainit_coll_backend kCuda = {
     TRAINIT_COLL_BACKEND_ABI, "cuda", cu_init, cu_alloc, cu_free, cu_export, cu_import, cu_close_import,
     cu_copy, cu_reduce, cu_signal, cu_wait, cu_violations, nullptr, nullptr, cu_fold, cu_import_sized,
+    cu_launch, cu_query, cu_host_mapped, cu_free_host_mapped,
 };
 
 }  // namespace

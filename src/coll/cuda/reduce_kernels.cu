@@ -5,71 +5,12 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "coll/cuda/dtypes.cuh"
 #include "coll/cuda/reduce_kernels.h"
 #include "trainit/coll.h"
 
 namespace trainit::coll::cuda {
 namespace {
-
-// Loads to and stores from the accumulating type.
-struct F32 {
-  using T = float;
-  static constexpr bool kInteger = false;
-  __device__ static float load(float v) { return v; }
-  __device__ static float store(float v) { return v; }
-};
-struct F16 {
-  using T = __half;
-  static constexpr bool kInteger = false;
-  __device__ static float load(__half v) { return __half2float(v); }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
-};
-struct BF16 {
-  using T = __nv_bfloat16;
-  static constexpr bool kInteger = false;
-  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
-};
-struct F64 {
-  using T = double;
-  static constexpr bool kInteger = false;
-  __device__ static double load(double v) { return v; }
-  __device__ static double store(double v) { return v; }
-};
-// Integers: sum and prod in the unsigned type U (they wrap, as on the host);
-// min and max compare as T.
-template <class S, class U>
-struct Int {
-  using T = S;
-  static constexpr bool kInteger = true;
-  __device__ static U load(S v) { return static_cast<U>(v); }
-  __device__ static S store(U v) { return static_cast<S>(v); }
-};
-using I32 = Int<int32_t, uint32_t>;
-using I64 = Int<int64_t, uint64_t>;
-using U8 = Int<uint8_t, uint32_t>;
-
-template <int Op, class A>
-__device__ A apply(A a, A b) {
-  if constexpr (Op == TRAINIT_SUM) {
-    return a + b;
-  } else if constexpr (Op == TRAINIT_PROD) {
-    return a * b;
-  } else if constexpr (Op == TRAINIT_MIN) {
-    return a < b ? a : b;
-  } else {
-    return a > b ? a : b;
-  }
-}
-
-template <class D, int Op>
-__device__ typename D::T apply_to(typename D::T a, typename D::T b) {
-  if constexpr (D::kInteger && (Op == TRAINIT_MIN || Op == TRAINIT_MAX)) {
-    return apply<Op>(a, b);
-  } else {
-    return D::store(apply<Op>(D::load(a), D::load(b)));
-  }
-}
 
 template <class D, int Op>
 __global__ void reduce_kernel(typename D::T* dst, const typename D::T* src, size_t count) {

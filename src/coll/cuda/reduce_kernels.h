@@ -5,7 +5,11 @@
 // value for a dtype/op it lacks.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstddef>
+
+#include "coll/device_algo.h"
 
 namespace trainit::coll::cuda {
 
@@ -19,5 +23,10 @@ inline constexpr int kMaxFoldInputs = 16;
 // bitwise the host fold. dst may be srcs[0]. Same returns as launch_reduce,
 // and -EINVAL for n outside 1..kMaxFoldInputs.
 int launch_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op);
+
+// The device algorithm's whole call a (device_algo.h) as one kernel on
+// stream: a cudaError_t (0 on success), -EOPNOTSUPP for a dtype or op the
+// kernels lack. Its error lands in *a.status.
+int launch_collective(const dev::Call& a, cudaStream_t stream);
 
 }  // namespace trainit::coll::cuda

@@ -1,0 +1,32 @@
+// A device communicator's state (device.cpp makes it, device_call.cpp runs
+// its calls).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "coll/backend.h"
+#include "coll/comm.h"
+
+namespace trainit::coll {
+
+struct DeviceComm {
+  const trainit_coll_backend* b;
+  unsigned char* staging;  // this rank's (device_algo.h's layout)
+  uint64_t quarter;        // bytes of each of its in and out quarters
+  unsigned char* peers[kMaxPeerSockRanks];  // every rank's staging; this rank's own at [rank]
+  // Backends that launch (backend.h, ABI 4): the abort word at [0] and the
+  // status at [kStatusWord], host memory the device sees at words_device.
+  uint32_t* words;
+  void* words_device;
+  int blocks;             // the slices of every piece: the same on every rank of a backend
+  uint64_t one_shot_max;  // allreduce and reduce pieces larger go two-shot
+  void* stream;           // trainit_comm_set_stream's: calls enqueue there and return (nullptr: none)
+};
+
+inline constexpr int kStatusWord = 16;  // a line apart from the abort word
+
+// Runs one collective on c's device: 0 or a negative errno.
+int device_call(trainit_comm* c, const DeviceCall& q);
+
+}  // namespace trainit::coll

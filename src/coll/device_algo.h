@@ -1,0 +1,336 @@
+// The device collectives' algorithm, written once: compiled into the CUDA
+// plugin's kernel (one launch per call), run by the fake device on a host
+// thread of its own, and driven from the host over a backend's copy and fold
+// where the device runs no code of ours (Ascend). Whatever runs it, a call
+// is the host protocol's primitive (protocol.h) repeated: a rank publishes
+// step s (its data of s written first) and waits until every peer has
+// published s; what it published at s stays unchanged until every peer has
+// published s + 1, so a rank reads its peers' step-s data between its wait
+// for s and its publish of s + 1.
+//
+// Each rank's staging (mapped by every peer once, at init) holds its step
+// lines and, per step parity, an "in" and an "out" quarter. A call's data
+// goes in pieces of at most a quarter; a piece is cut into `blocks` slices,
+// and slice b moves only through the lines and bytes of block b, on every
+// rank alike: the blocks of one call never wait for each other (a GPU runs
+// them side by side, the fake device one after the other).
+//   - a piece of a broadcast, allgather or reduce_scatter, and one of an
+//     allreduce or reduce of at most Call::one_shot_max bytes, is one step
+//     (one-shot): every rank stages its contribution, then reads all of
+//     them, and a reduction folds ranks 0, 1, …, n-1 in that order;
+//   - a larger allreduce or reduce piece is two (two-shot): each rank folds
+//     its share of the slice from every rank, in rank order, into its out
+//     quarter; at the next step the writers copy every share.
+// Both give every writer bitwise the same result, and the host path's.
+//
+// A call's first step carries a descriptor (Call::desc, Call::count) beside
+// the step: ranks that disagree, or one whose arguments are invalid, all end
+// the call with -EINVAL after that one step, and stay in step. Every wait
+// ends on the abort word (the host side sets it from the arena: a peer that
+// died, the init's stop, another rank's failure) with -ECONNABORTED, and
+// after Call::timeout_ns with -ETIMEDOUT.
+//
+// What runs it provides the lanes X (device_lanes.h: the fake device and the
+// tests; the CUDA plugin's kernel; device.cpp's backend-driven lanes):
+//   int sync() — the block's threads (or the backend's queued work) are
+//     done with the step's data: 0 or a negative errno;
+//   int64_t now_ns();  uint64_t last_step(b, const Call&);
+//   void publish(b, s, const Call&, bool first);
+//   int wait(b, s, const Call&, int64_t start);  bool agrees(b, s, const Call&)
+//     — the steps (publish: after the block's data of s is written);
+//   int copy(dst, src, bytes);  int fold(dst, srcs, n, count) — the data,
+//     each thread its part: 0 or a negative errno.
+#pragma once
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define TRAINIT_HD __host__ __device__ __forceinline__
+#else
+#define TRAINIT_HD inline
+#endif
+
+namespace trainit::coll::dev {
+
+inline constexpr int kMaxRanks = 16;
+inline constexpr int kMaxBlocks = 32;
+inline constexpr size_t kLineBytes = 64;
+// The step lines at the front of every rank's staging, one per block.
+inline constexpr size_t kHeaderBytes = kMaxBlocks * kLineBytes;
+// A staging buffer holds the header and four quarters of at least this.
+inline constexpr size_t kQuarterAlign = 256;
+
+// What kind of collective a call is (CollOp's values).
+enum Kind : uint32_t { kAllreduce = 1, kReduce = 2, kReduceScatter = 3, kAllgather = 4, kBroadcast = 5 };
+
+// A block's step line in a rank's staging. A first step's descriptor goes
+// in the slot of its parity: peers may still read the previous step's.
+struct Line {
+  uint64_t seq;       // the last step published
+  uint64_t desc[2];   // a call's descriptor, at its first step s: [s & 1]
+  uint64_t count[2];  // and its count
+};
+static_assert(sizeof(Line) <= kLineBytes);
+
+// One call, as every lane sees it: trivially copyable (a kernel's argument).
+struct Call {
+  uint32_t kind;
+  int32_t dtype;
+  int32_t op;
+  int32_t root;
+  int32_t n;
+  int32_t rank;
+  int32_t blocks;  // the slices of every piece, the same on every rank
+  int32_t valid;   // this rank's arguments are valid (it moves no data when not)
+  uint32_t elem;   // bytes per element
+  uint64_t count;  // as the API takes it: all, recvcount (reduce_scatter) or sendcount (allgather)
+  uint64_t desc;   // descriptor(): what every rank compares at the first step
+  const unsigned char* send;
+  unsigned char* recv;
+  unsigned char* staging[kMaxRanks];  // every rank's, as this rank maps it
+  uint64_t quarter;                   // bytes of an in or out quarter
+  uint64_t one_shot_max;              // larger allreduce and reduce pieces go in two steps
+  int64_t timeout_ns;                 // 0: none
+  const volatile uint32_t* abort;     // nonzero: every wait ends
+  int32_t* status;                    // where a lane that fails puts its error (first one wins)
+};
+
+// The descriptor's layout: kind 4 bits, dtype 4, op 2, root 11, flags 21-23,
+// blocks 24-31; the count beside it. The host protocol's (protocol.h) has
+// the count where the blocks are.
+inline constexpr uint64_t kDescInvalid = 1ULL << 21;
+inline constexpr uint64_t kDescTwoShot = 1ULL << 22;
+
+TRAINIT_HD uint64_t pack(uint32_t kind, int dtype, int op, int root) {
+  const auto field = [](int v, int bits) { return static_cast<uint64_t>(v) & ((1ULL << bits) - 1); };
+  return field(static_cast<int>(kind), 4) | field(dtype, 4) << 4 | field(op, 2) << 8 | field(root, 11) << 10;
+}
+
+TRAINIT_HD bool reduces(uint32_t kind) {
+  return kind == kAllreduce || kind == kReduce || kind == kReduceScatter;
+}
+
+// A block's region of each quarter: its own for good, so that blocks that
+// run apart in time never touch each other's bytes.
+TRAINIT_HD uint64_t region(const Call& a) {
+  return a.quarter / static_cast<uint64_t>(a.blocks) / 64 * 64;
+}
+
+// Elements of one piece, per rank (reduce_scatter: per segment).
+TRAINIT_HD uint64_t piece_elems(const Call& a) {
+  uint64_t per = region(a) / a.elem;
+  per = a.kind == kReduceScatter ? per / static_cast<uint64_t>(a.n) : per;
+  return per == 0 ? 1 : per;
+}
+
+TRAINIT_HD bool two_shot(const Call& a) {
+  return (a.kind == kAllreduce || a.kind == kReduce) && a.n > 1 && a.count * a.elem > a.one_shot_max;
+}
+
+// The descriptor of a call whose other fields are set.
+TRAINIT_HD uint64_t descriptor(const Call& a) {
+  return pack(a.kind, a.dtype, a.op, a.root) | (a.valid != 0 ? 0 : kDescInvalid) |
+         (two_shot(a) ? kDescTwoShot : 0) | static_cast<uint64_t>(a.blocks & 0xff) << 24;
+}
+
+// What a call reads from send and writes to recv, in bytes (0: nothing).
+TRAINIT_HD uint64_t send_bytes(const Call& a) {
+  const uint64_t all = a.count * a.elem;
+  switch (a.kind) {
+    case kReduceScatter:
+      return all * static_cast<uint64_t>(a.n);
+    case kBroadcast:
+      return 0;
+    default:
+      return all;
+  }
+}
+
+TRAINIT_HD uint64_t recv_bytes(const Call& a) {
+  const uint64_t all = a.count * a.elem;
+  switch (a.kind) {
+    case kAllgather:
+      return all * static_cast<uint64_t>(a.n);
+    case kReduce:
+      return a.rank == a.root ? all : 0;
+    default:
+      return all;
+  }
+}
+
+TRAINIT_HD Line* line(unsigned char* staging, int block) {
+  return reinterpret_cast<Line*>(staging + static_cast<size_t>(block) * kLineBytes);
+}
+
+// Block b's region of rank p's in and out quarters of step s.
+TRAINIT_HD unsigned char* in(const Call& a, int p, uint64_t s, int b) {
+  return a.staging[p] + kHeaderBytes + (s & 1) * 2 * a.quarter + static_cast<uint64_t>(b) * region(a);
+}
+
+TRAINIT_HD unsigned char* out(const Call& a, int p, uint64_t s, int b) {
+  return in(a, p, s, b) + a.quarter;
+}
+
+// Element range [lo, hi) of len that part i of k owns.
+struct Range {
+  uint64_t lo;
+  uint64_t hi;
+  TRAINIT_HD uint64_t len() const { return hi - lo; }
+};
+
+TRAINIT_HD Range part(uint64_t len, int k, int i) {
+  return {len * static_cast<uint64_t>(i) / static_cast<uint64_t>(k),
+          len * static_cast<uint64_t>(i + 1) / static_cast<uint64_t>(k)};
+}
+
+// One block's whole call: its share of the elements (of every segment, for
+// a reduce_scatter), in pieces through its regions: 0 or a negative errno.
+template <class X>
+class Block {
+ public:
+  TRAINIT_HD Block(X& x, const Call& a, int b) : x_(x), a_(a), b_(b), es_(a.elem) {}
+
+  TRAINIT_HD int run() {
+    const int64_t start = x_.now_ns();
+    uint64_t s = x_.last_step(b_, a_);
+    const uint64_t per = piece_elems(a_);
+    const bool two = two_shot(a_);
+    const Range mine = part(a_.count, a_.blocks, b_);
+    bool first = true;
+    for (uint64_t at = mine.lo; first || at < mine.hi; at += per) {
+      const Range piece{at, mine.hi - at < per ? mine.hi : at + per};
+      ++s;
+      int r = a_.valid != 0 ? produce(s, piece) : 0;
+      r = settle(r);
+      x_.publish(b_, s, a_, first);
+      r = r != 0 ? r : x_.wait(b_, s, a_, start);
+      if (r == 0 && first && !x_.agrees(b_, s, a_)) {
+        r = -EINVAL;
+      }
+      first = false;
+      if (r != 0 || piece.len() == 0) {
+        return r;
+      }
+      if (two) {
+        r = settle(fold_share(s, piece));
+        x_.publish(b_, ++s, a_, false);
+        r = r != 0 ? r : x_.wait(b_, s, a_, start);
+        r = r != 0 ? r : gather_shares(s - 1, piece);
+      } else {
+        r = consume(s, piece);
+      }
+      if (r != 0) {
+        return r;
+      }
+    }
+    return 0;
+  }
+
+ private:
+  TRAINIT_HD uint64_t off(uint64_t elems) const { return elems * es_; }
+  TRAINIT_HD bool writer() const { return a_.kind != kReduce || a_.rank == a_.root; }
+  TRAINIT_HD unsigned char* in_of(int p, uint64_t s) const { return in(a_, p, s, b_); }
+
+  // Before a publish: every lane's data of the step is written (the
+  // block's threads, the backend's queued work): r, else sync()'s error.
+  TRAINIT_HD int settle(int r) {
+    const int synced = x_.sync();
+    return r != 0 ? r : synced;
+  }
+
+  // This rank's contribution to the piece, into its in region (a
+  // reduce_scatter's: the piece of every segment, one after the other).
+  TRAINIT_HD int produce(uint64_t s, Range piece) {
+    unsigned char* mine = in_of(a_.rank, s);
+    switch (a_.kind) {
+      case kAllreduce:
+      case kReduce:
+        return x_.copy(mine, a_.send + off(piece.lo), off(piece.len()));
+      case kReduceScatter: {
+        int r = 0;
+        for (int q = 0; r == 0 && q < a_.n; ++q) {
+          const uint64_t seg = static_cast<uint64_t>(q);
+          r = x_.copy(mine + off(seg * piece.len()), a_.send + off(seg * a_.count + piece.lo), off(piece.len()));
+        }
+        return r;
+      }
+      case kAllgather:
+        return x_.copy(mine, own_part() + off(piece.lo), off(piece.len()));
+      case kBroadcast:
+        return a_.rank == a_.root ? x_.copy(mine, a_.recv + off(piece.lo), off(piece.len())) : 0;
+      default:
+        return -EINVAL;
+    }
+  }
+
+  // An allgather's own part: its send, or in place (send == recv) its
+  // place in recv already.
+  TRAINIT_HD const unsigned char* own_part() const {
+    return a_.send == a_.recv ? a_.recv + off(static_cast<uint64_t>(a_.rank) * a_.count) : a_.send;
+  }
+
+  // The one-shot step's reading: every rank's piece is staged.
+  TRAINIT_HD int consume(uint64_t s, Range piece) {
+    const void* srcs[kMaxRanks];
+    switch (a_.kind) {
+      case kAllreduce:
+      case kReduce:
+        if (!writer()) {
+          return 0;
+        }
+        for (int p = 0; p < a_.n; ++p) {
+          srcs[p] = in_of(p, s);
+        }
+        return x_.fold(a_.recv + off(piece.lo), srcs, a_.n, piece.len());
+      case kReduceScatter:
+        for (int p = 0; p < a_.n; ++p) {
+          srcs[p] = in_of(p, s) + off(static_cast<uint64_t>(a_.rank) * piece.len());
+        }
+        return x_.fold(a_.recv + off(piece.lo), srcs, a_.n, piece.len());
+      case kAllgather: {
+        int r = 0;
+        for (int p = 0; r == 0 && p < a_.n; ++p) {
+          unsigned char* to = a_.recv + off(static_cast<uint64_t>(p) * a_.count + piece.lo);
+          if (p != a_.rank || to != own_part() + off(piece.lo)) {
+            r = x_.copy(to, in_of(p, s), off(piece.len()));
+          }
+        }
+        return r;
+      }
+      case kBroadcast:
+        return a_.rank == a_.root ? 0 : x_.copy(a_.recv + off(piece.lo), in_of(a_.root, s), off(piece.len()));
+      default:
+        return -EINVAL;
+    }
+  }
+
+  // Two-shot, step s: this rank's share of the piece from every rank, in
+  // rank order, into its out region.
+  TRAINIT_HD int fold_share(uint64_t s, Range piece) {
+    const Range share = part(piece.len(), a_.n, a_.rank);
+    const void* srcs[kMaxRanks];
+    for (int p = 0; p < a_.n; ++p) {
+      srcs[p] = in_of(p, s) + off(share.lo);
+    }
+    return x_.fold(out(a_, a_.rank, s, b_) + off(share.lo), srcs, a_.n, share.len());
+  }
+
+  // Two-shot, after step s + 1: a writer copies every share of step s.
+  TRAINIT_HD int gather_shares(uint64_t s, Range piece) {
+    int r = 0;
+    for (int p = 0; r == 0 && writer() && p < a_.n; ++p) {
+      const Range share = part(piece.len(), a_.n, p);
+      r = x_.copy(a_.recv + off(piece.lo + share.lo), out(a_, p, s, b_) + off(share.lo), off(share.len()));
+    }
+    return r;
+  }
+
+  X& x_;
+  const Call& a_;
+  int b_;
+  uint64_t es_;
+};
+
+}  // namespace trainit::coll::dev

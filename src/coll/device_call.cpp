@@ -1,0 +1,293 @@
+// A device communicator's calls: the device algorithm (device_algo.h), as
+// one launch on the backend where it runs the algorithm (CUDA, the fake
+// device), else driven from here over the backend's copy and fold, with the
+// arena's steps (Ascend).
+//
+// Synchronous calls (no stream set) first wait for the work this process
+// has issued on its device (the backend's signal and wait), launch, and wait
+// for the launch while this thread watches the arena: an abort, or a peer
+// dead for the death grace, sets the call's abort word, which every wait of
+// the algorithm reads, so the call ends with -ECONNABORTED. A stream-ordered
+// call (trainit_comm_set_stream) enqueues and returns; the error of an
+// earlier one is returned by the next call or trainit_comm_query, and a
+// thread of the communicator's watches the arena while calls are in flight.
+#include <sched.h>
+#include <time.h>
+#include <trainit/coll.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "coll/device.h"
+#include "coll/device_algo.h"
+#include "coll/kernels.h"
+#include "coll/protocol.h"
+
+namespace trainit::coll {
+namespace {
+
+int sync(const trainit_coll_backend* b) {
+  const int r = b->signal();
+  return r != 0 ? r : b->wait();
+}
+
+bool arguments_valid(const trainit_comm* c, const DeviceCall& q) {
+  const size_t es = dtype_size(q.dtype);
+  if (es == 0 || q.count >= kMaxCount) {
+    return false;
+  }
+  const bool reduces = q.kind == kOpAllreduce || q.kind == kOpReduce || q.kind == kOpReduceScatter;
+  if (reduces && (q.op < 0 || q.op >= kOps)) {
+    return false;
+  }
+  if ((q.kind == kOpReduce || q.kind == kOpBroadcast) && (q.root < 0 || q.root >= c->n)) {
+    return false;
+  }
+  if (q.count == 0) {
+    return true;
+  }
+  const size_t bytes = q.count * es;
+  const size_t n = static_cast<size_t>(c->n);
+  switch (q.kind) {
+    case kOpAllreduce:
+    case kOpReduce: {
+      const bool writes = q.kind == kOpAllreduce || c->rank == q.root;
+      return q.send != nullptr &&
+             (!writes || (q.recv != nullptr && (q.recv == q.send || !overlap(q.send, bytes, q.recv, bytes))));
+    }
+    case kOpReduceScatter:
+      return q.send != nullptr && q.recv != nullptr && (q.recv == q.send || !overlap(q.send, bytes * n, q.recv, bytes));
+    case kOpAllgather: {
+      // In place (send == recv), the rank's part is at recv + rank * count;
+      // a send that is that part already is in place too.
+      const void* own = static_cast<const unsigned char*>(q.recv) + bytes * static_cast<size_t>(c->rank);
+      return q.send != nullptr && q.recv != nullptr &&
+             (q.send == q.recv || q.send == own || !overlap(q.send, bytes, q.recv, bytes * n));
+    }
+    case kOpBroadcast:
+      return q.recv != nullptr;
+    default:
+      return false;
+  }
+}
+
+dev::Call make_call(const trainit_comm* c, const DeviceComm* d, const DeviceCall& q) {
+  dev::Call a{};
+  const bool valid = arguments_valid(c, q);
+  a.kind = q.kind;
+  a.dtype = q.dtype;
+  a.op = q.op;
+  a.root = q.root;
+  a.n = c->n;
+  a.rank = c->rank;
+  a.blocks = d->blocks;
+  a.valid = valid ? 1 : 0;
+  a.elem = valid ? static_cast<uint32_t>(dtype_size(q.dtype)) : 1;
+  a.count = q.count;
+  a.send = static_cast<const unsigned char*>(q.send);
+  // An allgather whose send is its part of recv is in place.
+  const bool own_part = q.kind == kOpAllgather && valid &&
+                        q.send == static_cast<unsigned char*>(q.recv) + q.count * a.elem * static_cast<size_t>(c->rank);
+  a.send = own_part ? static_cast<const unsigned char*>(q.recv) : a.send;
+  a.recv = static_cast<unsigned char*>(q.recv);
+  for (int p = 0; p < c->n; ++p) {
+    a.staging[p] = d->peers[p];
+  }
+  a.quarter = d->quarter;
+  a.one_shot_max = d->one_shot_max;
+  a.timeout_ns = c->timeout_ns;
+  if (d->words_device != nullptr) {
+    a.abort = static_cast<const volatile uint32_t*>(d->words_device);
+    a.status = static_cast<int32_t*>(d->words_device) + kStatusWord;
+  }
+  a.desc = dev::descriptor(a);
+  if (!valid) {  // it moves no data: any dtype and op the backend takes
+    a.dtype = TRAINIT_F32;
+    a.op = TRAINIT_SUM;
+  }
+  return a;
+}
+
+// Lanes driven from this thread: the arena's steps (comm_publish,
+// comm_wait_all: a dead peer, the deadline and the abort as for every host
+// call), the data moved by the backend's copy and fold.
+class ArenaLanes {
+ public:
+  ArenaLanes(trainit_comm* c, const trainit_coll_backend* b) : c_(c), b_(b) {}
+
+  int sync() { return record(trainit::coll::sync(b_)); }
+  static int64_t now_ns() { return comm_now_ns(); }
+  uint64_t last_step(int, const dev::Call&) const { return c_->seq; }
+
+  void publish(int, uint64_t s, const dev::Call& a, bool first) {
+    const auto step = static_cast<uint32_t>(s);
+    if (first) {
+      SeqLine* l = arena_line(c_->base, c_->rank, step);
+      l->desc = a.desc;
+      std::memcpy(l->data, &a.count, sizeof a.count);
+    }
+    c_->seq = step;
+    comm_publish(c_, step);
+  }
+
+  int wait(int, uint64_t s, const dev::Call& a, int64_t start) {
+    return comm_wait_all(c_, static_cast<uint32_t>(s), a.timeout_ns > 0 ? start + a.timeout_ns : 0);
+  }
+
+  bool agrees(int, uint64_t s, const dev::Call& a) const {
+    bool all = a.valid != 0;
+    for (int p = 0; p < c_->n; ++p) {
+      const SeqLine* l = arena_line(c_->base, p, static_cast<uint32_t>(s));
+      uint64_t count = 0;
+      std::memcpy(&count, l->data, sizeof count);
+      all = all && l->desc == a.desc && count == a.count;
+    }
+    return all;
+  }
+
+  int copy(void* dst, const void* src, size_t bytes) {
+    return bytes == 0 || dst == src ? 0 : record(b_->copy(dst, src, bytes));
+  }
+
+  int fold(void* dst, const void* const* srcs, int n, size_t count) {
+    if (count == 0) {
+      return 0;
+    }
+    if (b_->fold != nullptr) {
+      return record(b_->fold(dst, srcs, n, count, dtype_, op_));
+    }
+    int r = b_->copy(dst, srcs[0], count * dtype_size(dtype_));
+    for (int p = 1; r == 0 && p < n; ++p) {
+      r = b_->reduce(dst, srcs[p], count, dtype_, op_);
+    }
+    return record(r);
+  }
+
+  void set_op(int dtype, int op) {
+    dtype_ = dtype;
+    op_ = op;
+  }
+  bool backend_failed() const { return failed_; }
+
+ private:
+  int record(int r) {
+    failed_ = failed_ || r != 0;
+    return r;
+  }
+
+  trainit_comm* c_;
+  const trainit_coll_backend* b_;
+  int dtype_ = 0;
+  int op_ = 0;
+  bool failed_ = false;
+};
+
+void relax(uint32_t i) {
+  if (i < 256) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  } else if (i < 4096) {
+    sched_yield();
+  } else {
+    const timespec ts{0, 20'000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+// Waits for the launched call, watching the arena every millisecond: a
+// call that cannot go on is told so through its abort word.
+int await_launch(trainit_comm* c, const DeviceComm* d) {
+  int64_t next_watch = 0;
+  for (uint32_t i = 0;; ++i) {
+    const int r = d->b->query(d->stream);
+    if (r != -EINPROGRESS) {
+      return r;
+    }
+    if ((i & 15) == 0) {
+      const int64_t now = comm_now_ns();
+      if (now >= next_watch) {
+        next_watch = now + 1'000'000;
+        if (comm_lost(c)) {
+          __atomic_store_n(&d->words[0], 1U, __ATOMIC_RELEASE);
+        }
+      }
+    }
+    relax(i);
+  }
+}
+
+int32_t take_status(const DeviceComm* d) {
+  return __atomic_exchange_n(reinterpret_cast<int32_t*>(&d->words[kStatusWord]), 0, __ATOMIC_ACQ_REL);
+}
+
+// The launched call's end: its error (-EINVAL, ranks that disagreed, leaves
+// the communicator usable; any other aborts the arena: peers would wait).
+int launched(trainit_comm* c, DeviceComm* d, const dev::Call& a) {
+  int r = d->b->launch(&a, d->stream);
+  if (r == 0 && d->stream != nullptr) {
+    return 0;
+  }
+  r = r != 0 ? r : await_launch(c, d);
+  const int32_t status = take_status(d);
+  r = r != 0 ? r : status;
+  if (r != 0 && r != -EINVAL) {
+    coll_arena_abort(c->base, c->n);
+  }
+  return r;
+}
+
+// The call's progress slot, for the init's hang detection: the whole call.
+class ShownInSlot {
+ public:
+  ShownInSlot(trainit_comm* c, CollOp kind) : c_(c) {
+    ArenaSlot* slot = arena_slot(c_->base, c_->rank);
+    slot->start_ns.store(static_cast<uint64_t>(comm_now_ns()), std::memory_order_relaxed);
+    slot->op.store(kind, std::memory_order_relaxed);
+  }
+  ~ShownInSlot() {
+    ArenaSlot* slot = arena_slot(c_->base, c_->rank);
+    slot->op.store(kOpNone, std::memory_order_relaxed);
+    slot->progress.fetch_add(1, std::memory_order_relaxed);
+  }
+  ShownInSlot(const ShownInSlot&) = delete;
+  ShownInSlot& operator=(const ShownInSlot&) = delete;
+
+ private:
+  trainit_comm* c_;
+};
+
+}  // namespace
+
+int device_call(trainit_comm* c, const DeviceCall& q) {
+  DeviceComm* d = c->device;
+  if (d->stream != nullptr) {  // an earlier stream-ordered call's error
+    if (const int32_t earlier = take_status(d); earlier != 0) {
+      return earlier;
+    }
+  }
+  const ShownInSlot shown(c, q.kind);
+  const dev::Call a = make_call(c, d, q);
+  int r = d->stream == nullptr ? sync(d->b) : 0;  // the caller's work on its buffers is done
+  if (r != 0) {
+    coll_arena_abort(c->base, c->n);
+    return r;
+  }
+  if (d->b->launch != nullptr) {
+    return launched(c, d, a);
+  }
+  ArenaLanes lanes(c, d->b);
+  lanes.set_op(a.dtype, a.op);
+  r = 0;
+  for (int b = 0; r == 0 && b < a.blocks; ++b) {
+    dev::Block<ArenaLanes> block(lanes, a, b);
+    r = block.run();
+  }
+  r = r != 0 ? r : lanes.sync();
+  if (lanes.backend_failed()) {
+    coll_arena_abort(c->base, c->n);  // its peers would wait for this rank's part forever
+  }
+  return r;
+}
+
+}  // namespace trainit::coll
