@@ -8,6 +8,8 @@
 // that peer of this arena, and maps every peer's staging once, for the
 // communicator's life. Each call is then the device algorithm over those
 // (device_call.cpp).
+#include "coll/device.h"
+
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -22,7 +24,6 @@
 #include "coll/arena.h"
 #include "coll/backend.h"
 #include "coll/comm.h"
-#include "coll/device.h"
 #include "coll/device_algo.h"
 #include "coll/kernels.h"
 

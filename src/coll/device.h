@@ -12,8 +12,8 @@ namespace trainit::coll {
 
 struct DeviceComm {
   const trainit_coll_backend* b;
-  unsigned char* staging;  // this rank's (device_algo.h's layout)
-  uint64_t quarter;        // bytes of each of its in and out quarters
+  unsigned char* staging;                   // this rank's (device_algo.h's layout)
+  uint64_t quarter;                         // bytes of each of its in and out quarters
   unsigned char* peers[kMaxPeerSockRanks];  // every rank's staging; this rank's own at [rank]
   // Backends that launch (backend.h, ABI 4): the abort word at [0] and the
   // status at [kStatusWord], host memory the device sees at words_device.

@@ -131,8 +131,8 @@ TRAINIT_HD bool two_shot(const Call& a) {
 
 // The descriptor of a call whose other fields are set.
 TRAINIT_HD uint64_t descriptor(const Call& a) {
-  return pack(a.kind, a.dtype, a.op, a.root) | (a.valid != 0 ? 0 : kDescInvalid) |
-         (two_shot(a) ? kDescTwoShot : 0) | static_cast<uint64_t>(a.blocks & 0xff) << 24;
+  return pack(a.kind, a.dtype, a.op, a.root) | (a.valid != 0 ? 0 : kDescInvalid) | (two_shot(a) ? kDescTwoShot : 0) |
+         static_cast<uint64_t>(a.blocks & 0xff) << 24;
 }
 
 // What a call reads from send and writes to recv, in bytes (0: nothing).

@@ -69,7 +69,9 @@ class Lanes {
     return static_cast<int64_t>(t);
   }
 
-  __device__ uint64_t last_step(int b, const dev::Call& a) const { return load_acquire(&dev::line(a.staging[a.rank], b)->seq); }
+  __device__ uint64_t last_step(int b, const dev::Call& a) const {
+    return load_acquire(&dev::line(a.staging[a.rank], b)->seq);
+  }
 
   // After sync(): every thread's data of step s is written.
   __device__ void publish(int b, uint64_t s, const dev::Call& a, bool first) {

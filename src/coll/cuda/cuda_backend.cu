@@ -88,13 +88,19 @@ struct Locked {
 
 int from_cu(CUresult r) {
   switch (r) {
-    case CUDA_SUCCESS: return 0;
-    case CUDA_ERROR_OUT_OF_MEMORY: return -ENOMEM;
-    case CUDA_ERROR_INVALID_VALUE: return -EINVAL;
-    case CUDA_ERROR_NOT_SUPPORTED: return -EOPNOTSUPP;
+    case CUDA_SUCCESS:
+      return 0;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return -ENOMEM;
+    case CUDA_ERROR_INVALID_VALUE:
+      return -EINVAL;
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return -EOPNOTSUPP;
     case CUDA_ERROR_NO_DEVICE:
-    case CUDA_ERROR_NOT_INITIALIZED: return -ENODEV;
-    default: return -EIO;
+    case CUDA_ERROR_NOT_INITIALIZED:
+      return -ENODEV;
+    default:
+      return -EIO;
   }
 }
 
@@ -150,20 +156,18 @@ int cu_init() {
     std::fprintf(stderr, "trainit cuda backend: no CUDA driver (%s)\n", dlerror());
     return -ENODEV;
   }
-  const bool all = sym(lib, "cuInit", drv.init) && sym(lib, "cuDeviceGet", drv.device_get) &&
-                   sym(lib, "cuDevicePrimaryCtxRetain", drv.primary_ctx_retain) &&
-                   sym(lib, "cuCtxSetCurrent", drv.ctx_set_current) &&
-                   sym(lib, "cuCtxSynchronize", drv.ctx_synchronize) &&
-                   sym(lib, "cuCtxGetCurrent", drv.ctx_get_current) && sym(lib, "cuCtxGetDevice", drv.ctx_get_device) &&
-                   sym(lib, "cuDeviceGetCount", drv.device_get_count) &&
-                   sym(lib, "cuMemGetAllocationGranularity", drv.granularity) &&
-                   sym(lib, "cuMemCreate", drv.mem_create) && sym(lib, "cuMemRelease", drv.mem_release) &&
-                   sym(lib, "cuMemAddressReserve", drv.address_reserve) &&
-                   sym(lib, "cuMemAddressFree", drv.address_free) && sym(lib, "cuMemMap", drv.mem_map) &&
-                   sym(lib, "cuMemUnmap", drv.mem_unmap) && sym(lib, "cuMemSetAccess", drv.set_access) &&
-                   sym(lib, "cuMemExportToShareableHandle", drv.export_handle) &&
-                   sym(lib, "cuMemImportFromShareableHandle", drv.import_handle) &&
-                   sym(lib, "cuMemcpy", drv.memcpy);
+  const bool all =
+      sym(lib, "cuInit", drv.init) && sym(lib, "cuDeviceGet", drv.device_get) &&
+      sym(lib, "cuDevicePrimaryCtxRetain", drv.primary_ctx_retain) &&
+      sym(lib, "cuCtxSetCurrent", drv.ctx_set_current) && sym(lib, "cuCtxSynchronize", drv.ctx_synchronize) &&
+      sym(lib, "cuCtxGetCurrent", drv.ctx_get_current) && sym(lib, "cuCtxGetDevice", drv.ctx_get_device) &&
+      sym(lib, "cuDeviceGetCount", drv.device_get_count) &&
+      sym(lib, "cuMemGetAllocationGranularity", drv.granularity) && sym(lib, "cuMemCreate", drv.mem_create) &&
+      sym(lib, "cuMemRelease", drv.mem_release) && sym(lib, "cuMemAddressReserve", drv.address_reserve) &&
+      sym(lib, "cuMemAddressFree", drv.address_free) && sym(lib, "cuMemMap", drv.mem_map) &&
+      sym(lib, "cuMemUnmap", drv.mem_unmap) && sym(lib, "cuMemSetAccess", drv.set_access) &&
+      sym(lib, "cuMemExportToShareableHandle", drv.export_handle) &&
+      sym(lib, "cuMemImportFromShareableHandle", drv.import_handle) && sym(lib, "cuMemcpy", drv.memcpy);
   if (!all) {
     return -ENOSYS;
   }
@@ -270,7 +274,8 @@ int cu_alloc(size_t bytes, void** ptr) {
     return rc;
   }
   // Zeros (backend.h: a launching backend's memory reads so).
-  if (cudaMemset(reinterpret_cast<void*>(dptr), 0, size) != cudaSuccess || cudaStreamSynchronize(nullptr) != cudaSuccess) {
+  if (cudaMemset(reinterpret_cast<void*>(dptr), 0, size) != cudaSuccess ||
+      cudaStreamSynchronize(nullptr) != cudaSuccess) {
     Mapping failed{dptr, size, handle, false, getpid()};
     (void)unmap(failed);
     return -EIO;
@@ -465,9 +470,27 @@ int cu_free_host_mapped(void* host) {
 }
 
 constexpr trainit_coll_backend kCuda = {
-    TRAINIT_COLL_BACKEND_ABI, "cuda", cu_init, cu_alloc, cu_free, cu_export, cu_import, cu_close_import,
-    cu_copy, cu_reduce, cu_signal, cu_wait, cu_violations, nullptr, nullptr, cu_fold, cu_import_sized,
-    cu_launch, cu_query, cu_host_mapped, cu_free_host_mapped,
+    TRAINIT_COLL_BACKEND_ABI,
+    "cuda",
+    cu_init,
+    cu_alloc,
+    cu_free,
+    cu_export,
+    cu_import,
+    cu_close_import,
+    cu_copy,
+    cu_reduce,
+    cu_signal,
+    cu_wait,
+    cu_violations,
+    nullptr,
+    nullptr,
+    cu_fold,
+    cu_import_sized,
+    cu_launch,
+    cu_query,
+    cu_host_mapped,
+    cu_free_host_mapped,
 };
 
 }  // namespace
