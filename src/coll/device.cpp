@@ -187,21 +187,10 @@ int prepare_launches(DeviceComm* d) {
   return 0;
 }
 
-// Waits for every stream-ordered call still running.
-void drain_calls(trainit_comm* c) {
-  DeviceComm* d = c->device;
-  while (d->stream != nullptr && d->b->query(d->stream) == -EINPROGRESS) {
-    if (comm_lost(c)) {
-      __atomic_store_n(&d->words[0], 1U, __ATOMIC_RELEASE);
-    }
-    const timespec ts{0, 100'000};
-    nanosleep(&ts, nullptr);
-  }
-}
-
 void device_destroy(trainit_comm* c) {
   DeviceComm* d = c->device;
-  drain_calls(c);
+  (void)drain_calls(c);
+  stop_watching(d);
   // Every rank is done reading its peers' staging before any import closes,
   // and every import is closed before any exporter frees.
   const bool live = !coll_arena_aborted(c->base) && trainit_barrier(c) == 0;

@@ -22,11 +22,22 @@ struct DeviceComm {
   int blocks;             // the slices of every piece: the same on every rank of a backend
   uint64_t one_shot_max;  // allreduce and reduce pieces larger go two-shot
   void* stream;           // trainit_comm_set_stream's: calls enqueue there and return (nullptr: none)
+  struct Watcher* watcher;  // while a stream is set (device_stream.cpp)
 };
 
 inline constexpr int kStatusWord = 16;  // a line apart from the abort word
 
 // Runs one collective on c's device: 0 or a negative errno.
 int device_call(trainit_comm* c, const DeviceCall& q);
+
+// Takes the error a launched call left (0: none), once.
+int32_t take_status(const DeviceComm* d);
+
+// Waits for every call enqueued on d's stream, telling them through the
+// abort word when c cannot go on: 0 or the stream's error.
+int drain_calls(trainit_comm* c);
+
+// Stops d's watcher, if any (device_stream.cpp).
+void stop_watching(DeviceComm* d);
 
 }  // namespace trainit::coll

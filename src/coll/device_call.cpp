@@ -217,10 +217,6 @@ int await_launch(trainit_comm* c, const DeviceComm* d) {
   }
 }
 
-int32_t take_status(const DeviceComm* d) {
-  return __atomic_exchange_n(reinterpret_cast<int32_t*>(&d->words[kStatusWord]), 0, __ATOMIC_ACQ_REL);
-}
-
 // The launched call's end: its error (-EINVAL, ranks that disagreed, leaves
 // the communicator usable; any other aborts the arena: peers would wait).
 int launched(trainit_comm* c, DeviceComm* d, const dev::Call& a) {
@@ -258,6 +254,14 @@ class ShownInSlot {
 };
 
 }  // namespace
+
+int32_t take_status(const DeviceComm* d) {
+  return __atomic_exchange_n(reinterpret_cast<int32_t*>(&d->words[kStatusWord]), 0, __ATOMIC_ACQ_REL);
+}
+
+int drain_calls(trainit_comm* c) {
+  return c->device->stream == nullptr ? 0 : await_launch(c, c->device);
+}
 
 int device_call(trainit_comm* c, const DeviceCall& q) {
   DeviceComm* d = c->device;

@@ -172,7 +172,8 @@ struct Case {
   Kind kind;
   size_t count;  // per rank: all (allreduce, reduce, broadcast), recvcount, sendcount
   bool in_place;
-  size_t staging;  // TRAINIT_COLL_DEVICE_STAGING: small ones make many pieces
+  size_t staging;   // TRAINIT_COLL_DEVICE_STAGING: small ones make many pieces
+  size_t one_shot;  // TRAINIT_COLL_DEVICE_ONE_SHOT (0: the default): small ones make allreduce two-shot
 };
 
 const char* kind_name(Kind k) {
@@ -278,6 +279,9 @@ void expect_device_equals_host(Backend backend, int n, const Case& k) {
     if (k.staging != 0) {
       setenv("TRAINIT_COLL_DEVICE_STAGING", std::to_string(k.staging).c_str(), 1);
     }
+    if (k.one_shot != 0) {
+      setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", std::to_string(k.one_shot).c_str(), 1);
+    }
     Pair p = join(name, rank, n, backend, mock.path);
     for (int dtype = 0; dtype < kDtypes; ++dtype) {
       for (int op = 0; op < (reduces(k.kind) ? kOps : 1); ++op) {
@@ -302,38 +306,46 @@ class DeviceCollectives : public ::testing::TestWithParam<std::tuple<Backend, in
 
 TEST_P(DeviceCollectives, AllreduceOnDeviceBuffersEqualsTheHostAllreduceBitForBit) {
   for (const bool in_place : {false, true}) {
-    expect_equal({Kind::kAllreduce, 1001, in_place, 0});
+    expect_equal({Kind::kAllreduce, 1001, in_place, 0, 0});
   }
 }
 
 TEST_P(DeviceCollectives, AllreduceLargerThanTheStagingGoesInPiecesAndStillEqualsTheHost) {
   for (const bool in_place : {false, true}) {
-    expect_equal({Kind::kAllreduce, 5000, in_place, 4096});
+    expect_equal({Kind::kAllreduce, 5000, in_place, 4096, 0});
+  }
+}
+
+TEST_P(DeviceCollectives, TwoShotAllreduceAndReduceEqualTheHostInOnePieceAndInMany) {
+  for (const bool in_place : {false, true}) {
+    expect_equal({Kind::kAllreduce, 1001, in_place, 0, 64});
+    expect_equal({Kind::kAllreduce, 3000, in_place, 4096, 64});
+    expect_equal({Kind::kReduce, 777, in_place, 4096, 64});
   }
 }
 
 TEST_P(DeviceCollectives, ReduceOnDeviceBuffersEqualsTheHostReduceOnTheRoot) {
   for (const bool in_place : {false, true}) {
-    expect_equal({Kind::kReduce, 777, in_place, 4096});
+    expect_equal({Kind::kReduce, 777, in_place, 4096, 0});
   }
 }
 
 TEST_P(DeviceCollectives, ReduceScatterOnDeviceBuffersEqualsTheHostReduceScatter) {
   for (const bool in_place : {false, true}) {
-    expect_equal({Kind::kReduceScatter, 300, in_place, 0});
-    expect_equal({Kind::kReduceScatter, 1500, in_place, 4096});
+    expect_equal({Kind::kReduceScatter, 300, in_place, 0, 0});
+    expect_equal({Kind::kReduceScatter, 1500, in_place, 4096, 0});
   }
 }
 
 TEST_P(DeviceCollectives, AllgatherOnDeviceBuffersEqualsTheHostAllgather) {
   for (const bool in_place : {false, true}) {
-    expect_equal({Kind::kAllgather, 333, in_place, 0});
-    expect_equal({Kind::kAllgather, 1500, in_place, 4096});
+    expect_equal({Kind::kAllgather, 333, in_place, 0, 0});
+    expect_equal({Kind::kAllgather, 1500, in_place, 4096, 0});
   }
 }
 
 TEST_P(DeviceCollectives, BroadcastOnDeviceBuffersEqualsTheHostBroadcast) {
-  expect_equal({Kind::kBroadcast, 2500, false, 4096});
+  expect_equal({Kind::kBroadcast, 2500, false, 4096, 0});
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceCollectives,
@@ -430,6 +442,121 @@ TEST(DeviceComm, APeerKilledMidCollectiveMakesTheOthersReturnEconnabortedWithin1
     EXPECT_LT(after_ms, 100) << "rank " << rank << " returned " << after_ms << " ms after its peer was killed";
   }
   munmap(shared, 4096);
+}
+
+TEST(DeviceComm, StreamOrderedCallsReturnOnceEnqueuedAndQueryReportsThemDoneWithTheResults) {
+  const std::string name = unique_name("stream");
+  const auto status = run_ranks(3, [&](int rank) {
+    Pair p = join(name, rank, 3);
+    constexpr size_t kCount = 4096;
+    std::vector<int32_t> mine(kCount, rank + 1);
+    Bytes bytes(kCount * 4);
+    std::memcpy(bytes.data(), mine.data(), bytes.size());
+    void* buf = to_device(p.dev, bytes, bytes.size());
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
+    // Eight in-place sums enqueued back to back: 6 * 3^7 each element.
+    for (int i = 0; i < 8; ++i) {
+      const int r = trainit_allreduce(p.dev, buf, buf, kCount, TRAINIT_I32, TRAINIT_SUM);
+      CHILD_CHECK(r == 0, "enqueue %d: %s", i, trainit_strerror(r));
+    }
+    int q = 0;
+    const int64_t until = now_ns() + 20'000'000'000;
+    while ((q = trainit_comm_query(p.dev)) == -EINPROGRESS && now_ns() < until) {
+      usleep(100);
+    }
+    CHILD_CHECK(q == 0, "query: %s", trainit_strerror(q));
+    const Bytes got = from_device(p.dev, buf, bytes.size());
+    int32_t first = 0;
+    std::memcpy(&first, got.data() + (kCount - 1) * 4, 4);
+    CHILD_CHECK(first == 6 * 2187, "element %zu is %d", kCount - 1, first);
+    // Back to calls that return done.
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, nullptr) == 0, "set_stream(NULL)");
+    CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, kCount, TRAINIT_I32, TRAINIT_SUM) == 0, "a synchronous call");
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    leave(p);
+    return 0;
+  });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
+}
+
+TEST(DeviceComm, AStreamOrderedCallInFlightWhenAPeerIsKilledEndsWithEconnabortedWithin100ms) {
+  auto* shared = static_cast<std::atomic<int64_t>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  for (int i = 0; i < 8; ++i) {
+    new (&shared[i]) std::atomic<int64_t>(0);
+  }
+  const std::string name = unique_name("stream-killed");
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 3; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(30);
+      trainit_comm* c = nullptr;
+      const int r = trainit_comm_init_backend(&c, name.c_str(), rank, 3, TRAINIT_FAKEDEV_PLUGIN);
+      CHILD_CHECK(r == 0, "init: %s (%s)", trainit_strerror(r), trainit_backend_error());
+      void* buf = nullptr;
+      CHILD_CHECK(trainit_device_alloc(c, 1 << 20, &buf) == 0, "alloc");
+      CHILD_CHECK(trainit_comm_set_stream(c, reinterpret_cast<void*>(1)) == 0, "set_stream");
+      shared[1 + rank].store(1);  // joined
+      if (rank == 2) {
+        pause();  // never enters the collective: the parent kills it
+      }
+      CHILD_CHECK(trainit_allreduce(c, buf, buf, (1 << 20) / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "enqueue");
+      int q = 0;
+      while ((q = trainit_comm_query(c)) == -EINPROGRESS) {
+        usleep(200);
+      }
+      shared[4 + rank].store(now_ns());
+      _exit(q == -ECONNABORTED ? 0 : 2);
+    }
+    pids.push_back(pid);
+  }
+  const int64_t deadline = now_ns() + 20'000'000'000;
+  while ((shared[1].load() == 0 || shared[2].load() == 0 || shared[3].load() == 0) && now_ns() < deadline) {
+    usleep(1000);
+  }
+  usleep(50'000);  // ranks 0 and 1's calls wait for rank 2 now
+  shared[0].store(now_ns());
+  kill(pids[2], SIGKILL);
+  std::vector<int> status;
+  for (const pid_t pid : pids) {
+    int ws = 0;
+    const int64_t until = now_ns() + 10'000'000'000;
+    while (waitpid(pid, &ws, WNOHANG) == 0 && now_ns() < until) {
+      usleep(1000);
+    }
+    if (now_ns() >= until) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &ws, 0);
+    }
+    status.push_back(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+  }
+  EXPECT_EQ(status[0], 0) << "rank 0's query did not report -ECONNABORTED";
+  EXPECT_EQ(status[1], 0) << "rank 1's query did not report -ECONNABORTED";
+  for (int rank = 0; rank < 2; ++rank) {
+    const int64_t after_ms = (shared[4 + rank].load() - shared[0].load()) / 1'000'000;
+    EXPECT_LT(after_ms, 100) << "rank " << rank << "'s call ended " << after_ms << " ms after its peer was killed";
+  }
+  munmap(shared, 4096);
+}
+
+TEST(DeviceComm, AStreamIsRefusedWithEopnotsuppByHostCommunicatorsAndBackendsThatCannotLaunch) {
+  const std::string name = unique_name("stream-refused");
+  const MockDir mock;
+  const auto status = run_ranks(2, [&](int rank) {
+    Pair p = join(name, rank, 2, Backend::kAscend, mock.path);
+    CHILD_CHECK(trainit_comm_set_stream(p.host, reinterpret_cast<void*>(1)) == -EOPNOTSUPP, "host");
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == -EOPNOTSUPP, "ascend");
+    CHILD_CHECK(trainit_comm_query(p.host) == 0 && trainit_comm_query(p.dev) == 0, "query");
+    leave(p);
+    return 0;
+  });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
 }
 
 TEST(DeviceComm, TrainitCollBackendChoosesTheBackendAndHostIsTheDefault) {

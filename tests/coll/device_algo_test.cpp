@@ -1,0 +1,330 @@
+// The device algorithm (src/coll/device_algo.h) on host lanes, ranks as
+// threads of this process over staging in plain memory: the code a GPU's
+// kernel and the fake device run, here where ThreadSanitizer (the tsan
+// workflow runs these) sees every hand-over between ranks — a step
+// published before its data, a flag read without acquire, a staging region
+// rewritten while a peer still reads it, a descriptor slot reused too soon.
+// Every collective, dtype and op, one-shot and two-shot, in one piece and in
+// many, in one block and several, calls back to back on the same staging,
+// against the host kernels' fold; ranks that disagree; an abort and a
+// timeout while ranks wait for a peer that never comes.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_support.h"
+#include "coll/device_lanes.h"
+#include "coll/kernels.h"
+#include "trainit/coll.h"
+
+namespace {
+
+using trainit::coll::dtype_size;
+using trainit::coll::kDtypes;
+using trainit::coll::kernels_scalar;
+using trainit::coll::kOps;
+using trainit::coll::test::Bytes;
+using trainit::coll::test::now_ns;
+using trainit::coll::test::random_values;
+namespace dev = trainit::coll::dev;
+
+// n ranks' staging, zeroed as a launching backend's memory reads.
+struct Node {
+  Node(int ranks, uint64_t quarter_bytes, int block_count)
+      : n(ranks), quarter(quarter_bytes), blocks(block_count), staging(static_cast<size_t>(ranks)) {
+    for (auto& s : staging) {
+      s.assign(dev::kHeaderBytes + 4 * quarter, 0);
+    }
+  }
+  int n;
+  uint64_t quarter;
+  int blocks;
+  std::vector<Bytes> staging;
+  uint64_t one_shot_max = 256 << 10;
+  int64_t timeout_ns = 0;
+  std::atomic<uint32_t> abort{0};
+};
+
+struct Args {
+  uint32_t kind;
+  int dtype;
+  int op;
+  int root;
+  uint64_t count;
+  const void* send;
+  void* recv;
+  bool valid = true;
+};
+
+// Rank `rank`'s call, as device_call.cpp makes it.
+int call(Node& node, int rank, const Args& q, int32_t* status) {
+  dev::Call a{};
+  a.kind = q.kind;
+  a.dtype = q.dtype;
+  a.op = q.op;
+  a.root = q.root;
+  a.n = node.n;
+  a.rank = rank;
+  a.blocks = node.blocks;
+  a.valid = q.valid ? 1 : 0;
+  a.elem = static_cast<uint32_t>(dtype_size(q.dtype));
+  a.count = q.count;
+  a.send = static_cast<const unsigned char*>(q.send);
+  a.recv = static_cast<unsigned char*>(q.recv);
+  for (int p = 0; p < node.n; ++p) {
+    a.staging[p] = node.staging[static_cast<size_t>(p)].data();
+  }
+  a.quarter = node.quarter;
+  a.one_shot_max = node.one_shot_max;
+  a.timeout_ns = node.timeout_ns;
+  a.abort = reinterpret_cast<const volatile uint32_t*>(&node.abort);
+  a.status = status;
+  a.desc = dev::descriptor(a);
+  dev::HostLanes lanes(dev::reduces(q.kind) ? kernels_scalar()->fold[q.dtype][q.op] : nullptr);
+  return dev::run_blocks(lanes, a);
+}
+
+// body(rank) on n threads; each one's return.
+std::vector<int> on_threads(int n, const std::function<int(int)>& body) {
+  std::vector<int> rc(static_cast<size_t>(n), -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { rc[static_cast<size_t>(r)] = body(r); });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  return rc;
+}
+
+// dst = srcs[0] op … op srcs[n-1], by the host kernels.
+Bytes fold_of(const std::vector<const unsigned char*>& srcs, size_t count, int dtype, int op) {
+  Bytes out(count * dtype_size(dtype));
+  if (count != 0) {
+    std::vector<const void*> ins(srcs.begin(), srcs.end());
+    kernels_scalar()->fold[dtype][op](out.data(), ins.data(), static_cast<int>(ins.size()), count);
+  }
+  return out;
+}
+
+struct Shape {
+  int n;
+  int blocks;
+  uint64_t quarter;
+  uint64_t one_shot_max;
+  uint64_t count;
+  bool every_type = true;  // else f32, f16 and i64 with sum and max: each element size, float and integer
+};
+
+bool in_shape(const Shape& shape, int dtype, int op) {
+  return shape.every_type || ((dtype == TRAINIT_F32 || dtype == TRAINIT_F16 || dtype == TRAINIT_I64) &&
+                              (op == TRAINIT_SUM || op == TRAINIT_MAX));
+}
+
+// Every collective, dtype and op on the node, back to back, in and out of
+// place: each rank's result against the host kernels'. The failures, in words.
+std::vector<std::string> run_all(const Shape& shape) {
+  Node node(shape.n, shape.quarter, shape.blocks);
+  node.one_shot_max = shape.one_shot_max;
+  const auto un = static_cast<size_t>(shape.n);
+  std::vector<std::string> failures;
+  std::mutex failures_lock;
+  const auto fail = [&](const std::string& what) {
+    const std::lock_guard<std::mutex> guard(failures_lock);
+    failures.push_back(what);
+  };
+  for (uint32_t kind = dev::kAllreduce; kind <= dev::kBroadcast; ++kind) {
+    for (int dtype = 0; dtype < kDtypes; ++dtype) {
+      for (int op = 0; op < (dev::reduces(kind) ? kOps : 1); ++op) {
+        for (const bool in_place : {false, true}) {
+          if (!in_shape(shape, dtype, op)) {
+            continue;
+          }
+          const size_t es = dtype_size(dtype);
+          const uint64_t c = shape.count;
+          const size_t send_count = kind == dev::kReduceScatter ? c * un : c;
+          const size_t recv_count = kind == dev::kAllgather ? c * un : c;
+          const int root = shape.n - 1;
+          std::vector<Bytes> inputs;
+          for (int r = 0; r < shape.n; ++r) {
+            inputs.push_back(random_values(dtype, send_count, static_cast<uint32_t>(kind * 977 + dtype * 31 + op + r)));
+          }
+          std::vector<Bytes> bufs(un);
+          std::vector<Bytes> sends(un);
+          for (size_t r = 0; r < un; ++r) {
+            const size_t buf_count = in_place ? (send_count > recv_count ? send_count : recv_count) : recv_count;
+            bufs[r].assign(buf_count * es, 0);
+            sends[r] = inputs[r];
+            if (in_place || kind == dev::kBroadcast) {
+              const size_t at = kind == dev::kAllgather ? c * es * r : 0;
+              std::memcpy(bufs[r].data() + at, inputs[r].data(), inputs[r].size());
+            }
+          }
+          const auto rc = on_threads(shape.n, [&](int rank) {
+            const auto r = static_cast<size_t>(rank);
+            unsigned char* recv = bufs[r].data();
+            const void* send = kind == dev::kBroadcast ? nullptr : in_place ? recv : sends[r].data();
+            int32_t status = 0;
+            return call(node, rank,
+                        {kind, dtype, op, kind == dev::kReduce || kind == dev::kBroadcast ? root : 0, c, send, recv},
+                        &status);
+          });
+          // What every rank's recv must hold.
+          std::vector<const unsigned char*> all;
+          for (const auto& in : inputs) {
+            all.push_back(in.data());
+          }
+          for (size_t r = 0; r < un; ++r) {
+            const std::string where = "kind " + std::to_string(kind) + " dtype " + std::to_string(dtype) + " op " +
+                                      std::to_string(op) + (in_place ? " in place" : "") + " rank " + std::to_string(r);
+            if (rc[r] != 0) {
+              fail(where + ": returned " + std::to_string(rc[r]));
+              continue;
+            }
+            Bytes want;
+            switch (kind) {
+              case dev::kAllreduce:
+                want = fold_of(all, c, dtype, op);
+                break;
+              case dev::kReduce:
+                if (static_cast<int>(r) != root) {
+                  continue;
+                }
+                want = fold_of(all, c, dtype, op);
+                break;
+              case dev::kReduceScatter: {
+                std::vector<const unsigned char*> segs;
+                for (const auto& in : inputs) {
+                  segs.push_back(in.data() + r * c * es);
+                }
+                want = fold_of(segs, c, dtype, op);
+                break;
+              }
+              case dev::kAllgather:
+                for (const auto& in : inputs) {
+                  want.insert(want.end(), in.begin(), in.end());
+                }
+                break;
+              default:
+                want = inputs[static_cast<size_t>(root)];
+            }
+            if (std::memcmp(bufs[r].data(), want.data(), recv_count * es) != 0) {
+              fail(where + ": not the host kernels' result bit for bit");
+            }
+          }
+        }
+      }
+    }
+  }
+  return failures;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (size_t i = 0; i < lines.size() && i < 8; ++i) {
+    out += lines[i] + "\n";
+  }
+  return out;
+}
+
+TEST(CollDeviceAlgo, OneShotInOnePieceOnTwoToFourRanksEqualsTheHostKernels) {
+  for (const int n : {2, 3, 4}) {
+    const auto failures = run_all({n, 1, 64 << 10, 256 << 10, 301});
+    EXPECT_TRUE(failures.empty()) << n << " ranks:\n" << joined(failures);
+  }
+}
+
+TEST(CollDeviceAlgo, ManyPiecesInSeveralBlocksEqualTheHostKernels) {
+  for (const int n : {2, 3, 4}) {
+    const auto failures = run_all({n, 3, 1024, 256 << 10, 1001, false});
+    EXPECT_TRUE(failures.empty()) << n << " ranks:\n" << joined(failures);
+  }
+}
+
+TEST(CollDeviceAlgo, TwoShotAllreduceAndReduceEqualTheHostKernelsInOneAndManyPieces) {
+  for (const int n : {2, 3, 4}) {
+    for (const uint64_t quarter : {uint64_t{64} << 10, uint64_t{1024}}) {
+      const auto failures = run_all({n, 2, quarter, 64, 777, false});
+      EXPECT_TRUE(failures.empty()) << n << " ranks, quarter " << quarter << ":\n" << joined(failures);
+    }
+  }
+}
+
+TEST(CollDeviceAlgo, RanksThatDisagreeAllGetEinvalAfterOneStepAndStayInStep) {
+  Node node(3, 1024, 2);
+  std::vector<std::vector<float>> bufs(3, std::vector<float>(64, 1.0F));
+  const auto rc = on_threads(3, [&](int rank) {
+    float* buf = bufs[static_cast<size_t>(rank)].data();
+    int32_t status = 0;
+    // Rank 1 asks for another count; then rank 2's arguments are invalid.
+    const int first =
+        call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, rank == 1 ? 32U : 64U, buf, buf}, &status);
+    Args bad{dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 64, buf, buf};
+    bad.valid = rank != 2;
+    const int second = call(node, rank, bad, &status);
+    const int third = call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 64, buf, buf}, &status);
+    return first == -EINVAL && second == -EINVAL && third == 0 && buf[63] == 3.0F ? 0 : 1;
+  });
+  EXPECT_EQ(rc, std::vector<int>({0, 0, 0}));
+}
+
+TEST(CollDeviceAlgo, AnAbortEndsTheWaitsOfRanksWhoseLastPeerNeverCameWithEconnaborted) {
+  Node node(3, 1024, 2);
+  std::vector<std::vector<float>> bufs(3, std::vector<float>(4096, 1.0F));
+  std::vector<int64_t> ended(2, 0);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    node.abort.store(1, std::memory_order_release);
+  });
+  const int64_t start = now_ns();
+  const auto rc = on_threads(2, [&](int rank) {  // rank 2 never calls
+    float* buf = bufs[static_cast<size_t>(rank)].data();
+    int32_t status = 0;
+    const int r = call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 4096, buf, buf}, &status);
+    ended[static_cast<size_t>(rank)] = now_ns();
+    return r == status ? r : 1;
+  });
+  aborter.join();
+  EXPECT_EQ(rc, std::vector<int>({-ECONNABORTED, -ECONNABORTED}));
+  for (const int64_t t : ended) {
+    EXPECT_LT((t - start) / 1'000'000, 1000) << "a rank returned long after the abort";
+  }
+}
+
+TEST(CollDeviceAlgo, APeerThatNeverComesEndsTheCallWithEtimedoutAfterTheTimeout) {
+  Node node(2, 1024, 1);
+  node.timeout_ns = 50'000'000;
+  std::vector<float> buf(16, 1.0F);
+  int32_t status = 0;
+  const int64_t start = now_ns();
+  const int r = call(node, 0, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 16, buf.data(), buf.data()}, &status);
+  const int64_t ms = (now_ns() - start) / 1'000'000;
+  EXPECT_EQ(r, -ETIMEDOUT);
+  EXPECT_EQ(status, -ETIMEDOUT);
+  EXPECT_GE(ms, 50);
+  EXPECT_LT(ms, 2000);
+}
+
+TEST(CollDeviceAlgo, ACallOfNoElementsStillAgreesAndTakesItsStep) {
+  Node node(2, 1024, 2);
+  std::vector<float> bufs(2 * 8, 2.0F);
+  const auto rc = on_threads(2, [&](int rank) {
+    float* buf = bufs.data() + rank * 8;
+    int32_t status = 0;
+    const int empty = call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 0, nullptr, nullptr}, &status);
+    const int next = call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 8, buf, buf}, &status);
+    return empty == 0 && next == 0 && buf[7] == 4.0F ? 0 : 1;
+  });
+  EXPECT_EQ(rc, std::vector<int>({0, 0}));
+}
+
+}  // namespace
