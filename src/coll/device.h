@@ -19,9 +19,9 @@ struct DeviceComm {
   // status at [kStatusWord], host memory the device sees at words_device.
   uint32_t* words;
   void* words_device;
-  int blocks;             // the slices of every piece: the same on every rank of a backend
-  uint64_t one_shot_max;  // allreduce and reduce pieces larger go two-shot
-  void* stream;           // trainit_comm_set_stream's: calls enqueue there and return (nullptr: none)
+  int blocks;               // the slices of every piece: the same on every rank of a backend
+  uint64_t one_shot_max;    // allreduce and reduce pieces larger go two-shot
+  void* stream;             // trainit_comm_set_stream's: calls enqueue there and return (nullptr: none)
   struct Watcher* watcher;  // while a stream is set (device_stream.cpp)
 };
 

@@ -308,9 +308,10 @@ TEST(ChildEnvironment, DropsTrainitsAndTinisVariables) {
 // The variables the ranks' side reads (libtrainit_coll, its plugins, the
 // Python module) reach the ranks: the job's environment configures them.
 TEST(ChildEnvironment, PassesOnEveryVariableTheRanksRead) {
-  for (const char* entry : {"TRAINIT_COLL_TIMEOUT=30", "TRAINIT_COLL_HEAP=1M", "TRAINIT_COLL_BACKEND=cuda",
-                            "TRAINIT_COLL_DEVICE=1", "TRAINIT_COLL_DEVICE_STAGING=4096",
-                            "TRAINIT_COLL_LIBRARY=/opt/lib/libtrainit_coll.so", "TRAINIT_FAKEDEV_FAULT=1:wrong"}) {
+  for (const char* entry :
+       {"TRAINIT_COLL_TIMEOUT=30", "TRAINIT_COLL_HEAP=1M", "TRAINIT_COLL_BACKEND=cuda", "TRAINIT_COLL_DEVICE=1",
+        "TRAINIT_COLL_DEVICE_STAGING=4096", "TRAINIT_COLL_DEVICE_ONE_SHOT=65536",
+        "TRAINIT_COLL_LIBRARY=/opt/lib/libtrainit_coll.so", "TRAINIT_FAKEDEV_FAULT=1:wrong"}) {
     EXPECT_FALSE(is_withheld_from_children(entry)) << entry;
   }
 }
