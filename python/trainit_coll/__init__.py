@@ -138,6 +138,8 @@ def _load():
             "trainit_device_alloc": [vp, sz, ctypes.POINTER(vp)],
             "trainit_device_free": [vp, vp],
             "trainit_device_copy": [vp, vp, vp, sz],
+            "trainit_comm_set_stream": [vp, vp],
+            "trainit_comm_query": [vp],
         }
         for name, args in protos.items():
             f = getattr(lib, name)
@@ -690,6 +692,32 @@ class Comm:
         rc = _lib.trainit_device_free(self._handle(), ptr or None)
         if rc != 0:
             raise _error(rc, "device_free(%#x) on %s" % (ptr, self._backend))
+
+    def set_stream(self, stream):
+        """Stream-ordered calls (a device communicator whose backend
+        launches: CUDA, the fake device): each collective is enqueued on
+        stream (a cudaStream_t as an int, a torch.cuda.Stream, or any
+        non-zero int on the fake device) and returns at once; query() says
+        when they are done. None waits for them and goes back to calls that
+        return done. An error of an enqueued call is raised by the next call
+        or query()."""
+        if stream is not None and not _is_address(stream):
+            stream = getattr(stream, "cuda_stream", stream)
+        if stream is not None and not _is_address(stream):
+            raise TypeError("set_stream(stream: int, a torch.cuda.Stream or None)")
+        rc = _lib.trainit_comm_set_stream(self._handle(), stream or None)
+        if rc != 0:
+            raise _error(rc, "set_stream on %s" % self._backend)
+
+    def query(self):
+        """True when every stream-ordered call is done, False while one
+        runs; raises the error of one that failed."""
+        rc = _lib.trainit_comm_query(self._handle())
+        if rc == -_errno.EINPROGRESS:
+            return False
+        if rc != 0:
+            raise _error(rc, "a stream-ordered call on %s" % self._backend)
+        return True
 
     def device_copy(self, dst, src, nbytes=None):
         """Copies nbytes from src to dst, either an address (device or host

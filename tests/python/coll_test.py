@@ -685,6 +685,32 @@ def case_device_reduce_scatter_and_allgather_on_addresses_equal_the_host_results
         check_ranks(n, device_reduce_scatter_and_allgather, 60.0, device_and_host_comms)
 
 
+def case_device_stream_ordered_calls_return_at_once_and_query_says_when_done():
+    import array
+
+    def body(dev, host):
+        ptr = dev.device_alloc(4 * 4096)
+        try:
+            dev.device_copy(ptr, array.array("i", [dev.rank + 1] * 4096))
+            dev.set_stream(1)
+            for _ in range(4):
+                dev.allreduce(ptr, out=ptr, count=4096, dtype="int32")
+            deadline = time.monotonic() + 20.0
+            while not dev.query():
+                assert time.monotonic() < deadline, "stream-ordered calls still running after 20 s"
+                time.sleep(0.0005)
+            dev.set_stream(None)
+            got = array.array("i", bytes(4 * 4096))
+            dev.device_copy(got, ptr)
+            want = sum(range(1, dev.size + 1)) * dev.size ** 3
+            assert got[0] == want and got[4095] == want, (got[0], got[4095], want)
+            expect_error(lambda: host.set_stream(1), errno.EOPNOTSUPP, "a stream on a host communicator")
+        finally:
+            dev.device_free(ptr)
+
+    check_ranks(3, body, 30.0, device_and_host_comms)
+
+
 def case_device_address_calls_copy_and_allocate_nothing_of_the_buffers_size():
     import tracemalloc
     size = 1 << 22  # bytes of the device buffer; the module may allocate far less than that
