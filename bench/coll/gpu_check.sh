@@ -72,7 +72,7 @@ echo "GPUs (index, name, compute capability, memory, driver):"
 while IFS= read -r line; do echo "  $line"; done <<<"$gpus"
 echo "nvcc: $([ -x "$nvcc" ] && "$nvcc" --version | tail -n 1 || echo none); commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 # The plugin's kernels are built for compute capability 8.x and 9.x
-# (src/coll/cuda/CMakeLists.txt): another GPU cannot run them.
+# (src/coll/plugins/cuda/CMakeLists.txt): another GPU cannot run them.
 while IFS=, read -r index name cap _; do
   case "${cap// /}" in
     8.* | 9.*) ;;
@@ -93,7 +93,7 @@ if [ "$prebuilt" = 0 ]; then
 else
   echo "== prebuilt programs from $build"
 fi
-plugin=$build/src/coll/cuda/libtrainit_coll_cuda.so
+plugin=$build/src/coll/plugins/cuda/libtrainit_coll_cuda.so
 program=$build/bench/coll/gpu_allreduce
 [ -f "$plugin" ] || die "the CUDA plugin was not built ($plugin missing: see $build.configure.log)"
 [ -x "$program" ] || die "gpu_allreduce was not built (no CUDA toolkit found by CMake: see $build.configure.log)"

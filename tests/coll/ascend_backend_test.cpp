@@ -1,4 +1,4 @@
-// The Ascend backend plugin (src/coll/ascend) against the mock AscendCL
+// The Ascend backend plugin (src/coll/plugins/ascend) against the mock AscendCL
 // (tests/coll/mock_ascendcl): loading it with and without a runtime, the
 // device rule, coll_backend_allreduce() across 2, 3 and 4 fork()ed ranks on
 // distinct devices, every IPC rule broken on purpose (through the plugin and

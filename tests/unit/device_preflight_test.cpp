@@ -1,7 +1,7 @@
 // The device preflight's pure parts (init/job/device_preflight.h): what PID 1
 // accepts of a check's pipes, the failure line it makes of the checks' ends,
 // which device a rank's environment names, the backend and the check's path;
-// and the fake device's fault knob (src/coll/fakedev_fault.h).
+// and the fake device's fault knob (src/coll/plugins/fakedev/fakedev_fault.h).
 #include "job/device_preflight.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "coll/device_check.h"
-#include "coll/fakedev_fault.h"
+#include "coll/plugins/fakedev/fakedev_fault.h"
 
 namespace trainit {
 namespace {

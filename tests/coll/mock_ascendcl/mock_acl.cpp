@@ -1,6 +1,6 @@
 // A mock AscendCL runtime for the tests: a shared library named
 // libascendcl.so that implements the few runtime calls the Ascend collective
-// backend (src/coll/ascend) uses, with the prototypes and aclError values of
+// backend (src/coll/plugins/ascend) uses, with the prototypes and aclError values of
 // the public AscendCL reference, and that refuses, counts and reports every
 // broken rule instead of misbehaving the way a real device might.
 //

@@ -16,8 +16,7 @@
 // The memfd's first page is shared bookkeeping (magic, generation, size,
 // exporter, live imports, state) that every process mapping it sees.
 // Copies, reduces and folds are synchronous (signal and wait are no-ops);
-// collectives launched (launch) run on a thread of the process's own, in
-// order, with the device algorithm the GPU's kernel runs (device_algo.h).
+// collectives launched run on the plugin's stream (stream.cpp).
 //
 // Its device number: what the environment a launcher gives a process names
 // (device_number() in device_check.h): TRAINIT_COLL_DEVICE, else DEVICE_ID,
@@ -29,9 +28,12 @@
 // TRAINIT_FAKEDEV_FAULT=DEVICE:KIND[,...] (fakedev_fault.h) gives the device
 // of that number a fault, announced on stderr when it strikes:
 //   fail   init() returns -ENODEV;
-//   hang   the first copy, reduce or fold blocks forever;
-//   wrong  every reduce and fold flips the lowest bit of its first result.
+//   hang   the first copy, reduce, fold or launched call blocks forever;
+//   wrong  every reduce and fold (a launched call's too) flips the lowest
+//          bit of its first result.
 // A malformed knob fails init() with -EINVAL.
+#include "coll/plugins/fakedev/fakedev.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -49,9 +51,8 @@
 
 #include "coll/backend.h"
 #include "coll/device_check.h"
-#include "coll/device_lanes.h"
-#include "coll/fakedev_fault.h"
 #include "coll/kernels.h"
+#include "coll/plugins/fakedev/fakedev_fault.h"
 
 namespace trainit::coll {
 namespace {
@@ -213,6 +214,10 @@ __attribute__((format(printf, 1, 2))) void say(const char* fmt, ...) {
       std::fprintf(stderr, "trainit fakedev [%d] device %ld: %s\n", static_cast<int>(getpid()), device, msg));
 }
 
+}  // namespace
+
+namespace fakedev {
+
 // The hang fault: the first copy, reduce or fold of the process never returns
 // (until a signal ends the process), as a wedged device's would not.
 void maybe_hang(const char* what) {
@@ -233,61 +238,6 @@ void corrupt_if_asked(void* dst) {
     }
     *static_cast<unsigned char*>(dst) ^= 1U;
   }
-}
-
-// The stream: calls launched (fd_launch) run in order on a thread of the
-// process's own, each with the device algorithm over host lanes (the code
-// the GPU's kernel runs); copies, reduces and folds wait for it to drain.
-struct Stream {
-  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
-  static constexpr int kDepth = 16;
-  dev::Call calls[kDepth];
-  int head = 0;     // the next call to run
-  int pending = 0;  // launched, not yet done (the one running included)
-  pid_t owner = 0;  // the process whose thread runs it (a fork()ed child starts its own)
-};
-Stream stream;
-
-// Lanes whose folds suffer the device's "wrong" fault, as fd_fold's do.
-class FakedevLanes : public dev::HostLanes {
- public:
-  using HostLanes::HostLanes;
-  int fold(void* dst, const void* const* srcs, int n, size_t count) const {
-    const int r = HostLanes::fold(dst, srcs, n, count);
-    if (count != 0) {
-      corrupt_if_asked(dst);
-    }
-    return r;
-  }
-};
-
-void* run_stream(void*) {
-  pthread_mutex_lock(&stream.lock);
-  for (;;) {
-    while (stream.pending == 0) {
-      pthread_cond_wait(&stream.changed, &stream.lock);
-    }
-    const dev::Call call = stream.calls[stream.head];
-    pthread_mutex_unlock(&stream.lock);
-    maybe_hang("a launch");
-    FakedevLanes lanes(dev::reduces(call.kind) ? kernels_best()->fold[call.dtype][call.op] : nullptr);
-    (void)dev::run_blocks(lanes, call);
-    pthread_mutex_lock(&stream.lock);
-    stream.head = (stream.head + 1) % Stream::kDepth;
-    --stream.pending;
-    pthread_cond_broadcast(&stream.changed);
-  }
-  return nullptr;
-}
-
-// Waits until every launched call is done (copies are ordered after them).
-void drain() {
-  pthread_mutex_lock(&stream.lock);
-  while (stream.owner == getpid() && stream.pending > 0) {
-    pthread_cond_wait(&stream.changed, &stream.lock);
-  }
-  pthread_mutex_unlock(&stream.lock);
 }
 
 // A launch's ranges: device memory of this process, live (-EFAULT else).
@@ -313,6 +263,15 @@ int check_launch(const dev::Call& a) {
   }
   return 0;
 }
+
+}  // namespace fakedev
+
+namespace {
+
+using fakedev::check_launch;
+using fakedev::corrupt_if_asked;
+using fakedev::drain;
+using fakedev::maybe_hang;
 
 int fd_init() {
   device =
@@ -605,63 +564,6 @@ int fd_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, 
   return 0;
 }
 
-int fd_launch(const void* call, void*) {
-  const auto* a = static_cast<const dev::Call*>(call);
-  if (a == nullptr || a->n < 1 || a->n > dev::kMaxRanks || a->blocks < 1 || a->blocks > dev::kMaxBlocks ||
-      (dev::reduces(a->kind) && (dtype_size(a->dtype) == 0 || a->op < 0 || a->op >= kOps))) {
-    return -EINVAL;
-  }
-  if (const int r = check_launch(*a); r < 0) {
-    return r;
-  }
-  pthread_mutex_lock(&stream.lock);
-  if (stream.owner != getpid()) {  // none yet in this process
-    stream.head = 0;
-    stream.pending = 0;
-    pthread_t thread;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    const int r = pthread_create(&thread, &attr, run_stream, nullptr);
-    pthread_attr_destroy(&attr);
-    if (r != 0) {
-      pthread_mutex_unlock(&stream.lock);
-      return -r;
-    }
-    stream.owner = getpid();
-  }
-  while (stream.pending == Stream::kDepth) {
-    pthread_cond_wait(&stream.changed, &stream.lock);
-  }
-  stream.calls[(stream.head + stream.pending) % Stream::kDepth] = *a;
-  ++stream.pending;
-  pthread_cond_broadcast(&stream.changed);
-  pthread_mutex_unlock(&stream.lock);
-  return 0;
-}
-
-int fd_query(void*) {
-  pthread_mutex_lock(&stream.lock);
-  const bool busy = stream.owner == getpid() && stream.pending > 0;
-  pthread_mutex_unlock(&stream.lock);
-  return busy ? -EINPROGRESS : 0;
-}
-
-// Host memory is the device's here.
-int fd_host_mapped(size_t bytes, void** host, void** device_view) {
-  if (host == nullptr || device_view == nullptr) {
-    return -EINVAL;
-  }
-  *host = std::calloc(1, bytes == 0 ? 1 : bytes);
-  *device_view = *host;
-  return *host == nullptr ? -ENOMEM : 0;
-}
-
-int fd_free_host_mapped(void* host) {
-  std::free(host);
-  return 0;
-}
-
 int fd_nothing() {
   return 0;
 }
@@ -688,10 +590,10 @@ constexpr trainit_coll_backend kFakedev = {
     nullptr,
     fd_fold,
     fd_import_sized,
-    fd_launch,
-    fd_query,
-    fd_host_mapped,
-    fd_free_host_mapped,
+    fakedev::launch,
+    fakedev::query,
+    fakedev::host_mapped,
+    fakedev::free_host_mapped,
 };
 
 }  // namespace

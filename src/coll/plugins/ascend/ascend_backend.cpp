@@ -47,7 +47,7 @@
 #include <cstring>
 
 #include "coll/arena.h"
-#include "coll/ascend/acl.h"
+#include "coll/plugins/ascend/acl.h"
 #include "coll/backend.h"
 #include "coll/kernels.h"
 

@@ -1,4 +1,4 @@
-#include "coll/ascend/acl.h"
+#include "coll/plugins/ascend/acl.h"
 
 #include <cerrno>
 

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "coll/cuda/dtypes.cuh"
-#include "coll/cuda/reduce_kernels.h"
+#include "coll/plugins/cuda/dtypes.cuh"
+#include "coll/plugins/cuda/reduce_kernels.h"
 #include "coll/device_algo.h"
 
 namespace trainit::coll::cuda {

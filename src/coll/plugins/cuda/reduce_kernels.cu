@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "coll/cuda/dtypes.cuh"
-#include "coll/cuda/reduce_kernels.h"
+#include "coll/plugins/cuda/dtypes.cuh"
+#include "coll/plugins/cuda/reduce_kernels.h"
 #include "trainit/coll.h"
 
 namespace trainit::coll::cuda {

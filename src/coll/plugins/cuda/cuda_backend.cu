@@ -24,7 +24,7 @@
 #include <cstring>
 
 #include "coll/backend.h"
-#include "coll/cuda/reduce_kernels.h"
+#include "coll/plugins/cuda/reduce_kernels.h"
 #include "coll/device_algo.h"
 
 namespace trainit::coll::cuda {

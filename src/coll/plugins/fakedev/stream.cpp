@@ -1,0 +1,129 @@
+// The fake device's stream: calls launched run in order on a thread of the
+// process's own, each with the device algorithm over host lanes — the code
+// the GPU's kernel runs (device_algo.h, device_lanes.h); copies, reduces and
+// folds wait for it to drain, as on a device's one stream.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "coll/device_lanes.h"
+#include "coll/kernels.h"
+#include "coll/plugins/fakedev/fakedev.h"
+
+namespace trainit::coll::fakedev {
+namespace {
+
+struct Stream {
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+  static constexpr int kDepth = 16;
+  dev::Call calls[kDepth];
+  int head = 0;     // the next call to run
+  int pending = 0;  // launched, not yet done (the one running included)
+  pid_t owner = 0;  // the process whose thread runs it (a fork()ed child starts its own)
+};
+Stream stream;
+
+// Lanes whose folds suffer the device's "wrong" fault, as fd_fold's do.
+class FakedevLanes : public dev::HostLanes {
+ public:
+  using HostLanes::HostLanes;
+  int fold(void* dst, const void* const* srcs, int n, size_t count) const {
+    const int r = HostLanes::fold(dst, srcs, n, count);
+    if (count != 0) {
+      corrupt_if_asked(dst);
+    }
+    return r;
+  }
+};
+
+void* run_stream(void*) {
+  pthread_mutex_lock(&stream.lock);
+  for (;;) {
+    while (stream.pending == 0) {
+      pthread_cond_wait(&stream.changed, &stream.lock);
+    }
+    const dev::Call call = stream.calls[stream.head];
+    pthread_mutex_unlock(&stream.lock);
+    maybe_hang("a launch");
+    FakedevLanes lanes(dev::reduces(call.kind) ? kernels_best()->fold[call.dtype][call.op] : nullptr);
+    (void)dev::run_blocks(lanes, call);
+    pthread_mutex_lock(&stream.lock);
+    stream.head = (stream.head + 1) % Stream::kDepth;
+    --stream.pending;
+    pthread_cond_broadcast(&stream.changed);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// Waits until every launched call is done (copies are ordered after them).
+void drain() {
+  pthread_mutex_lock(&stream.lock);
+  while (stream.owner == getpid() && stream.pending > 0) {
+    pthread_cond_wait(&stream.changed, &stream.lock);
+  }
+  pthread_mutex_unlock(&stream.lock);
+}
+
+int launch(const void* call, void*) {
+  const auto* a = static_cast<const dev::Call*>(call);
+  if (a == nullptr || a->n < 1 || a->n > dev::kMaxRanks || a->blocks < 1 || a->blocks > dev::kMaxBlocks ||
+      (dev::reduces(a->kind) && (dtype_size(a->dtype) == 0 || a->op < 0 || a->op >= kOps))) {
+    return -EINVAL;
+  }
+  if (const int r = check_launch(*a); r < 0) {
+    return r;
+  }
+  pthread_mutex_lock(&stream.lock);
+  if (stream.owner != getpid()) {  // none yet in this process
+    stream.head = 0;
+    stream.pending = 0;
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    const int r = pthread_create(&thread, &attr, run_stream, nullptr);
+    pthread_attr_destroy(&attr);
+    if (r != 0) {
+      pthread_mutex_unlock(&stream.lock);
+      return -r;
+    }
+    stream.owner = getpid();
+  }
+  while (stream.pending == Stream::kDepth) {
+    pthread_cond_wait(&stream.changed, &stream.lock);
+  }
+  stream.calls[(stream.head + stream.pending) % Stream::kDepth] = *a;
+  ++stream.pending;
+  pthread_cond_broadcast(&stream.changed);
+  pthread_mutex_unlock(&stream.lock);
+  return 0;
+}
+
+int query(void*) {
+  pthread_mutex_lock(&stream.lock);
+  const bool busy = stream.owner == getpid() && stream.pending > 0;
+  pthread_mutex_unlock(&stream.lock);
+  return busy ? -EINPROGRESS : 0;
+}
+
+// Host memory is the device's here.
+int host_mapped(size_t bytes, void** host, void** device_view) {
+  if (host == nullptr || device_view == nullptr) {
+    return -EINVAL;
+  }
+  *host = std::calloc(1, bytes == 0 ? 1 : bytes);
+  *device_view = *host;
+  return *host == nullptr ? -ENOMEM : 0;
+}
+
+int free_host_mapped(void* host) {
+  std::free(host);
+  return 0;
+}
+
+}  // namespace trainit::coll::fakedev
