@@ -72,6 +72,10 @@ int comm_attach(trainit_comm** out, void* base, size_t size, int rank);
 // futex of the first peer still missing.
 int comm_wait_all(trainit_comm* c, uint32_t s, int64_t deadline_ns);
 
+// How c waits, from the CPUs it may run on (until its first step shows
+// every rank's), and those CPUs in its slot for its peers (waits.cpp).
+void comm_init_waiting(trainit_comm* c);
+
 // Whether c's calls cannot go on: its arena is aborted, or a peer has been
 // dead for the death grace (then this marks the arena aborted). For waits
 // that comm_wait_all does not make (a device's).

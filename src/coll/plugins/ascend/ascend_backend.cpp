@@ -47,9 +47,9 @@
 #include <cstring>
 
 #include "coll/arena.h"
-#include "coll/plugins/ascend/acl.h"
 #include "coll/backend.h"
 #include "coll/kernels.h"
+#include "coll/plugins/ascend/acl.h"
 
 namespace trainit::coll::ascend {
 namespace {
