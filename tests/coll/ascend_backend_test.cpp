@@ -326,6 +326,53 @@ TEST_F(Ascend, ThePluginLoadsAgainstTheMockAndReducesEveryTypeAndOpLikeTheHostKe
             0);
 }
 
+// With aclnn's operators (the mock libopapi.so, loaded first as the runtime
+// is), a fold runs on the device: every type and op, three inputs, one of
+// them the destination, bitwise the host kernels' n-input fold; the
+// operators ran, and neither mock saw a rule broken.
+TEST_F(Ascend, WithLibopapiAFoldRunsOnTheDeviceThroughAclnnAndEqualsTheHostKernels) {
+  EXPECT_EQ(in_child([] {
+              void* nn = dlopen(TRAINIT_MOCK_ACLNN, RTLD_NOW | RTLD_GLOBAL);
+              CHILD_CHECK(nn != nullptr, "dlopen %s: %s", TRAINIT_MOCK_ACLNN, dlerror());
+              uint64_t (*calls)() = nullptr;
+              uint64_t (*nn_violations)() = nullptr;
+              bind(nn, "mockAclnnCalls", calls);
+              bind(nn, "mockAclnnViolations", nn_violations);
+              const trainit_coll_backend* b = load_plugin(0);
+              const size_t count = 1031;
+              for (int dtype = 0; dtype < kDtypes; ++dtype) {
+                const size_t bytes = count * dtype_size(dtype);
+                Bytes in[3];
+                void* dev[3] = {};
+                for (int i = 0; i < 3; ++i) {
+                  in[i] = random_values(dtype, count, 7U * static_cast<uint32_t>(i + 1) + static_cast<uint32_t>(dtype));
+                  CHILD_CHECK(b->alloc(bytes, &dev[i]) == 0, "alloc");
+                }
+                for (int op = 0; op < kOps; ++op) {
+                  for (int i = 0; i < 3; ++i) {
+                    CHILD_CHECK(b->copy(dev[i], in[i].data(), bytes) == 0, "copy in");
+                  }
+                  const uint64_t before = calls();
+                  const int rc = b->fold(dev[0], dev, 3, count, dtype, op);
+                  CHILD_CHECK(rc == 0, "fold: %d", rc);
+                  CHILD_CHECK(calls() > before, "dtype %d op %d: no aclnn operator ran", dtype, op);
+                  Bytes want(bytes);
+                  const void* ins[3] = {in[0].data(), in[1].data(), in[2].data()};
+                  kernels_scalar()->fold[dtype][op](want.data(), ins, 3, count);
+                  CHILD_CHECK(read_device(b, dev[0], bytes) == want, "dtype %d op %d: not the host fold", dtype, op);
+                }
+                for (void* d : dev) {
+                  CHILD_CHECK(b->free(d) == 0, "free");
+                }
+              }
+              CHILD_CHECK(b->violations() == 0 && nn_violations() == 0, "violations: plugin %llu, operators %llu",
+                          static_cast<unsigned long long>(b->violations()),
+                          static_cast<unsigned long long>(nn_violations()));
+              return 0;
+            }),
+            0);
+}
+
 TEST_F(Ascend, WithoutLibascendclTheInitIsEnodevAndSaysWhyOnStderr) {
   // Where a real CANN is installed, dlopen finds it: then the plugin must
   // either load or say that no device answered.

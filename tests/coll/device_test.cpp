@@ -120,13 +120,17 @@ const char* backend_name(Backend b) {
 }
 
 // In a rank's process, before its communicator: what its backend needs. The
-// mock is loaded first, so that the plugin's dlopen("libascendcl.so") finds
-// it by its soname; mock_dir is the mock's shared "driver" directory.
+// mocks are loaded first, so that the plugin's dlopen("libascendcl.so") and
+// dlopen("libopapi.so") find them by their sonames (the folds then run on the
+// mock device through aclnn's operators); mock_dir is the mock's shared
+// "driver" directory.
 const char* prepare_backend(Backend b, int rank, const std::string& mock_dir) {
   if (b == Backend::kFakedev) {
     return TRAINIT_FAKEDEV_PLUGIN;
   }
   CHILD_CHECK(dlopen(TRAINIT_MOCK_ACL, RTLD_NOW | RTLD_GLOBAL) != nullptr, "dlopen the mock: %s", dlerror());
+  CHILD_CHECK(dlopen(TRAINIT_MOCK_ACLNN, RTLD_NOW | RTLD_GLOBAL) != nullptr, "dlopen the mock operators: %s",
+              dlerror());
   setenv("MOCK_ACL_DIR", mock_dir.c_str(), 1);
   setenv("DEVICE_ID", std::to_string(rank).c_str(), 1);
   return TRAINIT_ASCEND_PLUGIN;
@@ -287,6 +291,13 @@ void expect_device_equals_host(Backend backend, int n, const Case& k) {
       for (int op = 0; op < (reduces(k.kind) ? kOps : 1); ++op) {
         check_one(p, k, dtype, op, rank, n, static_cast<uint32_t>(dtype * 31 + op));
       }
+    }
+    if (backend == Backend::kAscend) {  // the folds ran on the device, no rule broken
+      const auto calls = reinterpret_cast<uint64_t (*)()>(dlsym(RTLD_DEFAULT, "mockAclnnCalls"));
+      const auto broken = reinterpret_cast<uint64_t (*)()>(dlsym(RTLD_DEFAULT, "mockAclnnViolations"));
+      CHILD_CHECK(calls != nullptr && broken != nullptr && broken() == 0, "the mock operators' rules");
+      CHILD_CHECK(!reduces(k.kind) || k.count == 0 || (rank != n - 1 && k.kind == Kind::kReduce) || calls() > 0,
+                  "rank %d: no fold ran through aclnn", rank);
     }
     leave(p);
     return 0;

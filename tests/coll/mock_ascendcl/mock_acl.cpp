@@ -860,6 +860,26 @@ MOCK_ACL_API aclError aclrtIpcMemClose(const char* key) {
   return kSuccess;
 }
 
+// Not AscendCL: for the mock operators (mock_aclnn.cpp, libopapi.so). What
+// [p, p + len) is to this process: 1 an allocation of it on its current
+// device, 2 an import, 0 host memory, -1 a range past a buffer's end, -2
+// before aclInit and aclrtSetDevice.
+MOCK_ACL_API int mockAclMemoryKind(const void* p, size_t len) {
+  const Locked guard;
+  if (state.init_pid != getpid() || state.device_pid != getpid()) {
+    return -2;
+  }
+  const Region* r = find(p, len);
+  if (r == nullptr) {
+    return 0;
+  }
+  const auto* c = static_cast<const char*>(p);
+  if (c < r->data() || c + len > r->data() + r->bytes) {
+    return -1;
+  }
+  return r->kind == Kind::kAlloc ? 1 : 2;
+}
+
 // Not AscendCL: how many rules this process has broken so far.
 MOCK_ACL_API uint64_t mockAclViolations() {
   return violation_count.load(std::memory_order_relaxed);

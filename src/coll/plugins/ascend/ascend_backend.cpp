@@ -23,10 +23,12 @@
 // since another device's memory may be used only by asynchronous
 // device-to-device copies; host<->import goes through a bounce buffer here.
 //
-// reduce is STAGED THROUGH HOST MEMORY: both operands are copied to the host,
-// folded there by the host kernels (kernels_best(): the same fixed-order
-// results as every other backend), and the result copied back. Correct on any
-// device, not fast: no kernel runs on the NPU.
+// fold and reduce run on the NPU with aclnn's operators where libopapi.so is
+// found (aclnn.cpp: inputs copied in with aclrtMemcpyAsync, folded in rank
+// order as the host kernels do). Without it they are STAGED THROUGH HOST
+// MEMORY: the operands are copied to the host, folded there by the host
+// kernels (kernels_best(): the same fixed-order results as every other
+// backend), and the result copied back — correct on any device, not fast.
 //
 // Every call has finished when it returns, so signal() is a no-op and wait()
 // is aclrtSynchronizeDevice (for work a caller queued on the device itself).
@@ -50,6 +52,7 @@
 #include "coll/backend.h"
 #include "coll/kernels.h"
 #include "coll/plugins/ascend/acl.h"
+#include "coll/plugins/ascend/aclnn.h"
 
 namespace trainit::coll::ascend {
 namespace {
@@ -566,6 +569,9 @@ int as_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
   if (dk == Kind::kNone || sk == Kind::kNone) {
     return misuse(-EFAULT, "reduce with host memory %p (device buffers only)", dk == Kind::kNone ? dst : src);
   }
+  if (dk == Kind::kAlloc && aclnn_ready()) {
+    return aclnn_fold(acl, dst, ins, 2, count, dtype, op);
+  }
   auto* staged = static_cast<unsigned char*>(std::malloc(2 * bytes));
   if (staged == nullptr) {
     return -ENOMEM;
@@ -600,6 +606,16 @@ int as_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, 
   if (dk == Kind::kNone) {
     return misuse(-EFAULT, "fold into host memory %p (device buffers only)", dst);
   }
+  for (int i = 0; rc == 0 && i < n; ++i) {
+    Kind sk = Kind::kNone;
+    rc = kind_of(srcs[i], bytes, &sk);
+    if (rc == 0 && sk == Kind::kNone) {
+      rc = misuse(-EFAULT, "fold from host memory %p (device buffers only)", srcs[i]);
+    }
+  }
+  if (rc != 0 || (dk == Kind::kAlloc && aclnn_ready())) {
+    return rc != 0 ? rc : aclnn_fold(acl, dst, srcs, n, count, dtype, op);
+  }
   auto* staged = static_cast<unsigned char*>(std::malloc(static_cast<size_t>(n + 1) * bytes));
   const void** ins = static_cast<const void**>(std::malloc(sizeof(void*) * static_cast<size_t>(n)));
   if (staged == nullptr || ins == nullptr) {
@@ -611,9 +627,6 @@ int as_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, 
     Kind sk = Kind::kNone;
     unsigned char* host = staged + static_cast<size_t>(i + 1) * bytes;
     rc = kind_of(srcs[i], bytes, &sk);
-    if (rc == 0 && sk == Kind::kNone) {
-      rc = misuse(-EFAULT, "fold from host memory %p (device buffers only)", srcs[i]);
-    }
     rc = rc != 0 ? rc : copy_any(host, Kind::kNone, srcs[i], sk, bytes);
     ins[i] = host;
   }
