@@ -86,6 +86,8 @@ class Comm {
   int device_copy(void* dst, const void* src, size_t bytes) noexcept {
     return trainit_device_copy(comm_, dst, src, bytes);
   }
+  int set_stream(void* stream) noexcept { return trainit_comm_set_stream(comm_, stream); }
+  int query() noexcept { return trainit_comm_query(comm_); }
 
   // Destroys the communicator now: 0 or a negative errno.
   int reset() noexcept {

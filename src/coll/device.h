@@ -33,6 +33,9 @@ int device_call(trainit_comm* c, const DeviceCall& q);
 // Takes the error a launched call left (0: none), once.
 int32_t take_status(const DeviceComm* d);
 
+// A stream-ordered call's error, seen: the arena is aborted; err.
+int stream_failed(trainit_comm* c, int err);
+
 // Waits for every call enqueued on d's stream, telling them through the
 // abort word when c cannot go on: 0 or the stream's error.
 int drain_calls(trainit_comm* c);

@@ -9,8 +9,10 @@
 // dead for the death grace, sets the call's abort word, which every wait of
 // the algorithm reads, so the call ends with -ECONNABORTED. A stream-ordered
 // call (trainit_comm_set_stream) enqueues and returns; the error of an
-// earlier one is returned by the next call or trainit_comm_query, and a
-// thread of the communicator's watches the arena while calls are in flight.
+// earlier one is returned by the next call or trainit_comm_query, once, and
+// aborts the arena (ranks may have seen it at different calls: none must
+// wait for another again), and a thread of the communicator's watches the
+// arena while calls are in flight.
 #include <sched.h>
 #include <time.h>
 #include <trainit/coll.h>
@@ -221,10 +223,14 @@ int await_launch(trainit_comm* c, const DeviceComm* d) {
 // the communicator usable; any other aborts the arena: peers would wait).
 int launched(trainit_comm* c, DeviceComm* d, const dev::Call& a) {
   int r = d->b->launch(&a, d->stream);
-  if (r == 0 && d->stream != nullptr) {
+  if (r != 0) {  // not enqueued: this rank never takes the call's steps
+    coll_arena_abort(c->base, c->n);
+    return r;
+  }
+  if (d->stream != nullptr) {
     return 0;
   }
-  r = r != 0 ? r : await_launch(c, d);
+  r = await_launch(c, d);
   const int32_t status = take_status(d);
   r = r != 0 ? r : status;
   if (r != 0 && r != -EINVAL) {
@@ -259,6 +265,11 @@ int32_t take_status(const DeviceComm* d) {
   return __atomic_exchange_n(reinterpret_cast<int32_t*>(&d->words[kStatusWord]), 0, __ATOMIC_ACQ_REL);
 }
 
+int stream_failed(trainit_comm* c, int err) {
+  coll_arena_abort(c->base, c->n);
+  return err;
+}
+
 int drain_calls(trainit_comm* c) {
   return c->device->stream == nullptr ? 0 : await_launch(c, c->device);
 }
@@ -267,7 +278,7 @@ int device_call(trainit_comm* c, const DeviceCall& q) {
   DeviceComm* d = c->device;
   if (d->stream != nullptr) {  // an earlier stream-ordered call's error
     if (const int32_t earlier = take_status(d); earlier != 0) {
-      return earlier;
+      return stream_failed(c, earlier);
     }
   }
   const ShownInSlot shown(c, q.kind);

@@ -136,8 +136,12 @@ int trainit_comm_set_stream(trainit_comm* comm, void* stream) {
   } else if (d->watcher == nullptr && (r = r != 0 ? r : start_watching(comm)) != 0) {
     return r;
   }
+  const bool streamed = d->stream != nullptr;
   d->stream = stream;
   const int32_t earlier = take_status(d);
+  if (earlier != 0 && streamed) {
+    (void)stream_failed(comm, earlier);
+  }
   return r != 0 ? r : earlier;
 }
 
@@ -154,6 +158,9 @@ int trainit_comm_query(trainit_comm* comm) {
     return r;
   }
   const int32_t status = take_status(d);
+  if (status != 0 && d->stream != nullptr) {
+    return stream_failed(comm, status);
+  }
   return status != 0 ? status : r;
 }
 

@@ -396,16 +396,20 @@ TEST(DeviceComm, RanksThatDisagreeOnACallAllGetEinvalAndStayUsable) {
   }
 }
 
-TEST(DeviceComm, APeerKilledMidCollectiveMakesTheOthersReturnEconnabortedWithin100ms) {
-  // Shared with the ranks: when the parent killed the peer, and what each
-  // surviving rank's call returned and when.
+// Three fake-device ranks; rank 2 never enters the collective and is
+// SIGKILLed while ranks 0 and 1 are in it (call(c, buf) makes it and returns
+// how it ended): each must end with -ECONNABORTED within 100 ms of the kill.
+void expect_a_killed_peer_ends_the_call_within_100ms(const char* what, bool stream,
+                                                     const std::function<int(trainit_comm*, void*)>& call) {
+  // Shared with the ranks: when the parent killed the peer, and when each
+  // surviving rank's call ended.
   auto* shared = static_cast<std::atomic<int64_t>*>(
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(shared, MAP_FAILED);
   for (int i = 0; i < 8; ++i) {
     new (&shared[i]) std::atomic<int64_t>(0);
   }
-  const std::string name = unique_name("killed");
+  const std::string name = unique_name(what);
   std::vector<pid_t> pids;
   for (int rank = 0; rank < 3; ++rank) {
     const pid_t pid = fork();
@@ -416,11 +420,12 @@ TEST(DeviceComm, APeerKilledMidCollectiveMakesTheOthersReturnEconnabortedWithin1
       CHILD_CHECK(r == 0, "init: %s (%s)", trainit_strerror(r), trainit_backend_error());
       void* buf = nullptr;
       CHILD_CHECK(trainit_device_alloc(c, 1 << 20, &buf) == 0, "alloc");
+      CHILD_CHECK(!stream || trainit_comm_set_stream(c, reinterpret_cast<void*>(1)) == 0, "set_stream");
       shared[1 + rank].store(1);  // joined
       if (rank == 2) {
         pause();  // never enters the collective: the parent kills it
       }
-      const int got = trainit_allreduce(c, buf, buf, (1 << 20) / 4, TRAINIT_F32, TRAINIT_SUM);
+      const int got = call(c, buf);
       shared[4 + rank].store(now_ns());
       _exit(got == -ECONNABORTED ? 0 : 2);
     }
@@ -446,13 +451,20 @@ TEST(DeviceComm, APeerKilledMidCollectiveMakesTheOthersReturnEconnabortedWithin1
     }
     status.push_back(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
   }
-  EXPECT_EQ(status[0], 0) << "rank 0 did not return -ECONNABORTED";
-  EXPECT_EQ(status[1], 0) << "rank 1 did not return -ECONNABORTED";
+  EXPECT_EQ(status[0], 0) << what << ": rank 0's call did not end with -ECONNABORTED";
+  EXPECT_EQ(status[1], 0) << what << ": rank 1's call did not end with -ECONNABORTED";
   for (int rank = 0; rank < 2; ++rank) {
     const int64_t after_ms = (shared[4 + rank].load() - shared[0].load()) / 1'000'000;
-    EXPECT_LT(after_ms, 100) << "rank " << rank << " returned " << after_ms << " ms after its peer was killed";
+    EXPECT_LT(after_ms, 100) << what << ": rank " << rank << "'s call ended " << after_ms
+                             << " ms after its peer was killed";
   }
   munmap(shared, 4096);
+}
+
+TEST(DeviceComm, APeerKilledMidCollectiveMakesTheOthersReturnEconnabortedWithin100ms) {
+  expect_a_killed_peer_ends_the_call_within_100ms("killed", false, [](trainit_comm* c, void* buf) {
+    return trainit_allreduce(c, buf, buf, (1 << 20) / 4, TRAINIT_F32, TRAINIT_SUM);
+  });
 }
 
 TEST(DeviceComm, StreamOrderedCallsReturnOnceEnqueuedAndQueryReportsThemDoneWithTheResults) {
@@ -493,65 +505,42 @@ TEST(DeviceComm, StreamOrderedCallsReturnOnceEnqueuedAndQueryReportsThemDoneWith
 }
 
 TEST(DeviceComm, AStreamOrderedCallInFlightWhenAPeerIsKilledEndsWithEconnabortedWithin100ms) {
-  auto* shared = static_cast<std::atomic<int64_t>*>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(shared, MAP_FAILED);
-  for (int i = 0; i < 8; ++i) {
-    new (&shared[i]) std::atomic<int64_t>(0);
-  }
-  const std::string name = unique_name("stream-killed");
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < 3; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      alarm(30);
-      trainit_comm* c = nullptr;
-      const int r = trainit_comm_init_backend(&c, name.c_str(), rank, 3, TRAINIT_FAKEDEV_PLUGIN);
-      CHILD_CHECK(r == 0, "init: %s (%s)", trainit_strerror(r), trainit_backend_error());
-      void* buf = nullptr;
-      CHILD_CHECK(trainit_device_alloc(c, 1 << 20, &buf) == 0, "alloc");
-      CHILD_CHECK(trainit_comm_set_stream(c, reinterpret_cast<void*>(1)) == 0, "set_stream");
-      shared[1 + rank].store(1);  // joined
-      if (rank == 2) {
-        pause();  // never enters the collective: the parent kills it
-      }
-      CHILD_CHECK(trainit_allreduce(c, buf, buf, (1 << 20) / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "enqueue");
-      int q = 0;
-      while ((q = trainit_comm_query(c)) == -EINPROGRESS) {
-        usleep(200);
-      }
-      shared[4 + rank].store(now_ns());
-      _exit(q == -ECONNABORTED ? 0 : 2);
+  expect_a_killed_peer_ends_the_call_within_100ms("stream-killed", true, [](trainit_comm* c, void* buf) {
+    CHILD_CHECK(trainit_allreduce(c, buf, buf, (1 << 20) / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "enqueue");
+    int q = 0;
+    while ((q = trainit_comm_query(c)) == -EINPROGRESS) {
+      usleep(200);
     }
-    pids.push_back(pid);
-  }
-  const int64_t deadline = now_ns() + 20'000'000'000;
-  while ((shared[1].load() == 0 || shared[2].load() == 0 || shared[3].load() == 0) && now_ns() < deadline) {
-    usleep(1000);
-  }
-  usleep(50'000);  // ranks 0 and 1's calls wait for rank 2 now
-  shared[0].store(now_ns());
-  kill(pids[2], SIGKILL);
-  std::vector<int> status;
-  for (const pid_t pid : pids) {
-    int ws = 0;
-    const int64_t until = now_ns() + 10'000'000'000;
-    while (waitpid(pid, &ws, WNOHANG) == 0 && now_ns() < until) {
-      usleep(1000);
+    return q;
+  });
+}
+
+TEST(DeviceComm, AStreamOrderedCallsErrorIsReportedOnceAndEndsTheCommunicatorOnEveryRank) {
+  const std::string name = unique_name("stream-error");
+  const auto status = run_ranks(2, [&](int rank) {
+    Pair p = join(name, rank, 2);
+    void* buf = to_device(p.dev, Bytes(256, 0), 256);
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
+    // The ranks disagree on the count: enqueued alike, failed alike.
+    const size_t count = rank == 0 ? 64 : 32;
+    CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, count, TRAINIT_F32, TRAINIT_SUM) == 0, "enqueue");
+    int q = 0;
+    const int64_t until = now_ns() + 20'000'000'000;
+    while ((q = trainit_comm_query(p.dev)) == -EINPROGRESS && now_ns() < until) {
+      usleep(100);
     }
-    if (now_ns() >= until) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &ws, 0);
-    }
-    status.push_back(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+    CHILD_CHECK(q == -EINVAL, "query: %s", trainit_strerror(q));
+    CHILD_CHECK(trainit_comm_query(p.dev) == 0, "the error is reported once");
+    const int next = trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(next == -ECONNABORTED, "the next call: %s", trainit_strerror(next));
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    (void)trainit_comm_destroy(p.dev);
+    (void)trainit_comm_destroy(p.host);
+    return 0;
+  });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
   }
-  EXPECT_EQ(status[0], 0) << "rank 0's query did not report -ECONNABORTED";
-  EXPECT_EQ(status[1], 0) << "rank 1's query did not report -ECONNABORTED";
-  for (int rank = 0; rank < 2; ++rank) {
-    const int64_t after_ms = (shared[4 + rank].load() - shared[0].load()) / 1'000'000;
-    EXPECT_LT(after_ms, 100) << "rank " << rank << "'s call ended " << after_ms << " ms after its peer was killed";
-  }
-  munmap(shared, 4096);
 }
 
 TEST(DeviceComm, AStreamIsRefusedWithEopnotsuppByHostCommunicatorsAndBackendsThatCannotLaunch) {

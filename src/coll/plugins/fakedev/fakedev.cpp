@@ -268,7 +268,6 @@ int check_launch(const dev::Call& a) {
 
 namespace {
 
-using fakedev::check_launch;
 using fakedev::corrupt_if_asked;
 using fakedev::drain;
 using fakedev::maybe_hang;
