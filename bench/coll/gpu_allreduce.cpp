@@ -18,10 +18,12 @@
 //
 //   gpu_allreduce bench N...
 //     f32 sum in place on device buffers (trainit_device_alloc), 4 B …
-//     256 MiB: the mean latency of one call on rank 0 and busbw = bytes /
+//     256 MiB: the mean latency of one call on rank 0, synchronous and back
+//     to back on a stream (trainit_comm_set_stream), and busbw = bytes /
 //     time · 2(N−1)/N (nccl-tests' definition), beside cudaMemcpy
 //     device-to-device on GPU 0 for the same sizes (bytes / time, copies
-//     timed with CUDA events): one markdown table.
+//     timed with CUDA events) and the floor of one tiny launch and a stream
+//     synchronize: one markdown table.
 //
 // The parent process never touches CUDA (the ranks are forked from it); the
 // GPU count, the GPU names and the cudaMemcpy rates come from children too.
@@ -401,8 +403,33 @@ size_t calls_for(size_t bytes) {
   return std::clamp<size_t>((size_t{1} << 30) / bytes, 5, 2000);
 }
 
-// Rank 0's mean seconds per call for every size, into us[i].
-void bench_ranks(int n, int gpus, double* us) {
+// Back to back on a stream of the rank's own (trainit_comm_set_stream):
+// calls enqueued, then the stream drained; rank 0's mean µs per call.
+int stream_calls(trainit_comm* dev, void* buf, size_t count, size_t calls, double* us) {
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+    return -EIO;
+  }
+  int r = trainit_comm_set_stream(dev, stream);
+  r = r != 0 ? r : trainit_allreduce(dev, buf, buf, count, TRAINIT_F32, TRAINIT_SUM);  // warm
+  r = r != 0 || cudaStreamSynchronize(stream) == cudaSuccess ? r : -EIO;
+  r = r != 0 ? r : trainit_comm_set_stream(dev, nullptr);
+  r = r != 0 ? r : trainit_barrier(dev);
+  r = r != 0 ? r : trainit_comm_set_stream(dev, stream);
+  const bench::Ns t0 = bench::now_ns();
+  for (size_t k = 0; k < calls && r == 0; ++k) {
+    r = trainit_allreduce(dev, buf, buf, count, TRAINIT_F32, TRAINIT_SUM);
+  }
+  r = r != 0 || cudaStreamSynchronize(stream) == cudaSuccess ? r : -EIO;
+  *us = static_cast<double>(bench::now_ns() - t0) / 1e3 / static_cast<double>(calls);
+  const int q = trainit_comm_set_stream(dev, nullptr);  // an enqueued call's error, if any
+  (void)cudaStreamDestroy(stream);
+  return r != 0 ? r : q;
+}
+
+// Rank 0's mean µs per call for every size, into us[i], and back to back on
+// a stream into stream_us[i].
+void bench_ranks(int n, int gpus, double* us, double* stream_us) {
   const std::string name = "gpu-bench-" + std::to_string(getpid()) + "-" + std::to_string(n);
   const std::vector<int> st = run_ranks(n, kCheckDeadline, [&](int rank) {
     see_one_gpu(rank, gpus);
@@ -430,9 +457,17 @@ void bench_ranks(int n, int gpus, double* us) {
         (void)std::fprintf(stderr, "rank %d: allreduce of %zu bytes: %s\n", rank, size_at(i), trainit_strerror(r));
         return 1;
       }
+      const double took = static_cast<double>(bench::now_ns() - t0) / 1e3 / static_cast<double>(calls);
+      double on_stream = 0;
+      if ((r = stream_calls(dev, buf, count, calls, &on_stream)) != 0) {
+        (void)std::fprintf(stderr, "rank %d: %zu bytes on a stream: %s\n", rank, size_at(i), trainit_strerror(r));
+        return 1;
+      }
       if (rank == 0) {
-        us[i] = static_cast<double>(bench::now_ns() - t0) / 1e3 / static_cast<double>(calls);
-        (void)std::fprintf(stderr, "  N=%d, %zu B: %.1f µs\n", n, size_at(i), us[i]);  // progress
+        us[i] = took;
+        stream_us[i] = on_stream;
+        (void)std::fprintf(stderr, "  N=%d, %zu B: %.1f µs, on a stream %.1f\n", n, size_at(i), took,
+                           on_stream);  // progress
       }
     }
     int r = trainit_device_free(dev, buf);
@@ -451,9 +486,27 @@ void bench_ranks(int n, int gpus, double* us) {
   }
 }
 
-// cudaMemcpy device to device on GPU 0: GB/s per size into gbps[i], and the
-// GPU's name.
-void bench_memcpy(double* gbps, char* gpu_name, size_t name_len) {
+// The floor under a synchronous call: one tiny launch (a 4-byte
+// cudaMemsetAsync) and a cudaStreamSynchronize, mean µs of 1,000.
+double launch_floor_us(void* a) {
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+    return -1;
+  }
+  constexpr int kLaunches = 1000;
+  bool ok = cudaMemsetAsync(a, 0, 4, stream) == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
+  const bench::Ns t0 = bench::now_ns();
+  for (int k = 0; k < kLaunches && ok; ++k) {
+    ok = cudaMemsetAsync(a, 0, 4, stream) == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
+  }
+  const double us = static_cast<double>(bench::now_ns() - t0) / 1e3 / kLaunches;
+  (void)cudaStreamDestroy(stream);
+  return ok ? us : -1;
+}
+
+// cudaMemcpy device to device on GPU 0: GB/s per size into gbps[i], the
+// launch floor into *floor_us, and the GPU's name.
+void bench_memcpy(double* gbps, double* floor_us, char* gpu_name, size_t name_len) {
   const std::vector<int> st = run_ranks(1, kCheckDeadline, [&](int) {
     see_one_gpu(0, 1);
     void* a = nullptr;
@@ -468,6 +521,7 @@ void bench_memcpy(double* gbps, char* gpu_name, size_t name_len) {
       return 1;
     }
     (void)std::snprintf(gpu_name, name_len, "%s", prop.name);
+    *floor_us = launch_floor_us(a);
     for (size_t i = 0; i < kSizes; ++i) {
       const size_t bytes = size_at(i);
       const size_t calls = calls_for(bytes);
@@ -504,22 +558,26 @@ void print_size(size_t bytes) {
 
 int bench_all(const std::vector<int>& ns, int gpus) {
   double* us = shared_array<double>(kSizes * ns.size());
-  double* gbps = shared_array<double>(kSizes);
+  double* stream_us = shared_array<double>(kSizes * ns.size());
+  double* gbps = shared_array<double>(kSizes + 1);  // and the launch floor
   char* gpu_name = shared_array<char>(256);
   for (size_t j = 0; j < ns.size(); ++j) {
-    bench_ranks(ns[j], gpus, us + j * kSizes);
+    bench_ranks(ns[j], gpus, us + j * kSizes, stream_us + j * kSizes);
   }
-  bench_memcpy(gbps, gpu_name, 256);
+  bench_memcpy(gbps, gbps + kSizes, gpu_name, 256);
   std::printf(
-      "\nallreduce f32 sum in place on %s device buffers, %d GPU(s) (%s), rank 0's mean per call;\n"
-      "busbw = bytes / time * 2(N-1)/N; cudaMemcpy: device to device on GPU 0, bytes / time.\n\n| size ",
-      backend_name(), gpus, gpu_name);
+      "\nallreduce f32 sum in place on %s device buffers, %d GPU(s) (%s), rank 0's mean per call:\n"
+      "synchronous, and back to back on a stream (trainit_comm_set_stream; the stream drained at the end);\n"
+      "busbw = bytes / time * 2(N-1)/N (synchronous); cudaMemcpy: device to device on GPU 0, bytes / time.\n"
+      "The floor of a synchronous call, same run: one 4-byte cudaMemsetAsync and a cudaStreamSynchronize, "
+      "%.1f µs.\n\n| size ",
+      backend_name(), gpus, gpu_name, gbps[kSizes]);
   for (const int n : ns) {
-    std::printf("| N=%d µs | N=%d busbw GB/s ", n, n);
+    std::printf("| N=%d µs | N=%d on a stream µs | N=%d busbw GB/s ", n, n, n);
   }
   std::printf("| cudaMemcpy D2D GB/s |\n|---");
   for (size_t j = 0; j < ns.size(); ++j) {
-    std::printf("|--:|--:");
+    std::printf("|--:|--:|--:");
   }
   std::printf("|--:|\n");
   for (size_t i = 0; i < kSizes; ++i) {
@@ -527,7 +585,8 @@ int bench_all(const std::vector<int>& ns, int gpus) {
     for (size_t j = 0; j < ns.size(); ++j) {
       const double t = us[j * kSizes + i];
       const double factor = 2.0 * (ns[j] - 1) / ns[j];
-      std::printf("| %.1f | %.2f ", t, static_cast<double>(size_at(i)) / (t * 1e3) * factor);
+      std::printf("| %.1f | %.1f | %.2f ", t, stream_us[j * kSizes + i],
+                  static_cast<double>(size_at(i)) / (t * 1e3) * factor);
     }
     std::printf("| %.1f |\n", gbps[i]);
   }

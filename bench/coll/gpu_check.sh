@@ -2,7 +2,7 @@
 # gpu_check.sh: the CUDA backend on this node's NVIDIA GPU(s), in one run.
 #
 #  1. builds what it needs in its own build directory (CUDA on: the plugin
-#     libtrainit_coll_cuda.so from src/coll/cuda, bench/coll/gpu_allreduce.cpp,
+#     libtrainit_coll_cuda.so from src/coll/plugins/cuda, bench/coll/gpu_allreduce.cpp,
 #     trainit, trainit-device-check and libtrainit_coll.so; tests off);
 #  2. runs the CUDA backend's check with 2 and then 4 ranks sharing the
 #     GPUs it finds (rank r on GPU r mod G): every collective, dtype and op,
