@@ -9,15 +9,21 @@
 #     in and out of place, in pieces, bitwise equal to the host
 #     communicator's result; then a peer SIGKILLed mid-allreduce must give
 #     the others -ECONNABORTED within a second;
-#  3. prints one markdown table: device allreduce latency and busbw (f32
-#     sum, in place, N = 2 and 4) for 4 B … 256 MiB beside cudaMemcpy
-#     device-to-device bandwidth of the same sizes on GPU 0;
+#  3. prints one markdown table: device allreduce latency, synchronous and
+#     back to back on a stream, and busbw (f32 sum, in place, N = 2 and 4)
+#     for 4 B … 256 MiB beside cudaMemcpy device-to-device bandwidth of the
+#     same sizes on GPU 0 (the physical limit line), with the floor of one
+#     tiny launch and a stream synchronize measured in the same run;
 #  4. where python3 has torch with a GPU: a trainit job of 2 Python ranks
 #     (--mode torchrun, --preflight devices) that reduce CUDA tensors
 #     through the trainit_coll module, checked element for element
 #     (bench/coll/gpu_torch_rank.py), with its timings from Python; then
 #     DDP on CUDA tensors over the torch.distributed backend "trainit"
-#     against gloo (tests/python/torch_test.py).
+#     against gloo (tests/python/torch_test.py);
+#  5. there too: the same allreduce from torch.distributed on CUDA tensors
+#     with 2 and 4 ranks, as same-run references and the Python column:
+#     gloo, the "trainit" backend, and NCCL where every rank has a GPU of
+#     its own (bench/coll/gloo_allreduce.py).
 #
 #   bench/coll/gpu_check.sh [--prebuilt] [--mps] [BUILD_DIR]   (default build/gpu)
 #
@@ -146,4 +152,23 @@ else
     python3 "$root/tests/python/torch_test.py" ddp_on_cuda_tensors_on_two_ranks_trains_to_the_same_parameters_as_gloo ||
     die "DDP on CUDA tensors over the trainit backend failed"
   echo "passed"
+fi
+
+echo "== the same calls from torch.distributed on CUDA tensors, same run (f32 sum in place; BYTES MEDIAN_US CALLS, rank 0)"
+if ! python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  echo "skipped: python3 has no torch that sees a GPU"
+else
+  count=$(wc -l <<<"$gpus")
+  for n in 2 4; do
+    for backend in gloo trainit nccl; do
+      if [ "$backend" = nccl ] && [ "$count" -lt "$n" ]; then
+        echo "-- nccl, $n ranks: skipped ($count GPU(s): NCCL takes one rank per GPU)"
+        continue
+      fi
+      echo "-- $backend, $n ranks"
+      TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} timeout 600 \
+        python3 "$here/gloo_allreduce.py" -n "$n" --backend "$backend" --device cuda --seconds 2 \
+        8 1048576 16777216 268435456 || echo "($backend with $n ranks failed: the lines above say why)"
+    done
+  done
 fi
