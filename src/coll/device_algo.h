@@ -8,19 +8,20 @@
 // published s + 1, so a rank reads its peers' step-s data between its wait
 // for s and its publish of s + 1.
 //
-// Each rank's staging (mapped by every peer once, at init) holds its step
-// lines and, per step parity, an "in" and an "out" quarter. A call's data
-// goes in pieces of at most a quarter; a piece is cut into `blocks` slices,
-// and slice b moves only through the lines and bytes of block b, on every
-// rank alike: the blocks of one call never wait for each other (a GPU runs
+// Each rank's staging (mapped by every peer once, at init) holds a step
+// line per block and, per step parity, an "in" and an "out" quarter. The
+// call's elements are split between `blocks` blocks (of every segment, for
+// a reduce_scatter); block b moves its share in pieces through its own
+// region of each quarter and its own line, for good, on every rank alike:
+// blocks never wait for each other, in one call or across calls (a GPU runs
 // them side by side, the fake device one after the other).
-//   - a piece of a broadcast, allgather or reduce_scatter, and one of an
-//     allreduce or reduce of at most Call::one_shot_max bytes, is one step
-//     (one-shot): every rank stages its contribution, then reads all of
-//     them, and a reduction folds ranks 0, 1, …, n-1 in that order;
-//   - a larger allreduce or reduce piece is two (two-shot): each rank folds
-//     its share of the slice from every rank, in rank order, into its out
-//     quarter; at the next step the writers copy every share.
+//   - broadcast, allgather and reduce_scatter, and an allreduce or reduce of
+//     at most Call::one_shot_max bytes a rank, go one step a piece
+//     (one-shot): every rank stages its piece, then reads all of them, and a
+//     reduction folds ranks 0, 1, …, n-1 in that order;
+//   - a larger allreduce or reduce goes two steps a piece (two-shot): each
+//     rank folds its share of the piece from every rank, in rank order, into
+//     its out region; after the next step the writers copy every share.
 // Both give every writer bitwise the same result, and the host path's.
 //
 // A call's first step carries a descriptor (Call::desc, Call::count) beside
