@@ -1,4 +1,4 @@
-// What a device check (trainit-device-check, src/coll/device_check.cpp)
+// What a device check (trainit-device-check, init/tools/device_check.cpp)
 // tells PID 1, and the one line its ends make: pure, bounded, for the
 // device preflight (device_preflight.h) and its fuzz target. Nothing a check
 // writes is trusted: stdout may carry only the step names in their order,

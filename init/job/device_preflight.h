@@ -1,5 +1,5 @@
 // The device preflight (--preflight devices, docs/modes/device-preflight.md):
-// before a start's ranks, one trainit-device-check (src/coll/device_check.cpp)
+// before a start's ranks, one trainit-device-check (init/tools/device_check.cpp)
 // per local device, each with the environment the plan gives the rank of that
 // device, proves that the devices open, allocate, meet and sum a known
 // pattern exactly through the collective library. A device that fails, is

@@ -323,40 +323,40 @@ TEST_P(DeviceCollectives, AllreduceOnDeviceBuffersEqualsTheHostAllreduceBitForBi
 
 TEST_P(DeviceCollectives, AllreduceLargerThanTheStagingGoesInPiecesAndStillEqualsTheHost) {
   for (const bool in_place : {false, true}) {
-    expect_equal({Kind::kAllreduce, 5000, in_place, 4096, 0});
+    expect_equal({Kind::kAllreduce, 5000, in_place, 16384, 0});
   }
 }
 
 TEST_P(DeviceCollectives, TwoShotAllreduceAndReduceEqualTheHostInOnePieceAndInMany) {
   for (const bool in_place : {false, true}) {
     expect_equal({Kind::kAllreduce, 1001, in_place, 0, 64});
-    expect_equal({Kind::kAllreduce, 3000, in_place, 4096, 64});
-    expect_equal({Kind::kReduce, 777, in_place, 4096, 64});
+    expect_equal({Kind::kAllreduce, 3000, in_place, 16384, 64});
+    expect_equal({Kind::kReduce, 777, in_place, 16384, 64});
   }
 }
 
 TEST_P(DeviceCollectives, ReduceOnDeviceBuffersEqualsTheHostReduceOnTheRoot) {
   for (const bool in_place : {false, true}) {
-    expect_equal({Kind::kReduce, 777, in_place, 4096, 0});
+    expect_equal({Kind::kReduce, 777, in_place, 16384, 0});
   }
 }
 
 TEST_P(DeviceCollectives, ReduceScatterOnDeviceBuffersEqualsTheHostReduceScatter) {
   for (const bool in_place : {false, true}) {
     expect_equal({Kind::kReduceScatter, 300, in_place, 0, 0});
-    expect_equal({Kind::kReduceScatter, 1500, in_place, 4096, 0});
+    expect_equal({Kind::kReduceScatter, 1500, in_place, 16384, 0});
   }
 }
 
 TEST_P(DeviceCollectives, AllgatherOnDeviceBuffersEqualsTheHostAllgather) {
   for (const bool in_place : {false, true}) {
     expect_equal({Kind::kAllgather, 333, in_place, 0, 0});
-    expect_equal({Kind::kAllgather, 1500, in_place, 4096, 0});
+    expect_equal({Kind::kAllgather, 1500, in_place, 16384, 0});
   }
 }
 
 TEST_P(DeviceCollectives, BroadcastOnDeviceBuffersEqualsTheHostBroadcast) {
-  expect_equal({Kind::kBroadcast, 2500, false, 4096, 0});
+  expect_equal({Kind::kBroadcast, 2500, false, 4096, 0});  // the smallest staging
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceCollectives,
