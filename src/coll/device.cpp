@@ -158,19 +158,20 @@ void close_imports(DeviceComm* d, int n, int rank) {
   }
 }
 
-// The slices of every piece: a GPU runs them side by side (a block of
-// threads each); the fake device one after the other, two of them, so that
-// its tests cross slices; a backend driven from the host runs one.
-// Each holds at least a reduce_scatter's element of every rank, in each of
-// its regions (device_algo.h).
+// The blocks a call's elements are split between (device_algo.h), for a
+// backend that launches: a GPU runs them side by side (a block of threads
+// each); the fake device one after the other, two of them, so that its
+// tests cross blocks. Each region still holds a reduce_scatter's element of
+// every rank.
 int blocks_of(const trainit_coll_backend* b, uint64_t quarter) {
-  const int want = b->launch == nullptr ? 1 : std::strcmp(b->name, "cuda") == 0 ? 16 : 2;
+  const int want = std::strcmp(b->name, "cuda") == 0 ? 16 : 2;
   const auto fits = static_cast<int>(quarter / (kMaxPeerSockRanks * sizeof(uint64_t)));
   return want < fits ? want : fits;
 }
 
 // A backend that launches has its four entries (backend.h) and a status
-// and abort word for its calls.
+// and abort word for its calls (words); one without them, or with only some,
+// is driven from the host, one block.
 int prepare_launches(DeviceComm* d) {
   const trainit_coll_backend* b = d->b;
   if (b->launch == nullptr || b->query == nullptr || b->host_mapped == nullptr || b->free_host_mapped == nullptr) {

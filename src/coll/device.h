@@ -15,8 +15,9 @@ struct DeviceComm {
   unsigned char* staging;                   // this rank's (device_algo.h's layout)
   uint64_t quarter;                         // bytes of each of its in and out quarters
   unsigned char* peers[kMaxPeerSockRanks];  // every rank's staging; this rank's own at [rank]
-  // Backends that launch (backend.h, ABI 4): the abort word at [0] and the
-  // status at [kStatusWord], host memory the device sees at words_device.
+  // Backends that launch (backend.h, ABI 4: all four entries): the abort
+  // word at [0] and the status at [kStatusWord], host memory the device sees
+  // at words_device; nullptr for a backend the host drives.
   uint32_t* words;
   void* words_device;
   int blocks;               // the slices of every piece: the same on every rank of a backend

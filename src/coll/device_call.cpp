@@ -288,7 +288,7 @@ int device_call(trainit_comm* c, const DeviceCall& q) {
     coll_arena_abort(c->base, c->n);
     return r;
   }
-  if (d->b->launch != nullptr) {
+  if (d->words != nullptr) {  // the backend launches (prepare_launches)
     return launched(c, d, a);
   }
   ArenaLanes lanes(c, d->b);

@@ -35,6 +35,7 @@
 #include <cstring>
 
 #include "coll/comm.h"
+#include "coll/device_algo.h"
 
 namespace trainit::coll {
 
@@ -44,7 +45,7 @@ inline constexpr uint64_t kMaxCount = 1ULL << 40;
 // The descriptor's layout: kind 4 bits, dtype 4, op 2, root 11 (10–20), the
 // three flags (21–23), count from bit 24. Streaming: rank 0's choice of
 // how a chunked call hands its data over, which every rank follows.
-inline constexpr uint64_t kDescInvalid = 1ULL << 21;
+inline constexpr uint64_t kDescInvalid = dev::kDescInvalid;
 inline constexpr uint64_t kDescZeroCopy = 1ULL << 22;
 inline constexpr uint64_t kDescStream = 1ULL << 23;
 inline constexpr uint64_t kDescFlags = kDescInvalid | kDescZeroCopy | kDescStream;
@@ -315,10 +316,9 @@ inline int precheck(const trainit_comm* c) {
 // descriptor between the entry point and that step would be a measurable
 // share of it. Inlined, each entry point folds its collective's constants in.
 
+// The device algorithm's fields (dev::pack), the count where its blocks are.
 inline uint64_t descriptor(const Request& q) {
-  const auto field = [](int v, int bits) { return static_cast<uint64_t>(v) & ((1ULL << bits) - 1); };
-  return field(static_cast<int>(q.kind), 4) | field(q.dtype, 4) << 4 | field(q.op, 2) << 8 | field(q.root, 11) << 10 |
-         (q.count & (kMaxCount - 1)) << 24 | (q.valid ? 0 : kDescInvalid);
+  return dev::pack(q.kind, q.dtype, q.op, q.root) | (q.count & (kMaxCount - 1)) << 24 | (q.valid ? 0 : kDescInvalid);
 }
 
 inline Call::Call(trainit_comm* c, CollOp kind) : c_(c), deadline_(0) {

@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "coll/device_algo.h"
 #include "coll/plugins/cuda/dtypes.cuh"
 #include "coll/plugins/cuda/reduce_kernels.h"
-#include "coll/device_algo.h"
 
 namespace trainit::coll::cuda {
 namespace {
@@ -55,9 +55,11 @@ __device__ __forceinline__ T load_cg(const T* p) {
   return v;
 }
 
-template <class D, int Op>
+template <class D>
 class Lanes {
  public:
+  __device__ explicit Lanes(int op) : op_(op) {}
+
   __device__ int sync() {
     __syncthreads();
     return 0;
@@ -143,8 +145,24 @@ class Lanes {
     return 0;
   }
 
-  // dst[i] = srcs[0][i] op … op srcs[n-1][i], in that order (kernels.h).
+  // dst[i] = srcs[0][i] op … op srcs[n-1][i], in that order (kernels.h);
+  // the op is the call's, alike for every thread: one loop each.
   __device__ int fold(void* dst, const void* const* srcs, int n, size_t count) {
+    switch (op_) {
+      case TRAINIT_SUM:
+        return fold_as<TRAINIT_SUM>(dst, srcs, n, count);
+      case TRAINIT_PROD:
+        return fold_as<TRAINIT_PROD>(dst, srcs, n, count);
+      case TRAINIT_MIN:
+        return fold_as<TRAINIT_MIN>(dst, srcs, n, count);
+      default:
+        return fold_as<TRAINIT_MAX>(dst, srcs, n, count);
+    }
+  }
+
+ private:
+  template <int Op>
+  __device__ int fold_as(void* dst, const void* const* srcs, int n, size_t count) {
     using T = typename D::T;
     auto* out = static_cast<T*>(dst);
     for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
@@ -164,22 +182,25 @@ class Lanes {
     }
     return 0;
   }
+
+  int op_;
 };
 
-template <class D, int Op>
+template <class D>
 __global__ void __launch_bounds__(kThreads) collective(dev::Call a) {
-  Lanes<D, Op> x;
-  dev::Block<Lanes<D, Op>> block(x, a, static_cast<int>(blockIdx.x));
+  Lanes<D> x(a.op);
+  dev::Block<Lanes<D>> block(x, a, static_cast<int>(blockIdx.x));
   const int r = block.run();
   if (r != 0 && threadIdx.x == 0) {
     atomicCAS(a.status, 0, r);
   }
 }
 
-template <class D, int Op>
+// One kernel per element type; the op is the call's argument.
+template <class D, int>
 struct Launch {
   static int run(const dev::Call* a, cudaStream_t stream) {
-    collective<D, Op><<<static_cast<unsigned>(a->blocks), kThreads, 0, stream>>>(*a);
+    collective<D><<<static_cast<unsigned>(a->blocks), kThreads, 0, stream>>>(*a);
     return static_cast<int>(cudaGetLastError());
   }
 };
@@ -190,7 +211,10 @@ int launch_collective(const dev::Call& a, cudaStream_t stream) {
   if (!dev::reduces(a.kind)) {
     return Launch<U8, TRAINIT_SUM>::run(&a, stream);  // copies only
   }
-  return with_type<Launch>(a.dtype, a.op, &a, stream);
+  if (a.op < TRAINIT_SUM || a.op > TRAINIT_MAX) {
+    return -EOPNOTSUPP;
+  }
+  return with_type<Launch>(a.dtype, TRAINIT_SUM, &a, stream);
 }
 
 }  // namespace trainit::coll::cuda
