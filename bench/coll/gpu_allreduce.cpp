@@ -16,6 +16,11 @@
 //     (TRAINIT_COLL_BACKEND=/path/libtrainit_coll_fakedev.so) runs it where
 //     there is no GPU: how the check itself is tried.
 //
+//   gpu_allreduce sweep N
+//     what a GPU is tuned by: the same allreduce at 4 B … 256 MiB for each
+//     of a few block counts (TRAINIT_COLL_DEVICE_BLOCKS) and one-shot bounds
+//     (TRAINIT_COLL_DEVICE_ONE_SHOT), a communicator each: one table.
+//
 //   gpu_allreduce bench N...
 //     f32 sum in place on device buffers (trainit_device_alloc), 4 B …
 //     256 MiB: the mean latency of one call on rank 0, synchronous and back
@@ -39,6 +44,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -427,12 +433,17 @@ int stream_calls(trainit_comm* dev, void* buf, size_t count, size_t calls, doubl
   return r != 0 ? r : q;
 }
 
-// Rank 0's mean µs per call for every size, into us[i], and back to back on
-// a stream into stream_us[i].
-void bench_ranks(int n, int gpus, double* us, double* stream_us) {
-  const std::string name = "gpu-bench-" + std::to_string(getpid()) + "-" + std::to_string(n);
+// Rank 0's mean µs per call for each size of `sizes` (indices of size_at),
+// synchronous into us[k] and back to back on a stream into stream_us[k];
+// each rank runs `setup` first (a sweep's settings).
+void bench_ranks(int n, int gpus, const std::vector<size_t>& sizes, const std::function<void()>& setup, double* us,
+                 double* stream_us) {
+  static int runs = 0;
+  const std::string name =
+      "gpu-bench-" + std::to_string(getpid()) + "-" + std::to_string(n) + "-" + std::to_string(++runs);
   const std::vector<int> st = run_ranks(n, kCheckDeadline, [&](int rank) {
     see_one_gpu(rank, gpus);
+    setup();
     trainit_comm* dev = join(name, rank, n, backend_name());
     void* buf = nullptr;
     std::vector<unsigned char> zeros(kMaxBytes, 0);
@@ -441,32 +452,33 @@ void bench_ranks(int n, int gpus, double* us, double* stream_us) {
       (void)std::fprintf(stderr, "rank %d: device_alloc of 256 MiB: %s\n", rank, trainit_backend_error());
       return 1;
     }
-    for (size_t i = 0; i < kSizes; ++i) {
-      const size_t count = size_at(i) / 4;
-      const size_t calls = calls_for(size_at(i));
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const size_t bytes = size_at(sizes[k]);
+      const size_t count = bytes / 4;
+      const size_t calls = calls_for(bytes);
       int r = 0;
       for (int warm = 0; warm < 2 && r == 0; ++warm) {
         r = trainit_allreduce(dev, buf, buf, count, TRAINIT_F32, TRAINIT_SUM);
       }
       r = r != 0 ? r : trainit_barrier(dev);
       const bench::Ns t0 = bench::now_ns();
-      for (size_t k = 0; k < calls && r == 0; ++k) {
+      for (size_t c = 0; c < calls && r == 0; ++c) {
         r = trainit_allreduce(dev, buf, buf, count, TRAINIT_F32, TRAINIT_SUM);
       }
       if (r != 0) {
-        (void)std::fprintf(stderr, "rank %d: allreduce of %zu bytes: %s\n", rank, size_at(i), trainit_strerror(r));
+        (void)std::fprintf(stderr, "rank %d: allreduce of %zu bytes: %s\n", rank, bytes, trainit_strerror(r));
         return 1;
       }
       const double took = static_cast<double>(bench::now_ns() - t0) / 1e3 / static_cast<double>(calls);
       double on_stream = 0;
       if ((r = stream_calls(dev, buf, count, calls, &on_stream)) != 0) {
-        (void)std::fprintf(stderr, "rank %d: %zu bytes on a stream: %s\n", rank, size_at(i), trainit_strerror(r));
+        (void)std::fprintf(stderr, "rank %d: %zu bytes on a stream: %s\n", rank, bytes, trainit_strerror(r));
         return 1;
       }
       if (rank == 0) {
-        us[i] = took;
-        stream_us[i] = on_stream;
-        (void)std::fprintf(stderr, "  N=%d, %zu B: %.1f µs, on a stream %.1f\n", n, size_at(i), took,
+        us[k] = took;
+        stream_us[k] = on_stream;
+        (void)std::fprintf(stderr, "  N=%d, %zu B: %.1f µs, on a stream %.1f\n", n, bytes, took,
                            on_stream);  // progress
       }
     }
@@ -561,8 +573,13 @@ int bench_all(const std::vector<int>& ns, int gpus) {
   double* stream_us = shared_array<double>(kSizes * ns.size());
   double* gbps = shared_array<double>(kSizes + 1);  // and the launch floor
   char* gpu_name = shared_array<char>(256);
+  std::vector<size_t> all(kSizes);
+  for (size_t i = 0; i < kSizes; ++i) {
+    all[i] = i;
+  }
   for (size_t j = 0; j < ns.size(); ++j) {
-    bench_ranks(ns[j], gpus, us + j * kSizes, stream_us + j * kSizes);
+    bench_ranks(
+        ns[j], gpus, all, [] {}, us + j * kSizes, stream_us + j * kSizes);
   }
   bench_memcpy(gbps, gbps + kSizes, gpu_name, 256);
   std::printf(
@@ -593,6 +610,41 @@ int bench_all(const std::vector<int>& ns, int gpus) {
   return 0;
 }
 
+// The settings a GPU is tuned by, each a communicator of N ranks: the block
+// count (TRAINIT_COLL_DEVICE_BLOCKS) and the one-shot bound
+// (TRAINIT_COLL_DEVICE_ONE_SHOT), at the sizes they move.
+struct Setting {
+  int blocks;
+  size_t one_shot;
+};
+constexpr Setting kSweep[] = {{1, 256 << 10},  {4, 256 << 10}, {8, 256 << 10}, {16, 256 << 10},
+                              {32, 256 << 10}, {16, 64 << 10}, {16, 1 << 20},  {16, 4 << 20}};
+
+int sweep(int n, int gpus) {
+  const std::vector<size_t> sizes = {0, 8, 9, 10, 13};  // 4 B, 256 KiB, 1 MiB, 4 MiB, 256 MiB
+  std::printf(
+      "\nallreduce f32 sum in place, %d ranks, rank 0's mean µs per call (synchronous; 4 B also back to back on a "
+      "stream), by TRAINIT_COLL_DEVICE_BLOCKS and TRAINIT_COLL_DEVICE_ONE_SHOT:\n\n"
+      "| blocks | one-shot up to | 4 B | 4 B on a stream | 256 KiB | 1 MiB | 4 MiB | 256 MiB | 256 MiB busbw GB/s |\n"
+      "|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+      n);
+  double* us = shared_array<double>(sizes.size());
+  double* stream_us = shared_array<double>(sizes.size());
+  for (const Setting& set : kSweep) {
+    bench_ranks(
+        n, gpus, sizes,
+        [&] {
+          setenv("TRAINIT_COLL_DEVICE_BLOCKS", std::to_string(set.blocks).c_str(), 1);
+          setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", std::to_string(set.one_shot).c_str(), 1);
+        },
+        us, stream_us);
+    std::printf("| %d | %zu KiB | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", set.blocks, set.one_shot >> 10,
+                us[0], stream_us[0], us[1], us[2], us[3], us[4],
+                static_cast<double>(kMaxBytes) / (us[4] * 1e3) * 2.0 * (n - 1) / n);
+  }
+  return 0;
+}
+
 int ranks_arg(const char* s) {
   char* end = nullptr;
   const long n = std::strtol(s, &end, 10);
@@ -605,8 +657,9 @@ int ranks_arg(const char* s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3 || (std::strcmp(argv[1], "check") != 0 && std::strcmp(argv[1], "bench") != 0)) {
-    bench::die("usage: gpu_allreduce check N [--without-gpu] | gpu_allreduce bench N...");
+  const bool is_sweep = argc == 3 && std::strcmp(argv[1], "sweep") == 0;
+  if (argc < 3 || (std::strcmp(argv[1], "check") != 0 && std::strcmp(argv[1], "bench") != 0 && !is_sweep)) {
+    bench::die("usage: gpu_allreduce check N [--without-gpu] | gpu_allreduce bench N... | gpu_allreduce sweep N");
   }
   (void)std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (std::strcmp(argv[1], "check") == 0) {
@@ -619,6 +672,9 @@ int main(int argc, char** argv) {
     return check(ranks_arg(argv[2]), without_gpu ? 1 : count_gpus());
   }
   const int gpus = count_gpus();
+  if (is_sweep) {
+    return sweep(ranks_arg(argv[2]), gpus);
+  }
   std::vector<int> ns;
   for (int i = 2; i < argc; ++i) {
     ns.push_back(ranks_arg(argv[i]));

@@ -13,7 +13,10 @@
 #     back to back on a stream, and busbw (f32 sum, in place, N = 2 and 4)
 #     for 4 B … 256 MiB beside cudaMemcpy device-to-device bandwidth of the
 #     same sizes on GPU 0 (the physical limit line), with the floor of one
-#     tiny launch and a stream synchronize measured in the same run;
+#     tiny launch and a stream synchronize measured in the same run; then
+#     the same allreduce for a few settings of TRAINIT_COLL_DEVICE_BLOCKS and
+#     TRAINIT_COLL_DEVICE_ONE_SHOT, 2 ranks (gpu_allreduce sweep): what the
+#     defaults are tuned by;
 #  4. where python3 has torch with a GPU: a trainit job of 2 Python ranks
 #     (--mode torchrun, --preflight devices) that reduce CUDA tensors
 #     through the trainit_coll module, checked element for element
@@ -129,6 +132,9 @@ done
 
 echo "== allreduce beside cudaMemcpy"
 "$program" bench 2 4 || die "the bench failed"
+
+echo "== what the GPU is tuned by: blocks and the one-shot bound, 2 ranks"
+"$program" sweep 2 || die "the sweep failed"
 
 echo "== a trainit job of 2 Python ranks reducing CUDA tensors"
 trainit=$build/init/trainit

@@ -113,12 +113,25 @@ struct PeerHello {
   uint64_t arena_id;
   int32_t rank;
   int32_t size;
+  // What shapes every call's steps: ranks that differ would wait on steps
+  // their peers never take.
+  int32_t blocks;
+  int32_t unused;  // no padding goes out
+  uint64_t one_shot_max;
 };
+static_assert(sizeof(PeerHello) == 40);
 
 // Every socket must lead to the peer of this arena it stands for: each side
-// says who it is, and checks the other.
-int greet_peers(const trainit_comm* c) {
-  const PeerHello mine{kPeerMagic, arena_header(c->base)->job_id, c->rank, c->n};
+// says who it is, and checks the other; then that the peer splits calls as
+// this rank does.
+int greet_peers(const trainit_comm* c, const DeviceComm* d) {
+  PeerHello mine{};
+  mine.magic = kPeerMagic;
+  mine.arena_id = arena_header(c->base)->job_id;
+  mine.rank = c->rank;
+  mine.size = c->n;
+  mine.blocks = d->blocks;
+  mine.one_shot_max = d->one_shot_max;
   for (int p = 0; p < c->n; ++p) {
     if (p != c->rank) {
       const int r = coll_send_handle(c->peer_socks[p], &mine, sizeof mine, -1);
@@ -127,6 +140,7 @@ int greet_peers(const trainit_comm* c) {
       }
     }
   }
+  bool alike = true;
   for (int p = 0; p < c->n; ++p) {
     if (p == c->rank) {
       continue;
@@ -145,8 +159,12 @@ int greet_peers(const trainit_comm* c) {
         theirs.rank != p || theirs.size != c->n) {
       return fail(-EPROTO, "a peer socket does not lead to that local rank of this communicator");
     }
+    alike = alike && theirs.blocks == mine.blocks && theirs.one_shot_max == mine.one_shot_max;
   }
-  return 0;
+  return alike ? 0
+               : fail(-EINVAL,
+                      "the local ranks differ in TRAINIT_COLL_DEVICE_BLOCKS or TRAINIT_COLL_DEVICE_ONE_SHOT (every "
+                      "rank must set them alike)");
 }
 
 void close_imports(DeviceComm* d, int n, int rank) {
@@ -161,10 +179,25 @@ void close_imports(DeviceComm* d, int n, int rank) {
 // The blocks a call's elements are split between (device_algo.h), for a
 // backend that launches: a GPU runs them side by side (a block of threads
 // each); the fake device one after the other, two of them, so that its
-// tests cross blocks. Each region still holds a reduce_scatter's element of
-// every rank.
+// tests cross blocks. TRAINIT_COLL_DEVICE_BLOCKS sets another count (1 …
+// dev::kMaxBlocks), the same on every rank (the hello checks it). Each
+// region still holds a reduce_scatter's element of every rank: at most
+// that many. The count, or -EINVAL (said why) for a malformed value.
 int blocks_of(const trainit_coll_backend* b, uint64_t quarter) {
-  const int want = std::strcmp(b->name, "cuda") == 0 ? 16 : 2;
+  int want = std::strcmp(b->name, "cuda") == 0 ? 16 : 2;
+  if (const char* v = std::getenv("TRAINIT_COLL_DEVICE_BLOCKS"); v != nullptr && *v != '\0') {
+    long n = 0;
+    for (const char* at = v; n <= dev::kMaxBlocks && *at != '\0'; ++at) {
+      n = *at >= '0' && *at <= '9' ? n * 10 + (*at - '0') : dev::kMaxBlocks + 1;
+    }
+    if (n < 1 || n > dev::kMaxBlocks) {
+      char why[128];
+      (void)std::snprintf(why, sizeof why, "TRAINIT_COLL_DEVICE_BLOCKS=\"%.40s\" is not a block count from 1 to %d", v,
+                          dev::kMaxBlocks);
+      return fail(-EINVAL, why);
+    }
+    want = static_cast<int>(n);
+  }
   const auto fits = static_cast<int>(quarter / (kMaxPeerSockRanks * sizeof(uint64_t)));
   return want < fits ? want : fits;
 }
@@ -178,13 +211,16 @@ int prepare_launches(DeviceComm* d) {
     d->blocks = 1;
     return 0;
   }
+  d->blocks = blocks_of(b, d->quarter);
+  if (d->blocks < 0) {
+    return d->blocks;
+  }
   void* host = nullptr;
   const int r = b->host_mapped(sizeof(uint32_t) * 2 * kStatusWord, &host, &d->words_device);
   if (r < 0) {
     return fail(r, "cannot allocate the collectives' status words");
   }
   d->words = static_cast<uint32_t*>(host);
-  d->blocks = blocks_of(b, d->quarter);
   return 0;
 }
 
@@ -256,7 +292,7 @@ int attach_device(trainit_comm* c, const char* name) {
   d->peers[c->rank] = d->staging;
   if (c->n > 1) {
     set_socket_timeouts(c);
-    r = greet_peers(c);
+    r = greet_peers(c, d);
     void* peers[kMaxPeerSockRanks] = {};
     if (r == 0 && (r = coll_backend_exchange(b, c->peer_socks, staging, bytes, c->n, c->rank, peers)) < 0) {
       r = r == -EINVAL && coll_backend_last_error()[0] != '\0'

@@ -119,10 +119,20 @@ TRAINIT_HD uint64_t region(const Call& a) {
   return a.quarter / static_cast<uint64_t>(a.blocks) / 64 * 64;
 }
 
+// The elements of 16 bytes: what a call's parts and pieces are multiples
+// of where they can be, so that each starts as aligned as the whole and
+// moves in 16-byte vectors.
+TRAINIT_HD uint64_t grain(const Call& a) {
+  return a.elem >= 16 ? 1 : 16 / a.elem;
+}
+
 // Elements of one piece, per rank (reduce_scatter: per segment).
 TRAINIT_HD uint64_t piece_elems(const Call& a) {
   uint64_t per = region(a) / a.elem;
-  per = a.kind == kReduceScatter ? per / static_cast<uint64_t>(a.n) : per;
+  if (a.kind == kReduceScatter) {
+    per /= static_cast<uint64_t>(a.n);
+    per = per >= grain(a) ? per / grain(a) * grain(a) : per;
+  }
   return per == 0 ? 1 : per;
 }
 
@@ -174,16 +184,19 @@ TRAINIT_HD unsigned char* out(const Call& a, int p, uint64_t s, int b) {
   return in(a, p, s, b) + a.quarter;
 }
 
-// Element range [lo, hi) of len that part i of k owns.
+// Element range [lo, hi) of len that part i of k owns: its bounds but the
+// last are multiples of g elements (grain()).
 struct Range {
   uint64_t lo;
   uint64_t hi;
   TRAINIT_HD uint64_t len() const { return hi - lo; }
 };
 
-TRAINIT_HD Range part(uint64_t len, int k, int i) {
-  return {len * static_cast<uint64_t>(i) / static_cast<uint64_t>(k),
-          len * static_cast<uint64_t>(i + 1) / static_cast<uint64_t>(k)};
+TRAINIT_HD Range part(uint64_t len, int k, int i, uint64_t g) {
+  const auto bound = [&](int j) {
+    return j == k ? len : len * static_cast<uint64_t>(j) / static_cast<uint64_t>(k) / g * g;
+  };
+  return {bound(i), bound(i + 1)};
 }
 
 // One block's whole call: its share of the elements (of every segment, for
@@ -198,7 +211,7 @@ class Block {
     uint64_t s = x_.last_step(b_, a_);
     const uint64_t per = piece_elems(a_);
     const bool two = two_shot(a_);
-    const Range mine = part(a_.count, a_.blocks, b_);
+    const Range mine = part(a_.count, a_.blocks, b_, grain(a_));
     bool first = true;
     for (uint64_t at = mine.lo; first || at < mine.hi; at += per) {
       const Range piece{at, mine.hi - at < per ? mine.hi : at + per};
@@ -310,7 +323,7 @@ class Block {
   // Two-shot, step s: this rank's share of the piece from every rank, in
   // rank order, into its out region.
   TRAINIT_HD int fold_share(uint64_t s, Range piece) {
-    const Range share = part(piece.len(), a_.n, a_.rank);
+    const Range share = part(piece.len(), a_.n, a_.rank, grain(a_));
     const void* srcs[kMaxRanks];
     for (int p = 0; p < a_.n; ++p) {
       srcs[p] = in_of(p, s) + off(share.lo);
@@ -322,7 +335,7 @@ class Block {
   TRAINIT_HD int gather_shares(uint64_t s, Range piece) {
     int r = 0;
     for (int p = 0; r == 0 && writer() && p < a_.n; ++p) {
-      const Range share = part(piece.len(), a_.n, p);
+      const Range share = part(piece.len(), a_.n, p, grain(a_));
       r = x_.copy(a_.recv + off(piece.lo + share.lo), out(a_, p, s, b_) + off(share.lo), off(share.len()));
     }
     return r;

@@ -327,4 +327,31 @@ TEST(CollDeviceAlgo, ACallOfNoElementsStillAgreesAndTakesItsStep) {
   EXPECT_EQ(rc, std::vector<int>({0, 0}));
 }
 
+// Parts start on 16-byte bounds (an aligned buffer's parts move in vectors
+// on the GPU), tile the whole in order, and give the rest to the last.
+TEST(CollDeviceAlgo, PartsTileTheWholeAndAllButTheLastEndOnSixteenByteBounds) {
+  for (const uint64_t elem : {1U, 2U, 4U, 8U}) {
+    dev::Call a{};
+    a.elem = static_cast<uint32_t>(elem);
+    const uint64_t g = dev::grain(a);
+    EXPECT_EQ(g * elem, 16U);
+    for (const uint64_t len : {0U, 1U, 15U, 16U, 17U, 1000U, 100003U}) {
+      for (const int k : {1, 2, 3, 7, 16, 32}) {
+        uint64_t at = 0;
+        for (int i = 0; i < k; ++i) {
+          const dev::Range r = dev::part(len, k, i, g);
+          ASSERT_EQ(r.lo, at) << "elem " << elem << ", len " << len << ", part " << i << " of " << k;
+          ASSERT_LE(r.lo, r.hi);
+          if (i + 1 < k) {
+            ASSERT_EQ(r.hi % g, 0U);
+            ASSERT_LE(r.len(), len / static_cast<uint64_t>(k) + g);
+          }
+          at = r.hi;
+        }
+        EXPECT_EQ(at, len);
+      }
+    }
+  }
+}
+
 }  // namespace

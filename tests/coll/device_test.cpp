@@ -178,6 +178,7 @@ struct Case {
   bool in_place;
   size_t staging;   // TRAINIT_COLL_DEVICE_STAGING: small ones make many pieces
   size_t one_shot;  // TRAINIT_COLL_DEVICE_ONE_SHOT (0: the default): small ones make allreduce two-shot
+  int blocks = 0;   // TRAINIT_COLL_DEVICE_BLOCKS (0: the backend's)
 };
 
 const char* kind_name(Kind k) {
@@ -285,6 +286,9 @@ void expect_device_equals_host(Backend backend, int n, const Case& k) {
     }
     if (k.one_shot != 0) {
       setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", std::to_string(k.one_shot).c_str(), 1);
+    }
+    if (k.blocks != 0) {
+      setenv("TRAINIT_COLL_DEVICE_BLOCKS", std::to_string(k.blocks).c_str(), 1);
     }
     Pair p = join(name, rank, n, backend, mock.path);
     for (int dtype = 0; dtype < kDtypes; ++dtype) {
@@ -394,6 +398,51 @@ TEST(DeviceComm, RanksThatDisagreeOnACallAllGetEinvalAndStayUsable) {
   for (int s : status) {
     EXPECT_EQ(s, 0);
   }
+}
+
+TEST(DeviceComm, SevenBlocksSplitEveryCollectiveAndEachStillEqualsTheHostBitForBit) {
+  for (const bool in_place : {false, true}) {
+    expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllreduce, 5000, in_place, 16384, 0, 7});
+    expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllreduce, 3000, in_place, 16384, 64, 7});
+    expect_device_equals_host(Backend::kFakedev, 3, {Kind::kReduce, 777, in_place, 16384, 64, 7});
+    expect_device_equals_host(Backend::kFakedev, 3, {Kind::kReduceScatter, 1500, in_place, 16384, 0, 7});
+    expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllgather, 1500, in_place, 16384, 0, 7});
+  }
+  expect_device_equals_host(Backend::kFakedev, 3, {Kind::kBroadcast, 2500, false, 16384, 0, 7});
+}
+
+// Each rank's init with its own settings: how it ended, and the error.
+std::vector<int> init_with(int n, const std::function<void(int)>& set) {
+  const std::string name = unique_name("settings");
+  return run_ranks(n, [&](int rank) {
+    set(rank);
+    trainit_comm* c = nullptr;
+    const int r = trainit_comm_init_backend(&c, name.c_str(), rank, n, TRAINIT_FAKEDEV_PLUGIN);
+    if (r == 0) {
+      CHILD_CHECK(trainit_comm_destroy(c) == 0, "destroy");
+      return 0;
+    }
+    CHILD_CHECK(c == nullptr, "a failed init left a communicator");
+    (void)std::fprintf(stderr, "rank %d: %s\n", rank, trainit_backend_error());
+    return std::strstr(trainit_backend_error(), "TRAINIT_COLL_DEVICE_BLOCKS") != nullptr && r == -EINVAL ? 3 : 4;
+  });
+}
+
+TEST(DeviceComm, RanksThatSplitCallsDifferentlyFailInitWithEinvalNamingTheVariables) {
+  // 3: -EINVAL naming the variable (init_with).
+  EXPECT_EQ(init_with(2, [](int rank) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", rank == 0 ? "3" : "5", 1); }),
+            (std::vector<int>{3, 3}));
+  EXPECT_EQ(init_with(3, [](int rank) { setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", rank == 2 ? "4096" : "8192", 1); }),
+            (std::vector<int>{3, 3, 3}));
+  EXPECT_EQ(init_with(2, [](int) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", "5", 1); }), (std::vector<int>{0, 0}));
+}
+
+TEST(DeviceComm, ADeviceBlockCountOutsideOneTo32FailsInitWithEinvalNamingIt) {
+  for (const char* bad : {"0", "33", "-1", "4x", " 4"}) {
+    EXPECT_EQ(init_with(1, [&](int) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", bad, 1); }), (std::vector<int>{3}))
+        << "TRAINIT_COLL_DEVICE_BLOCKS=\"" << bad << "\"";
+  }
+  EXPECT_EQ(init_with(1, [](int) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", "32", 1); }), (std::vector<int>{0}));
 }
 
 // Three fake-device ranks; rank 2 never enters the collective and is
