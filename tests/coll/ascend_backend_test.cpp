@@ -145,6 +145,9 @@ struct MockAcl {
   aclError (*memcpy)(void*, size_t, const void*, size_t, int);
   aclError (*memcpy_async)(void*, size_t, const void*, size_t, int, void*);
   aclError (*synchronize_device)();
+  aclError (*create_stream)(void**);
+  aclError (*synchronize_stream)(void*);
+  aclError (*destroy_stream)(void*);
   aclError (*bare_tgid)(int32_t*);
   aclError (*export_key)(void*, size_t, char*, size_t, uint64_t);
   aclError (*set_import_pid)(const char*, int32_t*, size_t);
@@ -171,6 +174,9 @@ MockAcl load_mock() {
   bind(lib, "aclrtMemcpy", m.memcpy);
   bind(lib, "aclrtMemcpyAsync", m.memcpy_async);
   bind(lib, "aclrtSynchronizeDevice", m.synchronize_device);
+  bind(lib, "aclrtCreateStream", m.create_stream);
+  bind(lib, "aclrtSynchronizeStream", m.synchronize_stream);
+  bind(lib, "aclrtDestroyStream", m.destroy_stream);
   bind(lib, "aclrtDeviceGetBareTgid", m.bare_tgid);
   bind(lib, "aclrtIpcMemGetExportKey", m.export_key);
   bind(lib, "aclrtIpcMemSetImportPid", m.set_import_pid);
@@ -796,6 +802,45 @@ TEST_F(Ascend, TheMockRefusesADoubleFreeAndADoubleClose) {
               CHILD_CHECK(m.free(p) == 0, "free");
               rc = m.free(p);
               CHILD_CHECK(rc == kInvalidParam, "a second free: %d", rc);
+              CHILD_CHECK(m.violations() == 3, "%llu", static_cast<unsigned long long>(m.violations()));
+              return 0;
+            }),
+            0);
+}
+
+// An asynchronous copy is done when its stream is synchronised, not before,
+// in the order queued; freeing what a queued copy uses is refused, and a
+// stream the process did not make (or destroyed) is refused.
+TEST_F(Ascend, TheMockDoesAnAsynchronousCopyOnlyOnceItsStreamIsSynchronised) {
+  EXPECT_EQ(in_child([] {
+              const MockAcl m = mock_on(0);
+              void* a = nullptr;
+              void* b = nullptr;
+              CHILD_CHECK(m.malloc(&a, 64, 0) == 0 && m.malloc(&b, 64, 0) == 0, "malloc");
+              const Bytes ones(64, 1);
+              const Bytes twos(64, 2);
+              CHILD_CHECK(m.memcpy(a, 64, ones.data(), 64, kH2D) == 0 && m.memcpy(b, 64, twos.data(), 64, kH2D) == 0,
+                          "fill");
+              void* s = nullptr;
+              CHILD_CHECK(m.create_stream(&s) == 0 && s != nullptr, "aclrtCreateStream");
+              CHILD_CHECK(m.memcpy_async(b, 64, a, 64, kD2D, s) == 0, "queue a copy");
+              Bytes back(64);
+              CHILD_CHECK(m.memcpy(back.data(), 64, b, 64, kD2H) == 0 && back == twos, "not done before the sync");
+              aclError rc = m.free(a);
+              CHILD_CHECK(rc == kMemoryFree, "a free of what a queued copy reads: %d", rc);
+              CHILD_CHECK(m.synchronize_stream(s) == 0, "aclrtSynchronizeStream");
+              CHILD_CHECK(m.memcpy(back.data(), 64, b, 64, kD2H) == 0 && back == ones, "done after it");
+              CHILD_CHECK(m.memcpy(a, 64, twos.data(), 64, kH2D) == 0, "refill");
+              CHILD_CHECK(m.memcpy_async(b, 64, a, 64, kD2D, nullptr) == 0, "on the default stream");
+              CHILD_CHECK(m.synchronize_device() == 0, "aclrtSynchronizeDevice does every stream");
+              CHILD_CHECK(m.memcpy(back.data(), 64, b, 64, kD2H) == 0 && back == twos, "the default stream's copy");
+              CHILD_CHECK(m.destroy_stream(s) == 0, "aclrtDestroyStream");
+              rc = m.synchronize_stream(s);
+              CHILD_CHECK(rc == kInvalidParam, "a destroyed stream: %d", rc);
+              int not_a_stream = 0;
+              rc = m.memcpy_async(b, 64, a, 64, kD2D, &not_a_stream);
+              CHILD_CHECK(rc == kInvalidParam, "a stream the process did not make: %d", rc);
+              CHILD_CHECK(m.free(a) == 0 && m.free(b) == 0, "free");
               CHILD_CHECK(m.violations() == 3, "%llu", static_cast<unsigned long long>(m.violations()));
               return 0;
             }),

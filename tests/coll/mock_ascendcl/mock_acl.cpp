@@ -43,8 +43,22 @@
 //     direction-guessing ACL_MEMCPY_DEFAULT, or any copy when the import did
 //     not ask for ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS:
 //     ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000.
+//   - aclrtFree, or an importer's aclrtIpcMemClose, of memory that a queued
+//     asynchronous copy still uses: ACL_ERROR_RT_MEMORY_FREE 207002 (free)
+//     or ACL_ERROR_RT_IPC_ERROR 507022 (close);
+//   - a stream that aclrtCreateStream did not make in this process, or that
+//     was destroyed: ACL_ERROR_INVALID_PARAM 100000.
 // An importer that died is no longer a live importer (the driver reclaims a
 // dead process's mappings), so a rank that outlives a killed peer can free.
+//
+// Streams: an asynchronous copy is checked when it is queued and done when
+// its stream is synchronised (aclrtSynchronizeStream; aclrtSynchronizeDevice
+// for every stream of the process; aclrtDestroyStream), in the order
+// queued, as a device may do it any time before then. So a caller that
+// reads the destination, or changes the source, before it synchronises sees
+// what a real device could show it. The default stream (nullptr) is one
+// more stream. mockAclSynchronizeStream lets the mock operators
+// (mock_aclnn.cpp) run after the copies queued before them.
 //
 // Knobs (environment, read at aclInit):
 //   MOCK_ACL_DIR      where the keyed files live (see above).
@@ -65,8 +79,7 @@
 // mockAclViolations() (not AscendCL) returns how many rules this process broke.
 //
 // Simplifications: the current device is per process (AscendCL's is per
-// thread); the bare tgid is the pid (no container pid namespace to leave);
-// asynchronous copies are done before aclrtMemcpyAsync returns.
+// thread); the bare tgid is the pid (no container pid namespace to leave).
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -178,6 +191,26 @@ struct State {
 
 State state;
 pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+// A queued asynchronous copy, done when its stream is synchronised.
+struct Queued {
+  void* dst;
+  const void* src;
+  size_t count;
+  bool wrong;  // a device-to-host copy from a "wrong" device
+};
+
+constexpr int kStreams = 64;
+constexpr int kQueueLen = 1024;
+
+struct Stream {
+  pid_t pid = 0;  // the process that made it; 0: free
+  int queued = 0;
+  Queued copies[kQueueLen];
+};
+
+// [0] is the default stream (nullptr), every process's own.
+Stream streams[kStreams + 1];
 std::atomic<uint64_t> violation_count{0};
 
 struct Locked {
@@ -316,6 +349,66 @@ aclError check_ready(const char* call) {
     return refuse(kContextNull, call, "aclrtSetDevice has not been called in this process");
   }
   return kSuccess;
+}
+
+// --- streams -------------------------------------------------------------------
+
+// The stream a handle stands for in this process, or nullptr.
+Stream* stream_of(void* handle) {
+  const pid_t me = getpid();
+  if (handle == nullptr) {
+    if (streams[0].pid != me) {  // a fork()ed child's default stream starts empty
+      streams[0].pid = me;
+      streams[0].queued = 0;
+    }
+    return &streams[0];
+  }
+  for (int i = 1; i <= kStreams; ++i) {
+    if (handle == &streams[i]) {
+      return streams[i].pid == me ? &streams[i] : nullptr;
+    }
+  }
+  return nullptr;
+}
+
+// Does the stream's queued copies, in order.
+void run_queued(Stream* st) {
+  for (int i = 0; i < st->queued; ++i) {
+    const Queued& q = st->copies[i];
+    std::memmove(q.dst, q.src, q.count);
+    if (q.wrong) {
+      static_cast<unsigned char*>(q.dst)[0] ^= 1U;
+    }
+  }
+  st->queued = 0;
+}
+
+void run_all_queued() {
+  const pid_t me = getpid();
+  for (Stream& st : streams) {
+    if (st.pid == me) {
+      run_queued(&st);
+    }
+  }
+}
+
+bool overlaps(const void* a, size_t a_len, const char* b, size_t b_len) {
+  const auto* c = static_cast<const char*>(a);
+  return c < b + b_len && b < c + a_len;
+}
+
+// Whether a queued copy of this process still reads or writes [p, p + len).
+bool queued_on(const char* p, size_t len) {
+  const pid_t me = getpid();
+  for (const Stream& st : streams) {
+    for (int i = 0; st.pid == me && i < st.queued; ++i) {
+      const Queued& q = st.copies[i];
+      if (overlaps(q.dst, q.count, p, len) || overlaps(q.src, q.count, p, len)) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 // --- this process's table ------------------------------------------------------
@@ -501,19 +594,22 @@ aclError check_copy(const char* call, bool async, void* dst, size_t dest_max, co
   return kSuccess;
 }
 
+// A copy, done at once, or (async) queued on the stream.
 aclError do_copy(const char* call, bool async, void* dst, size_t dest_max, const void* src, size_t count,
-                 aclrtMemcpyKind kind) {
-  if (count == 0) {
-    return kSuccess;
-  }
+                 aclrtMemcpyKind kind, void* stream = nullptr) {
   Region* dr = nullptr;
   Region* sr = nullptr;
+  Stream* st = nullptr;
   {
     const Locked guard;
     aclError rc = check_ready(call);
-    if (rc == kSuccess) {
-      rc = check_copy(call, async, dst, dest_max, src, count, kind, &dr, &sr);
+    if (rc == kSuccess && async && (st = stream_of(stream)) == nullptr) {
+      rc = refuse(kInvalidParam, call, "stream %p is not a stream of this process", stream);
     }
+    if (rc != kSuccess || count == 0) {
+      return rc;
+    }
+    rc = check_copy(call, async, dst, dest_max, src, count, kind, &dr, &sr);
     if (rc != kSuccess) {
       return rc;
     }
@@ -521,10 +617,19 @@ aclError do_copy(const char* call, bool async, void* dst, size_t dest_max, const
   if (dr != nullptr || sr != nullptr) {
     hang_if_faulty();
   }
-  std::memmove(dst, src, count);
-  if (dr == nullptr && sr != nullptr && has_fault(Fault::kWrong)) {
-    static_cast<unsigned char*>(dst)[0] ^= 1U;
+  const bool wrong = dr == nullptr && sr != nullptr && has_fault(Fault::kWrong);
+  const Locked guard;
+  if (st == nullptr) {
+    std::memmove(dst, src, count);
+    if (wrong) {
+      static_cast<unsigned char*>(dst)[0] ^= 1U;
+    }
+    return kSuccess;
   }
+  if (st->queued == kQueueLen) {  // a device that caught up
+    run_queued(st);
+  }
+  st->copies[st->queued++] = Queued{dst, src, count, wrong};
   return kSuccess;
 }
 
@@ -635,6 +740,9 @@ MOCK_ACL_API aclError aclrtFree(void* devPtr) {
   if (r == nullptr || r->data() != devPtr || r->kind != Kind::kAlloc) {
     return refuse(kInvalidParam, "aclrtFree", "%p is not a live allocation of this process (freed twice?)", devPtr);
   }
+  if (queued_on(r->data(), r->bytes)) {
+    return refuse(kMemoryFree, "aclrtFree", "%p: a queued asynchronous copy still uses it (synchronise first)", devPtr);
+  }
   SharedHeader* h = r->header();
   if (r->exported) {
     const int live = live_importers(h);
@@ -654,8 +762,8 @@ MOCK_ACL_API aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, si
 }
 
 MOCK_ACL_API aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind,
-                                       aclrtStream /*stream*/) {
-  return do_copy("aclrtMemcpyAsync", true, dst, destMax, src, count, kind);
+                                       aclrtStream stream) {
+  return do_copy("aclrtMemcpyAsync", true, dst, destMax, src, count, kind, stream);
 }
 
 MOCK_ACL_API aclError aclrtSynchronizeDevice() {
@@ -667,6 +775,61 @@ MOCK_ACL_API aclError aclrtSynchronizeDevice() {
     }
   }
   hang_if_faulty();
+  const Locked guard;
+  run_all_queued();
+  return kSuccess;
+}
+
+MOCK_ACL_API aclError aclrtCreateStream(aclrtStream* stream) {
+  const Locked guard;
+  const aclError rc = check_ready("aclrtCreateStream");
+  if (rc != kSuccess) {
+    return rc;
+  }
+  if (stream == nullptr) {
+    return refuse(kInvalidParam, "aclrtCreateStream", "no stream to write");
+  }
+  const pid_t me = getpid();
+  for (int i = 1; i <= kStreams; ++i) {
+    if (streams[i].pid != me) {  // free, or a parent's that a fork()ed child inherited
+      streams[i].pid = me;
+      streams[i].queued = 0;
+      *stream = &streams[i];
+      return kSuccess;
+    }
+  }
+  return kMemoryAllocation;
+}
+
+MOCK_ACL_API aclError aclrtSynchronizeStream(aclrtStream stream) {
+  {
+    const Locked guard;
+    const aclError rc = check_ready("aclrtSynchronizeStream");
+    if (rc != kSuccess) {
+      return rc;
+    }
+    if (stream_of(stream) == nullptr) {
+      return refuse(kInvalidParam, "aclrtSynchronizeStream", "stream %p is not a stream of this process", stream);
+    }
+  }
+  hang_if_faulty();
+  const Locked guard;
+  run_queued(stream_of(stream));
+  return kSuccess;
+}
+
+MOCK_ACL_API aclError aclrtDestroyStream(aclrtStream stream) {
+  const Locked guard;
+  const aclError rc = check_ready("aclrtDestroyStream");
+  if (rc != kSuccess) {
+    return rc;
+  }
+  Stream* st = stream_of(stream);
+  if (st == nullptr || st == &streams[0]) {
+    return refuse(kInvalidParam, "aclrtDestroyStream", "stream %p is not a stream this process made", stream);
+  }
+  run_queued(st);  // its work is done first
+  st->pid = 0;
   return kSuccess;
 }
 
@@ -828,6 +991,9 @@ MOCK_ACL_API aclError aclrtIpcMemClose(const char* key) {
   }
   const int32_t me = static_cast<int32_t>(getpid());
   if (Region* r = find_key(key, Kind::kImport)) {
+    if (queued_on(r->data(), r->bytes)) {
+      return refuse(kIpcError, "aclrtIpcMemClose", "key %.16s...: a queued asynchronous copy still uses it", key);
+    }
     for (auto& s : r->header()->importers) {
       int32_t expected = me;
       if (s.compare_exchange_strong(expected, 0, std::memory_order_seq_cst)) {
@@ -857,6 +1023,19 @@ MOCK_ACL_API aclError aclrtIpcMemClose(const char* key) {
     unlink(path);
   }
   r->exported = false;
+  return kSuccess;
+}
+
+// Not AscendCL: for the mock operators (mock_aclnn.cpp, libopapi.so), which
+// run when called: the copies queued on their stream before them are done
+// first. 0, or the refusal of a stream that is not this process's.
+MOCK_ACL_API aclError mockAclSynchronizeStream(aclrtStream stream) {
+  const Locked guard;
+  Stream* st = stream_of(stream);
+  if (st == nullptr) {
+    return refuse(kInvalidParam, "an aclnn operator", "stream %p is not a stream of this process", stream);
+  }
+  run_queued(st);
   return kSuccess;
 }
 

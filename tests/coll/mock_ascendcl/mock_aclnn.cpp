@@ -18,8 +18,10 @@
 // The arithmetic is the host kernels' (kernels_impl.h, the scalar table):
 // f16 and bf16 compute in f32 and round to nearest even; integers wrap; min
 // and max keep the first operand unless the second is strictly smaller
-// (larger). Cast converts with round to nearest even. Operators run before
-// aclnnXxx returns (the stream is the default one or any other).
+// (larger). Cast converts with round to nearest even. An operator runs
+// before aclnnXxx returns, after the asynchronous copies queued on its
+// stream (the default one or any other of the process); a stream that is
+// not the process's is refused (the mock AscendCL counts it).
 // mockAclnnCalls() and mockAclnnViolations() (not aclnn) count this process's
 // operators run and rules broken.
 #define KERNEL_NS mock_isa
@@ -40,6 +42,7 @@
 #define MOCK_API extern "C" __attribute__((visibility("default")))
 
 extern "C" int mockAclMemoryKind(const void* p, size_t len);
+extern "C" int mockAclSynchronizeStream(void* stream);
 
 namespace {
 
@@ -189,11 +192,14 @@ int prepare(const char* call, aclOpExecutor::Op op, const aclTensor* self, const
   return kSuccess;
 }
 
-int run(const char* call, void* workspace, uint64_t size, aclOpExecutor* e) {
+int run(const char* call, void* workspace, uint64_t size, aclOpExecutor* e, void* stream) {
   (void)workspace;
   (void)size;  // the mock asks for none
   if (e == nullptr) {
     return refuse(kNullptr, call, "a null executor");
+  }
+  if (mockAclSynchronizeStream(stream) != 0) {  // after what the stream holds; refused and counted there
+    return kInvalid;
   }
   if (e->used) {
     return refuse(kInvalid, call, "an executor runs once (aclnn's two-phase rule)");
@@ -323,20 +329,20 @@ MOCK_API int aclnnCastGetWorkspaceSize(const aclTensor* self, int dtype, aclTens
   return prepare("aclnnCastGetWorkspaceSize", aclOpExecutor::kCast, self, nullptr, out, workspace, executor);
 }
 
-MOCK_API int aclnnAdd(void* workspace, uint64_t size, aclOpExecutor* executor, void*) {
-  return run("aclnnAdd", workspace, size, executor);
+MOCK_API int aclnnAdd(void* workspace, uint64_t size, aclOpExecutor* executor, void* stream) {
+  return run("aclnnAdd", workspace, size, executor, stream);
 }
-MOCK_API int aclnnMul(void* workspace, uint64_t size, aclOpExecutor* executor, void*) {
-  return run("aclnnMul", workspace, size, executor);
+MOCK_API int aclnnMul(void* workspace, uint64_t size, aclOpExecutor* executor, void* stream) {
+  return run("aclnnMul", workspace, size, executor, stream);
 }
-MOCK_API int aclnnMinimum(void* workspace, uint64_t size, aclOpExecutor* executor, void*) {
-  return run("aclnnMinimum", workspace, size, executor);
+MOCK_API int aclnnMinimum(void* workspace, uint64_t size, aclOpExecutor* executor, void* stream) {
+  return run("aclnnMinimum", workspace, size, executor, stream);
 }
-MOCK_API int aclnnMaximum(void* workspace, uint64_t size, aclOpExecutor* executor, void*) {
-  return run("aclnnMaximum", workspace, size, executor);
+MOCK_API int aclnnMaximum(void* workspace, uint64_t size, aclOpExecutor* executor, void* stream) {
+  return run("aclnnMaximum", workspace, size, executor, stream);
 }
-MOCK_API int aclnnCast(void* workspace, uint64_t size, aclOpExecutor* executor, void*) {
-  return run("aclnnCast", workspace, size, executor);
+MOCK_API int aclnnCast(void* workspace, uint64_t size, aclOpExecutor* executor, void* stream) {
+  return run("aclnnCast", workspace, size, executor, stream);
 }
 
 // Not aclnn: operators this process ran, and rules it broke.

@@ -56,6 +56,8 @@ struct Acl {
   aclError (*memcpy_async)(void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind,
                            aclrtStream stream);
   aclError (*synchronize_device)();
+  aclError (*create_stream)(aclrtStream* stream);
+  aclError (*synchronize_stream)(aclrtStream stream);
   aclError (*get_bare_tgid)(int32_t* pid);
   aclError (*export_key)(void* dev_ptr, size_t size, char* key, size_t len, uint64_t flags);
   aclError (*set_import_pid)(const char* key, int32_t* pid, size_t num);

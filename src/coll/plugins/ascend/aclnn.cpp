@@ -148,11 +148,12 @@ int scratch_of(const Acl& acl, size_t bytes, unsigned char** out) {
 }
 
 // One operator's call: its tensors over device buffers of count elements,
-// its two phases on the default stream, its workspace freed once the device
-// is done (the caller synchronises).
+// its two phases on the stream, its workspace freed once the stream is done
+// (the caller synchronises).
 class Ops {
  public:
-  Ops(const Acl& acl, size_t count) : acl_(acl), dims_{static_cast<int64_t>(count)} {}
+  Ops(const Acl& acl, aclrtStream stream, size_t count)
+      : acl_(acl), stream_(stream), dims_{static_cast<int64_t>(count)} {}
   Ops(const Ops&) = delete;
   Ops& operator=(const Ops&) = delete;
   ~Ops() {
@@ -239,11 +240,12 @@ class Ops {
       }
       workspace_[workspaces_++] = w;
     }
-    return status(run(w, ws, e, nullptr));
+    return status(run(w, ws, e, stream_));
   }
 
   static constexpr int kWorkspaces = 64;
   const Acl& acl_;
+  aclrtStream stream_;
   int64_t dims_[1];
   void* workspace_[kWorkspaces] = {};
   int workspaces_ = 0;
@@ -256,7 +258,8 @@ bool aclnn_ready() {
   return found;
 }
 
-int aclnn_fold(const Acl& acl, void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
+int aclnn_fold(const Acl& acl, aclrtStream stream, void* dst, const void* const* srcs, int n, size_t count, int dtype,
+               int op) {
   const int t = acl_type(dtype);
   const bool widen = t == kAclFloat16 || t == kAclBf16;
   const int ct = widen ? kAclFloat : t;  // the type the fold runs in
@@ -269,11 +272,11 @@ int aclnn_fold(const Acl& acl, void* dst, const void* const* srcs, int n, size_t
   unsigned char* next = base + cbytes;  // acc op input, then swapped
   unsigned char* input = base + 2 * cbytes;
   unsigned char* raw = base + 3 * cbytes;  // an input as it came (widen only)
-  Ops ops(acl, count);
+  Ops ops(acl, stream, count);
   for (int i = 0; rc == 0 && i < n; ++i) {
     unsigned char* into = i == 0 ? acc : input;
     unsigned char* landing = widen ? raw : into;
-    rc = from_acl(acl.memcpy_async(landing, bytes, srcs[i], bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, nullptr));
+    rc = from_acl(acl.memcpy_async(landing, bytes, srcs[i], bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, stream));
     rc = rc != 0 || !widen ? rc : ops.cast(t, raw, ct, into);
     if (rc == 0 && i > 0) {
       rc = ops.binary(op, ct, acc, input, next);
@@ -284,9 +287,9 @@ int aclnn_fold(const Acl& acl, void* dst, const void* const* srcs, int n, size_t
   }
   if (rc == 0) {
     rc = widen ? ops.cast(ct, acc, t, dst)
-               : from_acl(acl.memcpy_async(dst, bytes, acc, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, nullptr));
+               : from_acl(acl.memcpy_async(dst, bytes, acc, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, stream));
   }
-  const int synced = from_acl(acl.synchronize_device());
+  const int synced = from_acl(acl.synchronize_stream(stream));
   pthread_mutex_unlock(&scratch_lock);
   return rc != 0 ? rc : synced;
 }

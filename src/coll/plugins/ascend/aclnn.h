@@ -19,8 +19,10 @@ bool aclnn_ready();
 // copied into local scratch with aclrtMemcpyAsync (an input may be another
 // device's memory, imported: only asynchronous copies may read it), f16 and
 // bf16 are cast to f32, folded there in rank order and cast back once (round
-// to nearest even), other types fold in their own; done when it returns.
-// dst is device memory of this process. 0 or a negative errno.
-int aclnn_fold(const Acl& acl, void* dst, const void* const* srcs, int n, size_t count, int dtype, int op);
+// to nearest even), other types fold in their own; all of it on `stream`
+// (after what is queued there), synchronised before it returns. dst is
+// device memory of this process. 0 or a negative errno.
+int aclnn_fold(const Acl& acl, aclrtStream stream, void* dst, const void* const* srcs, int n, size_t count, int dtype,
+               int op);
 
 }  // namespace trainit::coll::ascend

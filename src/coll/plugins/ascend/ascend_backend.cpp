@@ -18,20 +18,24 @@
 //     on another device), use, aclrtIpcMemClose(key).
 // The handle is a small header and the key; there is no fd (-1).
 //
-// Copies: host<->device memory of this process with aclrtMemcpy; every copy
-// between device buffers with aclrtMemcpyAsync and aclrtSynchronizeDevice,
-// since another device's memory may be used only by asynchronous
-// device-to-device copies; host<->import goes through a bounce buffer here.
+// The plugin queues its device work on a stream of its own (one per
+// process, made at init). Copies between device buffers are
+// aclrtMemcpyAsync on it (another device's memory may be used only by
+// asynchronous device-to-device copies) and are done once the stream is
+// synchronised: by wait(), or before anything the host reads or writes
+// (host<->device copies with aclrtMemcpy, host<->import through a bounce
+// buffer here), and before a free or a close.
 //
 // fold and reduce run on the NPU with aclnn's operators where libopapi.so is
 // found (aclnn.cpp: inputs copied in with aclrtMemcpyAsync, folded in rank
-// order as the host kernels do). Without it they are STAGED THROUGH HOST
-// MEMORY: the operands are copied to the host, folded there by the host
-// kernels (kernels_best(): the same fixed-order results as every other
-// backend), and the result copied back — correct on any device, not fast.
+// order as the host kernels do, on the same stream, synchronised before they
+// return). Without it they are STAGED THROUGH HOST MEMORY: the operands are
+// copied to the host, folded there by the host kernels (kernels_best(): the
+// same fixed-order results as every other backend), and the result copied
+// back — correct on any device, not fast.
 //
-// Every call has finished when it returns, so signal() is a no-op and wait()
-// is aclrtSynchronizeDevice (for work a caller queued on the device itself).
+// signal() is a no-op and wait() is aclrtSynchronizeDevice: the plugin's
+// stream and the work a caller queued on the device itself.
 //
 // Errors: each aclError becomes a negative errno (from_acl), and a failed
 // call prints one line with its name and the aclError number. Refused IPC
@@ -59,8 +63,9 @@ namespace {
 
 Acl acl;
 void* acl_lib = nullptr;
-pid_t ready_pid = 0;  // the process whose runtime is set up (a fork()ed child sets up its own)
-int32_t device = 0;   // the logical device
+pid_t ready_pid = 0;           // the process whose runtime is set up (a fork()ed child sets up its own)
+int32_t device = 0;            // the logical device
+aclrtStream stream = nullptr;  // the plugin's, made at init
 std::atomic<uint64_t> violation_count{0};
 
 // --- errors ------------------------------------------------------------------
@@ -181,7 +186,8 @@ bool sym(const char* name, F& out) {
 bool resolve() {
   return sym("aclInit", acl.init) && sym("aclrtSetDevice", acl.set_device) && sym("aclrtMalloc", acl.malloc) &&
          sym("aclrtFree", acl.free) && sym("aclrtMemcpy", acl.memcpy) && sym("aclrtMemcpyAsync", acl.memcpy_async) &&
-         sym("aclrtSynchronizeDevice", acl.synchronize_device) && sym("aclrtDeviceGetBareTgid", acl.get_bare_tgid) &&
+         sym("aclrtSynchronizeDevice", acl.synchronize_device) && sym("aclrtCreateStream", acl.create_stream) &&
+         sym("aclrtSynchronizeStream", acl.synchronize_stream) && sym("aclrtDeviceGetBareTgid", acl.get_bare_tgid) &&
          sym("aclrtIpcMemGetExportKey", acl.export_key) && sym("aclrtIpcMemSetImportPid", acl.set_import_pid) &&
          sym("aclrtIpcMemImportByKey", acl.import_by_key) && sym("aclrtIpcMemClose", acl.ipc_close);
 }
@@ -256,7 +262,13 @@ int as_init() {
     say("no usable device %d: aclrtSetDevice failed: aclError %d", chosen, set);
     return from_acl(set);
   }
+  aclrtStream made = nullptr;
+  const aclError created = acl.create_stream(&made);
+  if (created != ACL_SUCCESS) {
+    return acl_failed("aclrtCreateStream", created);
+  }
   device = chosen;
+  stream = made;
   ready_pid = getpid();
   return 0;
 }
@@ -267,11 +279,15 @@ int ready() {
 
 // --- copies ------------------------------------------------------------------
 
-// Device to device (either may be another device's import): asynchronous,
-// then waited for.
+// Everything queued on the plugin's stream is done.
+int drain() {
+  return check("aclrtSynchronizeStream", acl.synchronize_stream(stream));
+}
+
+// Device to device (either may be another device's import): queued on the
+// plugin's stream.
 int copy_d2d(void* dst, const void* src, size_t bytes) {
-  int rc = check("aclrtMemcpyAsync", acl.memcpy_async(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, nullptr));
-  return rc != 0 ? rc : check("aclrtSynchronizeDevice", acl.synchronize_device());
+  return check("aclrtMemcpyAsync", acl.memcpy_async(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, stream));
 }
 
 // Host memory to or from an import: through a buffer of this device.
@@ -286,14 +302,18 @@ int copy_bounced(void* dst, const void* src, size_t bytes, bool to_device) {
     rc = rc != 0 ? rc : copy_d2d(dst, bounce, bytes);
   } else {
     rc = copy_d2d(bounce, src, bytes);
+    rc = rc != 0 ? rc : drain();
     rc = rc != 0 ? rc : check("aclrtMemcpy", acl.memcpy(dst, bytes, bounce, bytes, ACL_MEMCPY_DEVICE_TO_HOST));
   }
+  const int drained = drain();  // before the bounce buffer goes
+  rc = rc != 0 ? rc : drained;
   const int freed = check("aclrtFree", acl.free(bounce));
   return rc != 0 ? rc : freed;
 }
 
 // A copy between any two of: host memory, this process's allocations, its
-// imports. dst_kind and src_kind from find() (kNone: host).
+// imports. dst_kind and src_kind from find() (kNone: host). One that
+// involves host memory is done when it returns, after the queued work.
 int copy_any(void* dst, Kind dst_kind, const void* src, Kind src_kind, size_t bytes) {
   if (dst_kind == Kind::kNone && src_kind == Kind::kNone) {
     std::memmove(dst, src, bytes);
@@ -301,6 +321,9 @@ int copy_any(void* dst, Kind dst_kind, const void* src, Kind src_kind, size_t by
   }
   if (dst_kind != Kind::kNone && src_kind != Kind::kNone) {
     return copy_d2d(dst, src, bytes);
+  }
+  if (const int rc = drain(); rc != 0) {
+    return rc;
   }
   if (dst_kind == Kind::kImport || src_kind == Kind::kImport) {
     return copy_bounced(dst, src, bytes, dst_kind == Kind::kImport);
@@ -360,6 +383,7 @@ int as_free(void* ptr) {
     return 0;
   }
   int rc = ready();
+  rc = rc != 0 ? rc : drain();  // no queued copy still uses it
   if (rc != 0) {
     return rc;
   }
@@ -520,6 +544,7 @@ int as_import_sized(const void* handle, size_t handle_len, int fd, size_t bytes,
 
 int as_close_import(void* ptr) {
   int rc = ready();
+  rc = rc != 0 ? rc : drain();  // no queued copy still uses it
   if (rc != 0) {
     return rc;
   }
@@ -570,7 +595,7 @@ int as_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
     return misuse(-EFAULT, "reduce with host memory %p (device buffers only)", dk == Kind::kNone ? dst : src);
   }
   if (dk == Kind::kAlloc && aclnn_ready()) {
-    return aclnn_fold(acl, dst, ins, 2, count, dtype, op);
+    return aclnn_fold(acl, stream, dst, ins, 2, count, dtype, op);
   }
   auto* staged = static_cast<unsigned char*>(std::malloc(2 * bytes));
   if (staged == nullptr) {
@@ -614,7 +639,7 @@ int as_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, 
     }
   }
   if (rc != 0 || (dk == Kind::kAlloc && aclnn_ready())) {
-    return rc != 0 ? rc : aclnn_fold(acl, dst, srcs, n, count, dtype, op);
+    return rc != 0 ? rc : aclnn_fold(acl, stream, dst, srcs, n, count, dtype, op);
   }
   auto* staged = static_cast<unsigned char*>(std::malloc(static_cast<size_t>(n + 1) * bytes));
   const void** ins = static_cast<const void**>(std::malloc(sizeof(void*) * static_cast<size_t>(n)));
