@@ -633,6 +633,29 @@ aclError do_copy(const char* call, bool async, void* dst, size_t dest_max, const
   return kSuccess;
 }
 
+// Runs the queued copies of one stream (one) or of every stream of this
+// process, once the device answers (a hung one never does).
+aclError synchronize(const char* call, bool one, void* stream) {
+  {
+    const Locked guard;
+    const aclError rc = check_ready(call);
+    if (rc != kSuccess) {
+      return rc;
+    }
+    if (one && stream_of(stream) == nullptr) {
+      return refuse(kInvalidParam, call, "stream %p is not a stream of this process", stream);
+    }
+  }
+  hang_if_faulty();
+  const Locked guard;
+  if (one) {
+    run_queued(stream_of(stream));
+  } else {
+    run_all_queued();
+  }
+  return kSuccess;
+}
+
 }  // namespace
 
 // --- the AscendCL entry points -------------------------------------------------
@@ -767,17 +790,7 @@ MOCK_ACL_API aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* sr
 }
 
 MOCK_ACL_API aclError aclrtSynchronizeDevice() {
-  {
-    const Locked guard;
-    const aclError rc = check_ready("aclrtSynchronizeDevice");
-    if (rc != kSuccess) {
-      return rc;
-    }
-  }
-  hang_if_faulty();
-  const Locked guard;
-  run_all_queued();
-  return kSuccess;
+  return synchronize("aclrtSynchronizeDevice", false, nullptr);
 }
 
 MOCK_ACL_API aclError aclrtCreateStream(aclrtStream* stream) {
@@ -802,20 +815,7 @@ MOCK_ACL_API aclError aclrtCreateStream(aclrtStream* stream) {
 }
 
 MOCK_ACL_API aclError aclrtSynchronizeStream(aclrtStream stream) {
-  {
-    const Locked guard;
-    const aclError rc = check_ready("aclrtSynchronizeStream");
-    if (rc != kSuccess) {
-      return rc;
-    }
-    if (stream_of(stream) == nullptr) {
-      return refuse(kInvalidParam, "aclrtSynchronizeStream", "stream %p is not a stream of this process", stream);
-    }
-  }
-  hang_if_faulty();
-  const Locked guard;
-  run_queued(stream_of(stream));
-  return kSuccess;
+  return synchronize("aclrtSynchronizeStream", true, stream);
 }
 
 MOCK_ACL_API aclError aclrtDestroyStream(aclrtStream stream) {
