@@ -31,8 +31,9 @@
 // died, the init's stop, another rank's failure) with -ECONNABORTED, and
 // after Call::timeout_ns with -ETIMEDOUT.
 //
-// What runs it provides the lanes X (device_lanes.h: the fake device and the
-// tests; the CUDA plugin's kernel; device.cpp's backend-driven lanes):
+// What runs it provides the lanes X (device_lanes.h, a block of threads on
+// a chip: the CUDA plugin's kernel, the fake device and the tests;
+// device_call.cpp's backend-driven lanes):
 //   int sync() — the block's threads (or the backend's queued work) are
 //     done with the step's data: 0 or a negative errno;
 //   int64_t now_ns();  uint64_t last_step(b, const Call&);

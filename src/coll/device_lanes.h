@@ -1,110 +1,141 @@
-// Host lanes for the device algorithm (device_algo.h): a block is one host
-// thread, its steps the lines in the ranks' staging, read and written with
-// the C++ memory model's acquire and release, as the GPU's kernel does at
-// system scope. The fake device runs every call's blocks on a thread of its
-// own with these; the tests run ranks as threads of one process with them,
-// so that ThreadSanitizer sees every hand-over of the GPU's protocol.
+// The lanes of one block of the device algorithm (device_algo.h), written
+// once for every chip that runs it with a block of threads: the CUDA
+// plugin's kernel (a thread block; collective_kernel.cu) and the fake device
+// and the tests (host threads; device_host.h). Each thread of the block
+// holds its own Lanes and runs the same Block::run(), so every thread takes
+// the same branches and meets at the same barriers:
+//   - copy and fold: each thread its share of the elements, strided by the
+//     block's thread count (on a GPU, neighbouring threads touch
+//     neighbouring bytes);
+//   - sync(): the block's barrier, after which the step's data of every
+//     thread is written (or read);
+//   - publish: thread 0, after that barrier, writes a first step's
+//     descriptor, fences and stores the step with release semantics;
+//   - wait and agrees: thread 0 loads the peers' steps with acquire
+//     semantics, puts the outcome in the block's shared slot, and the block
+//     meets again before every thread reads it.
+// The chip C gives what differs (all callable where the lanes run):
+//   unsigned tid() const, threads() const;  void barrier();
+//   int* slot() — a block-shared int;
+//   static uint64_t load_acquire(const uint64_t*);
+//   static void store_release(uint64_t*, uint64_t);  static void fence();
+//   static uint32_t load_abort(const volatile uint32_t*);
+//   static int64_t now_ns();  static void relax(uint32_t polls);
+//   kPollsPerCheck — how often a wait reads the abort word and the clock;
+//   template <class T> static T load_peer(const T*) — a load of memory a
+//     peer writes (past any cache the peer's writes do not reach);
+//   using Vec16 — a 16-byte type to copy with;
+//   int fold(dst, srcs, n, count, first, stride) — elements first,
+//     first + stride, … of dst = srcs[0] op … op srcs[n-1].
 #pragma once
 
-#include <sched.h>
-#include <time.h>
-
-#include <cstring>
-
 #include "coll/device_algo.h"
-#include "coll/kernels.h"
 
 namespace trainit::coll::dev {
 
-class HostLanes {
+template <class C>
+class Lanes {
  public:
-  // fold: the host kernel for the call's dtype and op (unused by copies).
-  explicit HostLanes(FoldFn fold) : fold_(fold) {}
+  TRAINIT_HD explicit Lanes(C& chip) : c_(chip) {}
 
-  static int sync() { return 0; }
-
-  static int64_t now_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  TRAINIT_HD int sync() {
+    c_.barrier();
+    return 0;
   }
 
-  static uint64_t last_step(int b, const Call& a) {
-    return __atomic_load_n(&line(a.staging[a.rank], b)->seq, __ATOMIC_RELAXED);
+  TRAINIT_HD static int64_t now_ns() { return C::now_ns(); }
+
+  TRAINIT_HD uint64_t last_step(int b, const Call& a) const {
+    return C::load_acquire(&line(a.staging[a.rank], b)->seq);
   }
 
-  static void publish(int b, uint64_t s, const Call& a, bool first) {
-    Line* l = line(a.staging[a.rank], b);
-    if (first) {
-      l->desc[s & 1] = a.desc;
-      l->count[s & 1] = a.count;
+  // After sync(): every thread's data of step s is written.
+  TRAINIT_HD void publish(int b, uint64_t s, const Call& a, bool first) {
+    if (c_.tid() == 0) {
+      Line* l = line(a.staging[a.rank], b);
+      if (first) {
+        l->desc[s & 1] = a.desc;
+        l->count[s & 1] = a.count;
+      }
+      C::fence();
+      C::store_release(&l->seq, s);
     }
-    __atomic_store_n(&l->seq, s, __ATOMIC_RELEASE);
   }
 
-  // Polls, then yields: the fake device's ranks often outnumber the cores.
-  static int wait(int b, uint64_t s, const Call& a, int64_t start) {
-    for (int p = 0; p < a.n; ++p) {
-      const Line* l = line(a.staging[p], b);
-      for (uint32_t polls = 1; __atomic_load_n(&l->seq, __ATOMIC_ACQUIRE) < s; ++polls) {
-        if ((polls & 63) == 0) {
-          if (__atomic_load_n(a.abort, __ATOMIC_ACQUIRE) != 0) {
-            return -ECONNABORTED;
+  // Thread 0 waits until every peer published s (the abort word and the
+  // timeout read every C::kPollsPerCheck polls); the block learns the
+  // outcome.
+  TRAINIT_HD int wait(int b, uint64_t s, const Call& a, int64_t start) {
+    c_.barrier();  // every thread has read the slot's previous outcome
+    if (c_.tid() == 0) {
+      int r = 0;
+      for (int p = 0; r == 0 && p < a.n; ++p) {
+        const uint64_t* seq = &line(a.staging[p], b)->seq;
+        for (uint32_t polls = 1; r == 0 && C::load_acquire(seq) < s; ++polls) {
+          if (polls % C::kPollsPerCheck == 0) {
+            if (C::load_abort(a.abort) != 0) {
+              r = -ECONNABORTED;
+            } else if (a.timeout_ns > 0 && C::now_ns() - start > a.timeout_ns) {
+              r = -ETIMEDOUT;
+            }
           }
-          if (a.timeout_ns > 0 && now_ns() - start > a.timeout_ns) {
-            return -ETIMEDOUT;
-          }
-        }
-        if (polls > 256) {
-          sched_yield();
+          C::relax(polls);
         }
       }
+      *c_.slot() = r;
+    }
+    c_.barrier();
+    return *c_.slot();
+  }
+
+  // After wait(s): whether every rank's step s carried this descriptor.
+  TRAINIT_HD bool agrees(int b, uint64_t s, const Call& a) {
+    c_.barrier();
+    if (c_.tid() == 0) {
+      bool ok = a.valid != 0;
+      for (int p = 0; p < a.n; ++p) {
+        const Line* l = line(a.staging[p], b);
+        ok = ok && C::load_peer(&l->desc[s & 1]) == a.desc && C::load_peer(&l->count[s & 1]) == a.count;
+      }
+      *c_.slot() = ok ? 1 : 0;
+    }
+    c_.barrier();
+    return *c_.slot() != 0;
+  }
+
+  // 16 bytes a thread where both ends and the length allow, else 4, else 1.
+  TRAINIT_HD int copy(void* dst, const void* src, size_t bytes) {
+    auto* d = static_cast<unsigned char*>(dst);
+    const auto* s = static_cast<const unsigned char*>(src);
+    if (bytes == 0 || d == s) {
+      return 0;
+    }
+    const uintptr_t bits = reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(s) | bytes;
+    if ((bits & 15) == 0) {
+      strided<typename C::Vec16>(d, s, bytes / 16);
+    } else if ((bits & 3) == 0) {
+      strided<uint32_t>(d, s, bytes / 4);
+    } else {
+      strided<unsigned char>(d, s, bytes);
     }
     return 0;
   }
 
-  static bool agrees(int b, uint64_t s, const Call& a) {
-    bool all = a.valid != 0;
-    for (int p = 0; p < a.n; ++p) {
-      const Line* l = line(a.staging[p], b);
-      all = all && l->desc[s & 1] == a.desc && l->count[s & 1] == a.count;
-    }
-    return all;
-  }
-
-  static int copy(void* dst, const void* src, size_t bytes) {
-    if (bytes != 0 && dst != src) {
-      std::memmove(dst, src, bytes);
-    }
-    return 0;
-  }
-
-  int fold(void* dst, const void* const* srcs, int n, size_t count) const {
-    if (count != 0) {
-      fold_(dst, srcs, n, count);
-    }
-    return 0;
+  TRAINIT_HD int fold(void* dst, const void* const* srcs, int n, size_t count) {
+    return c_.fold(dst, srcs, n, count, c_.tid(), c_.threads());
   }
 
  private:
-  FoldFn fold_;
-};
-
-// Runs every block of a call, one after the other (each waits only on its
-// own slices' lines), with lanes x: the call's error, also put in
-// *a.status when it has one.
-template <class X>
-int run_blocks(X& x, const Call& a) {
-  for (int b = 0; b < a.blocks; ++b) {
-    Block<X> block(x, a, b);
-    const int r = block.run();
-    if (r != 0) {
-      int32_t none = 0;
-      (void)__atomic_compare_exchange_n(a.status, &none, r, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-      return r;
+  template <class T>
+  TRAINIT_HD void strided(unsigned char* d, const unsigned char* s, size_t words) {
+    auto* to = reinterpret_cast<T*>(d);
+    const auto* from = reinterpret_cast<const T*>(s);
+    for (size_t i = c_.tid(); i < words; i += c_.threads()) {
+      to[i] = C::load_peer(from + i);
     }
   }
-  return 0;
-}
+
+  C& c_;
+};
 
 }  // namespace trainit::coll::dev

@@ -1,9 +1,11 @@
-// The device algorithm (src/coll/device_algo.h) on host lanes, ranks as
-// threads of this process over staging in plain memory: the code a GPU's
-// kernel and the fake device run, here where ThreadSanitizer (the tsan
-// workflow runs these) sees every hand-over between ranks — a step
-// published before its data, a flag read without acquire, a staging region
-// rewritten while a peer still reads it, a descriptor slot reused too soon.
+// The device algorithm (src/coll/device_algo.h) and the lanes a GPU's
+// thread block runs it with (device_lanes.h), on host threads: ranks as
+// threads of this process over staging in plain memory, each block of a
+// call as 3 threads (device_host.h). The code a GPU's kernel and the fake
+// device run, here where ThreadSanitizer (the tsan workflow runs these)
+// sees every hand-over — a step published before its data or before the
+// block's barrier, a flag read without acquire, a staging region rewritten
+// while a peer still reads it, a descriptor slot reused too soon.
 // Every collective, dtype and op, one-shot and two-shot, in one piece and in
 // many, in one block and several, calls back to back on the same staging,
 // against the host kernels' fold; ranks that disagree; an abort and a
@@ -22,7 +24,7 @@
 #include <vector>
 
 #include "child_support.h"
-#include "coll/device_lanes.h"
+#include "coll/device_host.h"
 #include "coll/kernels.h"
 #include "trainit/coll.h"
 
@@ -52,6 +54,7 @@ struct Node {
   uint64_t one_shot_max = 256 << 10;
   int64_t timeout_ns = 0;
   std::atomic<uint32_t> abort{0};
+  unsigned threads = 3;  // a block's: odd, so that strides split elements unevenly
 };
 
 struct Args {
@@ -89,8 +92,7 @@ int call(Node& node, int rank, const Args& q, int32_t* status) {
   a.abort = reinterpret_cast<const volatile uint32_t*>(&node.abort);
   a.status = status;
   a.desc = dev::descriptor(a);
-  dev::HostLanes lanes(dev::reduces(q.kind) ? kernels_scalar()->fold[q.dtype][q.op] : nullptr);
-  return dev::run_blocks(lanes, a);
+  return dev::run_on_threads(a, node.threads, dev::host_fold(a, kernels_scalar()));
 }
 
 // body(rank) on n threads; each one's return.

@@ -1,14 +1,15 @@
 // The fake device's stream: calls launched run in order on a thread of the
-// process's own, each with the device algorithm over host lanes — the code
-// the GPU's kernel runs (device_algo.h, device_lanes.h); copies, reduces and
-// folds wait for it to drain, as on a device's one stream.
+// process's own, each as a block of kThreads host threads running the code
+// the GPU's kernel runs (device_algo.h, device_lanes.h, over device_host.h's
+// chip); copies, reduces and folds wait for it to drain, as on a device's
+// one stream.
 #include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 
-#include "coll/device_lanes.h"
+#include "coll/device_host.h"
 #include "coll/kernels.h"
 #include "coll/plugins/fakedev/fakedev.h"
 
@@ -26,13 +27,18 @@ struct Stream {
 };
 Stream stream;
 
-// Lanes whose folds suffer the device's "wrong" fault, as fd_fold's do.
-class FakedevLanes : public dev::HostLanes {
+// A block's threads: more than one, so that the tests cross threads as the
+// GPU's blocks do (4: the fake device's ranks often share two cores).
+constexpr unsigned kThreads = 4;
+
+// A chip whose folds suffer the device's "wrong" fault, as fd_fold's do
+// (thread 0 folds the first element).
+class FakedevChip : public dev::HostChip {
  public:
-  using HostLanes::HostLanes;
-  int fold(void* dst, const void* const* srcs, int n, size_t count) const {
-    const int r = HostLanes::fold(dst, srcs, n, count);
-    if (count != 0) {
+  using HostChip::HostChip;
+  int fold(void* dst, const void* const* srcs, int n, size_t count, size_t first, size_t stride) const {
+    const int r = HostChip::fold(dst, srcs, n, count, first, stride);
+    if (count != 0 && first == 0) {
       corrupt_if_asked(dst);
     }
     return r;
@@ -48,8 +54,7 @@ void* run_stream(void*) {
     const dev::Call call = stream.calls[stream.head];
     pthread_mutex_unlock(&stream.lock);
     maybe_hang("a launch");
-    FakedevLanes lanes(dev::reduces(call.kind) ? kernels_best()->fold[call.dtype][call.op] : nullptr);
-    (void)dev::run_blocks(lanes, call);
+    (void)dev::run_on_threads<FakedevChip>(call, kThreads, dev::host_fold(call, kernels_best()));
     pthread_mutex_lock(&stream.lock);
     stream.head = (stream.head + 1) % Stream::kDepth;
     --stream.pending;
