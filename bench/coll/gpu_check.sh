@@ -31,8 +31,9 @@
 #   bench/coll/gpu_check.sh [--prebuilt] [--mps] [BUILD_DIR]   (default build/gpu)
 #
 # --prebuilt: build nothing; take the programs from BUILD_DIR, laid out as a
-# build tree (a release build with CUDA has them all): for a GPU node that
-# has the driver but not the project's build dependencies.
+# build tree (a release build with CUDA has them all; bench/coll/gpu_bundle.sh
+# copies just them into build/gpu-bundle): for a GPU node that has the driver
+# but not the project's build dependencies.
 # --mps: run the ranks under a CUDA MPS server of this script's own (its pipe
 # and log directories private, stopped at the end). Where ranks share a GPU,
 # the driver otherwise time-slices their contexts, which puts a floor of
@@ -109,6 +110,10 @@ program=$build/bench/coll/gpu_allreduce
 
 # The plugin by its path: no loader path to set up.
 export TRAINIT_COLL_BACKEND=$plugin
+# A call that hangs (a kernel waiting on a step that never comes) ends with
+# -ETIMEDOUT, naming the call, instead of using up the machine's time; and
+# every step below has a deadline of its own.
+export TRAINIT_COLL_TIMEOUT=${TRAINIT_COLL_TIMEOUT:-30}
 
 scratch=$(mktemp -d)
 stop_mps() {
@@ -127,14 +132,15 @@ if [ "$mps" = 1 ]; then
 fi
 for n in 2 4; do
   echo "== check, $n ranks"
-  "$program" check "$n" || die "the CUDA backend's check with $n ranks failed (the lines above say which call)"
+  timeout 300 "$program" check "$n" ||
+    die "the CUDA backend's check with $n ranks failed (the lines above say which call; 124: out of time)"
 done
 
 echo "== allreduce beside cudaMemcpy"
-"$program" bench 2 4 || die "the bench failed"
+timeout 300 "$program" bench 2 4 || die "the bench failed (124: out of time)"
 
 echo "== what the GPU is tuned by: blocks and the one-shot bound, 2 ranks"
-"$program" sweep 2 || die "the sweep failed"
+timeout 300 "$program" sweep 2 || die "the sweep failed (124: out of time)"
 
 echo "== a trainit job of 2 Python ranks reducing CUDA tensors"
 trainit=$build/init/trainit
