@@ -445,12 +445,27 @@ TEST(DeviceComm, ADeviceBlockCountOutsideOneTo32FailsInitWithEinvalNamingIt) {
   EXPECT_EQ(init_with(1, [](int) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", "32", 1); }), (std::vector<int>{0}));
 }
 
-// Three fake-device ranks; rank 2 never enters the collective and is
-// SIGKILLed while ranks 0 and 1 are in it (call(c, buf) makes it and returns
-// how it ended): each must end with -ECONNABORTED within 100 ms of the kill.
-void expect_a_killed_peer_ends_the_call_within_100ms(const char* what, bool stream,
-                                                     const std::function<int(trainit_comm*, void*)>& call) {
-  // Shared with the ranks: when the parent killed the peer, and when each
+// The arena and the sockets between the ranks, as trainit makes them
+// (defined below).
+int make_arena(int n, uint64_t id);
+std::vector<std::vector<int>> make_mesh(int n);
+void set_rank_env(int arena, int rank, int n, const std::vector<int>& socks);
+void keep_only_row(const std::vector<std::vector<int>>& mesh, int rank);
+void close_mesh(const std::vector<std::vector<int>>& mesh);
+
+// How the call that cannot go on is ended: rank 2 SIGKILLed, or the init's
+// abort of the arena (its stop, another rank's death it saw first).
+enum class Ending { kPeerKilled, kArenaAborted };
+
+// Three fake-device ranks; rank 2 never enters the collective, and while
+// ranks 0 and 1 are in it (call(c, buf) makes it and returns how it ended)
+// the parent ends it: each must end with -ECONNABORTED within 100 ms. A
+// killed peer is seen by the ranks of a standalone communicator themselves;
+// an arena's abort is the init's, so those ranks join one arena from their
+// environment, as trainit starts them.
+void expect_the_call_ends_within_100ms(const char* what, bool stream, Ending ending,
+                                       const std::function<int(trainit_comm*, void*)>& call) {
+  // Shared with the ranks: when the parent ended the call, and when each
   // surviving rank's call ended.
   auto* shared = static_cast<std::atomic<int64_t>*>(
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
@@ -459,13 +474,24 @@ void expect_a_killed_peer_ends_the_call_within_100ms(const char* what, bool stre
     new (&shared[i]) std::atomic<int64_t>(0);
   }
   const std::string name = unique_name(what);
+  const int arena = make_arena(3, static_cast<uint64_t>(getpid()));
+  ASSERT_GE(arena, 0);
+  const auto mesh = make_mesh(3);
+  ASSERT_EQ(mesh.size(), 3U);
   std::vector<pid_t> pids;
   for (int rank = 0; rank < 3; ++rank) {
     const pid_t pid = fork();
     if (pid == 0) {
       alarm(30);
+      keep_only_row(mesh, rank);
       trainit_comm* c = nullptr;
-      const int r = trainit_comm_init_backend(&c, name.c_str(), rank, 3, TRAINIT_FAKEDEV_PLUGIN);
+      int r = 0;
+      if (ending == Ending::kPeerKilled) {
+        r = trainit_comm_init_backend(&c, name.c_str(), rank, 3, TRAINIT_FAKEDEV_PLUGIN);
+      } else {
+        set_rank_env(arena, rank, 3, mesh[static_cast<size_t>(rank)]);
+        r = trainit_comm_init_from_env_backend(&c, TRAINIT_FAKEDEV_PLUGIN);
+      }
       CHILD_CHECK(r == 0, "init: %s (%s)", trainit_strerror(r), trainit_backend_error());
       void* buf = nullptr;
       CHILD_CHECK(trainit_device_alloc(c, 1 << 20, &buf) == 0, "alloc");
@@ -480,15 +506,24 @@ void expect_a_killed_peer_ends_the_call_within_100ms(const char* what, bool stre
     }
     pids.push_back(pid);
   }
+  close_mesh(mesh);
   const int64_t deadline = now_ns() + 20'000'000'000;
   while ((shared[1].load() == 0 || shared[2].load() == 0 || shared[3].load() == 0) && now_ns() < deadline) {
     usleep(1000);
   }
   usleep(50'000);  // ranks 0 and 1 wait in the collective now
   shared[0].store(now_ns());
-  kill(pids[2], SIGKILL);
+  if (ending == Ending::kPeerKilled) {
+    kill(pids[2], SIGKILL);
+  } else {
+    const size_t bytes = trainit::coll::coll_arena_size(3, size_t{1} << 20);
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, arena, 0);
+    ASSERT_NE(base, MAP_FAILED);
+    trainit::coll::coll_arena_abort(base, 3);
+    munmap(base, bytes);
+  }
   std::vector<int> status;
-  for (const pid_t pid : pids) {
+  for (const pid_t pid : {pids[0], pids[1]}) {
     int ws = 0;
     const int64_t until = now_ns() + 10'000'000'000;
     while (waitpid(pid, &ws, WNOHANG) == 0 && now_ns() < until) {
@@ -500,20 +535,39 @@ void expect_a_killed_peer_ends_the_call_within_100ms(const char* what, bool stre
     }
     status.push_back(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
   }
+  kill(pids[2], SIGKILL);
+  waitpid(pids[2], nullptr, 0);
+  close(arena);
   EXPECT_EQ(status[0], 0) << what << ": rank 0's call did not end with -ECONNABORTED";
   EXPECT_EQ(status[1], 0) << what << ": rank 1's call did not end with -ECONNABORTED";
   for (int rank = 0; rank < 2; ++rank) {
     const int64_t after_ms = (shared[4 + rank].load() - shared[0].load()) / 1'000'000;
-    EXPECT_LT(after_ms, 100) << what << ": rank " << rank << "'s call ended " << after_ms
-                             << " ms after its peer was killed";
+    EXPECT_LT(after_ms, 100) << what << ": rank " << rank << "'s call ended " << after_ms << " ms after it was ended";
   }
   munmap(shared, 4096);
 }
 
+int allreduce_of_1mib(trainit_comm* c, void* buf) {
+  return trainit_allreduce(c, buf, buf, (1 << 20) / 4, TRAINIT_F32, TRAINIT_SUM);
+}
+
+// A stream-ordered allreduce enqueued, then queried until it is done.
+int enqueued_allreduce_of_1mib(trainit_comm* c, void* buf) {
+  CHILD_CHECK(allreduce_of_1mib(c, buf) == 0, "enqueue");
+  int q = 0;
+  while ((q = trainit_comm_query(c)) == -EINPROGRESS) {
+    usleep(200);
+  }
+  return q;
+}
+
 TEST(DeviceComm, APeerKilledMidCollectiveMakesTheOthersReturnEconnabortedWithin100ms) {
-  expect_a_killed_peer_ends_the_call_within_100ms("killed", false, [](trainit_comm* c, void* buf) {
-    return trainit_allreduce(c, buf, buf, (1 << 20) / 4, TRAINIT_F32, TRAINIT_SUM);
-  });
+  expect_the_call_ends_within_100ms("killed", false, Ending::kPeerKilled, allreduce_of_1mib);
+}
+
+TEST(DeviceComm, TheInitsAbortOfTheArenaEndsADeviceCallInFlightWithEconnabortedWithin100ms) {
+  expect_the_call_ends_within_100ms("aborted", false, Ending::kArenaAborted, allreduce_of_1mib);
+  expect_the_call_ends_within_100ms("stream-aborted", true, Ending::kArenaAborted, enqueued_allreduce_of_1mib);
 }
 
 TEST(DeviceComm, StreamOrderedCallsReturnOnceEnqueuedAndQueryReportsThemDoneWithTheResults) {
@@ -554,14 +608,7 @@ TEST(DeviceComm, StreamOrderedCallsReturnOnceEnqueuedAndQueryReportsThemDoneWith
 }
 
 TEST(DeviceComm, AStreamOrderedCallInFlightWhenAPeerIsKilledEndsWithEconnabortedWithin100ms) {
-  expect_a_killed_peer_ends_the_call_within_100ms("stream-killed", true, [](trainit_comm* c, void* buf) {
-    CHILD_CHECK(trainit_allreduce(c, buf, buf, (1 << 20) / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "enqueue");
-    int q = 0;
-    while ((q = trainit_comm_query(c)) == -EINPROGRESS) {
-      usleep(200);
-    }
-    return q;
-  });
+  expect_the_call_ends_within_100ms("stream-killed", true, Ending::kPeerKilled, enqueued_allreduce_of_1mib);
 }
 
 TEST(DeviceComm, AStreamOrderedCallsErrorIsReportedOnceAndEndsTheCommunicatorOnEveryRank) {
