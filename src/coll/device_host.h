@@ -6,26 +6,28 @@
 // peer's data read after them).
 #pragma once
 
+#include <pthread.h>
 #include <sched.h>
 #include <time.h>
 
+#include <atomic>
 #include <barrier>
 #include <cstring>
-#include <thread>
-#include <vector>
+#include <optional>
 
 #include "coll/device_lanes.h"
 #include "coll/kernels.h"
 
 namespace trainit::coll::dev {
 
-// What a block's threads share: the barrier they meet at, and the slot
-// thread 0 tells the others a wait's outcome in.
+// What a block's threads share: how many they are, the barrier they meet
+// at, and the slot thread 0 tells the others a wait's outcome in; set once,
+// before `go` (run_on_threads).
 struct HostBlock {
-  explicit HostBlock(unsigned threads) : barrier(threads), threads(threads) {}
-  std::barrier<> barrier;
-  unsigned threads;
+  unsigned threads = 1;
+  std::optional<std::barrier<>> barrier;
   int slot = 0;
+  std::atomic<bool> go{false};
 };
 
 struct HostVec16 {
@@ -46,7 +48,7 @@ class HostChip {
 
   unsigned tid() const { return tid_; }
   unsigned threads() const { return block_.threads; }
-  void barrier() { block_.barrier.arrive_and_wait(); }
+  void barrier() { block_.barrier->arrive_and_wait(); }
   int* slot() { return &block_.slot; }
 
   static uint64_t load_acquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
@@ -114,22 +116,48 @@ int run_blocks(C& chip, const Call& a) {
   return 0;
 }
 
-// The whole call on `threads` host threads (this one among them), each with
-// a chip C (HostChip, or one made like it): the call's error.
+// What a helper thread of run_on_threads() runs.
+template <class C>
+struct HostThread {
+  HostBlock* block;
+  const Call* call;
+  FoldFn fold;
+  unsigned tid;
+
+  static void* main(void* arg) {
+    const auto* t = static_cast<const HostThread*>(arg);
+    t->block->go.wait(false);
+    C chip(*t->block, t->tid, t->fold, t->call->elem);
+    (void)run_blocks(chip, *t->call);
+    return nullptr;
+  }
+};
+
+// The whole call on up to `threads` host threads (this one among them; as
+// many as could be started, at most 16), each with a chip C (HostChip, or
+// one made like it): the call's error.
 template <class C = HostChip>
 int run_on_threads(const Call& a, unsigned threads, FoldFn fold) {
-  HostBlock block(threads);
-  std::vector<std::thread> others;
-  for (unsigned t = 1; t < threads; ++t) {
-    others.emplace_back([&, t] {
-      C chip(block, t, fold, a.elem);
-      (void)run_blocks(chip, a);
-    });
+  constexpr unsigned kMaxThreads = 16;
+  HostBlock block;
+  HostThread<C> args[kMaxThreads];
+  pthread_t ids[kMaxThreads];
+  unsigned started = 0;
+  for (unsigned t = 1; t < threads && t < kMaxThreads; ++t) {
+    args[t] = HostThread<C>{&block, &a, fold, t};
+    if (pthread_create(&ids[t], nullptr, HostThread<C>::main, &args[t]) != 0) {
+      break;  // no more threads: the block is the ones started
+    }
+    started = t;
   }
+  block.threads = started + 1;
+  block.barrier.emplace(block.threads);
+  block.go.store(true, std::memory_order_release);
+  block.go.notify_all();
   C chip(block, 0, fold, a.elem);
   const int r = run_blocks(chip, a);
-  for (auto& t : others) {
-    t.join();
+  for (unsigned t = 1; t <= started; ++t) {
+    pthread_join(ids[t], nullptr);
   }
   return r;
 }
