@@ -207,13 +207,13 @@ int blocks_of(const trainit_coll_backend* b, uint64_t quarter) {
 // is driven from the host, one block.
 int prepare_launches(DeviceComm* d) {
   const trainit_coll_backend* b = d->b;
+  d->blocks = blocks_of(b, d->quarter);  // checked whichever runs the blocks
+  if (d->blocks < 0) {
+    return d->blocks;
+  }
   if (b->launch == nullptr || b->query == nullptr || b->host_mapped == nullptr || b->free_host_mapped == nullptr) {
     d->blocks = 1;
     return 0;
-  }
-  d->blocks = blocks_of(b, d->quarter);
-  if (d->blocks < 0) {
-    return d->blocks;
   }
   void* host = nullptr;
   const int r = b->host_mapped(sizeof(uint32_t) * 2 * kStatusWord, &host, &d->words_device);

@@ -411,12 +411,14 @@ TEST(DeviceComm, SevenBlocksSplitEveryCollectiveAndEachStillEqualsTheHostBitForB
 }
 
 // Each rank's init with its own settings: how it ended, and the error.
-std::vector<int> init_with(int n, const std::function<void(int)>& set) {
+std::vector<int> init_with(int n, const std::function<void(int)>& set, Backend backend = Backend::kFakedev) {
   const std::string name = unique_name("settings");
+  const MockDir mock;
   return run_ranks(n, [&](int rank) {
     set(rank);
+    const char* plugin = prepare_backend(backend, rank, mock.path);
     trainit_comm* c = nullptr;
-    const int r = trainit_comm_init_backend(&c, name.c_str(), rank, n, TRAINIT_FAKEDEV_PLUGIN);
+    const int r = trainit_comm_init_backend(&c, name.c_str(), rank, n, plugin);
     if (r == 0) {
       CHILD_CHECK(trainit_comm_destroy(c) == 0, "destroy");
       return 0;
@@ -442,6 +444,13 @@ TEST(DeviceComm, ADeviceBlockCountOutsideOneTo32FailsInitWithEinvalNamingIt) {
         << "TRAINIT_COLL_DEVICE_BLOCKS=\"" << bad << "\"";
   }
   EXPECT_EQ(init_with(1, [](int) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", "32", 1); }), (std::vector<int>{0}));
+  // A backend the host drives runs one block, and still says a value is wrong.
+  EXPECT_EQ(init_with(
+                1, [](int) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", "x", 1); }, Backend::kAscend),
+            (std::vector<int>{3}));
+  EXPECT_EQ(init_with(
+                2, [](int) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", "9", 1); }, Backend::kAscend),
+            (std::vector<int>{0, 0}));
 }
 
 // The arena and the sockets between the ranks, as trainit makes them
