@@ -1,7 +1,7 @@
 // The device algorithm (src/coll/device_algo.h) and the lanes a GPU's
 // thread block runs it with (device_lanes.h), on host threads: ranks as
-// threads of this process over staging in plain memory, each block of a
-// call as 3 threads (device_host.h). The code a GPU's kernel and the fake
+// threads of this process over staging in plain memory, a block of a call
+// as one thread, or as three (device_host.h). The code a GPU's kernel and the fake
 // device run, here where ThreadSanitizer (the tsan workflow runs these)
 // sees every hand-over — a step published before its data or before the
 // block's barrier, a flag read without acquire, a staging region rewritten
@@ -54,7 +54,7 @@ struct Node {
   uint64_t one_shot_max = 256 << 10;
   int64_t timeout_ns = 0;
   std::atomic<uint32_t> abort{0};
-  unsigned threads = 3;  // a block's: odd, so that strides split elements unevenly
+  unsigned threads = 1;  // a block's
 };
 
 struct Args {
@@ -125,6 +125,7 @@ struct Shape {
   uint64_t one_shot_max;
   uint64_t count;
   bool every_type = true;  // else f32, f16 and i64 with sum and max: each element size, float and integer
+  unsigned threads = 1;    // a block's (one: every thread hand-over is the test below's)
 };
 
 bool in_shape(const Shape& shape, int dtype, int op) {
@@ -137,6 +138,7 @@ bool in_shape(const Shape& shape, int dtype, int op) {
 std::vector<std::string> run_all(const Shape& shape) {
   Node node(shape.n, shape.quarter, shape.blocks);
   node.one_shot_max = shape.one_shot_max;
+  node.threads = shape.threads;
   const auto un = static_cast<size_t>(shape.n);
   std::vector<std::string> failures;
   std::mutex failures_lock;
@@ -259,6 +261,17 @@ TEST(CollDeviceAlgo, TwoShotAllreduceAndReduceEqualTheHostKernelsInOneAndManyPie
       EXPECT_TRUE(failures.empty()) << n << " ranks, quarter " << quarter << ":\n" << joined(failures);
     }
   }
+}
+
+// A block as three threads, as a GPU's thread block runs it: each thread
+// its strided share (three split the elements unevenly), the block's
+// barrier before thread 0 publishes, the wait's outcome handed over through
+// the shared slot. One-shot and two-shot, in several pieces and blocks.
+TEST(CollDeviceAlgo, ABlockOfThreeThreadsHandsEveryStepOverAtItsBarriers) {
+  auto failures = run_all({3, 3, 1024, 256 << 10, 301, false, 3});
+  EXPECT_TRUE(failures.empty()) << "one-shot:\n" << joined(failures);
+  failures = run_all({3, 2, 1024, 64, 301, false, 3});
+  EXPECT_TRUE(failures.empty()) << "two-shot:\n" << joined(failures);
 }
 
 TEST(CollDeviceAlgo, RanksThatDisagreeAllGetEinvalAfterOneStepAndStayInStep) {
