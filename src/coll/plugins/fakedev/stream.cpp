@@ -29,7 +29,7 @@ Stream stream;
 
 // A block's threads: more than one, so that the tests cross threads as the
 // GPU's blocks do; two, since the fake device's ranks often share two cores
-// with other tests (the algorithm's own tests run three).
+// with other tests (one test of the algorithm runs three).
 constexpr unsigned kThreads = 2;
 
 // A chip whose folds suffer the device's "wrong" fault, as fd_fold's do
