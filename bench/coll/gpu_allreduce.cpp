@@ -607,13 +607,14 @@ int bench_all(const std::vector<int>& ns, int gpus) {
     }
     std::printf("| %.1f |\n", gbps[i]);
   }
-  // Two-shot through staging moves (5N + 1) bytes of memory per byte
-  // reduced when the N ranks share one GPU (each reads 3 and writes 2 + 1/N:
-  // its input into staging, every share from staging, every folded share
-  // back out), at most twice the cudaMemcpy rate (a copy reads and writes).
+  // Two-shot through staging moves 5N - 2 bytes of memory per byte reduced
+  // when the N ranks share one GPU (all ranks together: their peers' shares
+  // into staging and every share read to fold, 2(N - 1) + N; each folded
+  // share written twice, 2; the peers' shares copied back out, 2(N - 1)),
+  // at most twice the cudaMemcpy rate (a copy reads and writes).
   std::printf("\nThe staging design's bound with the ranks on one GPU, from cudaMemcpy's 256 MiB rate:");
   for (const int n : ns) {
-    std::printf(" N=%d busbw <= %.0f GB/s;", n, 2.0 * gbps[kSizes - 1] * 2.0 * (n - 1) / (n * (5.0 * n + 1)));
+    std::printf(" N=%d busbw <= %.0f GB/s;", n, 2.0 * gbps[kSizes - 1] * 2.0 * (n - 1) / (n * (5.0 * n - 2)));
   }
   std::printf("\n");
   return 0;

@@ -21,8 +21,11 @@
 //     reduction folds ranks 0, 1, …, n-1 in that order;
 //   - a larger allreduce or reduce goes two steps a piece (two-shot): each
 //     rank folds its share of the piece from every rank, in rank order, into
-//     its out region; after the next step the writers copy every share.
-// Both give every writer bitwise the same result, and the host path's.
+//     its out region (and a writer's recv); after the next step the writers
+//     copy their peers' shares.
+// What a rank alone reads stays where it is, unstaged: a reduce_scatter's
+// own segment, a two-shot rank's own share. Both give every writer bitwise
+// the same result, and the host path's.
 //
 // A call's first step carries a descriptor (Call::desc, Call::count) beside
 // the step: ranks that disagree, or one whose arguments are invalid, all end
@@ -40,8 +43,10 @@
 //   void publish(b, s, const Call&, bool first);
 //   int wait(b, s, const Call&, int64_t start);  bool agrees(b, s, const Call&)
 //     — the steps (publish: after the block's data of s is written);
-//   int copy(dst, src, bytes);  int fold(dst, srcs, n, count) — the data,
-//     each thread its part: 0 or a negative errno.
+//   int copy(dst, src, bytes);  int fold(dst, also, srcs, n, count) — the
+//     data, each thread its part (a fold's result into dst and, unless
+//     null, also into `also`, which may be one of srcs): 0 or a negative
+//     errno.
 #pragma once
 
 #include <errno.h>
@@ -261,13 +266,20 @@ class Block {
     unsigned char* mine = in_of(a_.rank, s);
     switch (a_.kind) {
       case kAllreduce:
-      case kReduce:
-        return x_.copy(mine, a_.send + off(piece.lo), off(piece.len()));
-      case kReduceScatter: {
+      case kReduce: {
+        // Two-shot, this rank folds its own share from send: only its
+        // peers' shares are staged.
+        const Range own = two_shot(a_) ? part(piece.len(), a_.n, a_.rank, grain(a_)) : Range{piece.len(), piece.len()};
+        const int r = x_.copy(mine, a_.send + off(piece.lo), off(own.lo));
+        return r != 0 ? r : x_.copy(mine + off(own.hi), a_.send + off(piece.lo + own.hi), off(piece.len() - own.hi));
+      }
+      case kReduceScatter: {  // every segment but its own, which it folds from send
         int r = 0;
         for (int q = 0; r == 0 && q < a_.n; ++q) {
           const uint64_t seg = static_cast<uint64_t>(q);
-          r = x_.copy(mine + off(seg * piece.len()), a_.send + off(seg * a_.count + piece.lo), off(piece.len()));
+          r = q == a_.rank
+                  ? 0
+                  : x_.copy(mine + off(seg * piece.len()), a_.send + off(seg * a_.count + piece.lo), off(piece.len()));
         }
         return r;
       }
@@ -298,12 +310,13 @@ class Block {
         for (int p = 0; p < a_.n; ++p) {
           srcs[p] = in_of(p, s);
         }
-        return x_.fold(a_.recv + off(piece.lo), srcs, a_.n, piece.len());
+        return x_.fold(a_.recv + off(piece.lo), nullptr, srcs, a_.n, piece.len());
       case kReduceScatter:
         for (int p = 0; p < a_.n; ++p) {
           srcs[p] = in_of(p, s) + off(static_cast<uint64_t>(a_.rank) * piece.len());
         }
-        return x_.fold(a_.recv + off(piece.lo), srcs, a_.n, piece.len());
+        srcs[a_.rank] = a_.send + off(static_cast<uint64_t>(a_.rank) * a_.count + piece.lo);
+        return x_.fold(a_.recv + off(piece.lo), nullptr, srcs, a_.n, piece.len());
       case kAllgather: {
         int r = 0;
         for (int p = 0; r == 0 && p < a_.n; ++p) {
@@ -321,23 +334,28 @@ class Block {
     }
   }
 
-  // Two-shot, step s: this rank's share of the piece from every rank, in
-  // rank order, into its out region.
+  // Two-shot, step s: this rank's share of the piece from every rank (its
+  // own from send), in rank order, into its out region and, a writer's,
+  // into recv.
   TRAINIT_HD int fold_share(uint64_t s, Range piece) {
     const Range share = part(piece.len(), a_.n, a_.rank, grain(a_));
     const void* srcs[kMaxRanks];
     for (int p = 0; p < a_.n; ++p) {
       srcs[p] = in_of(p, s) + off(share.lo);
     }
-    return x_.fold(out(a_, a_.rank, s, b_) + off(share.lo), srcs, a_.n, share.len());
+    srcs[a_.rank] = a_.send + off(piece.lo + share.lo);
+    unsigned char* also = writer() ? a_.recv + off(piece.lo + share.lo) : nullptr;
+    return x_.fold(out(a_, a_.rank, s, b_) + off(share.lo), also, srcs, a_.n, share.len());
   }
 
-  // Two-shot, after step s + 1: a writer copies every share of step s.
+  // Two-shot, after step s + 1: a writer copies its peers' shares of step s.
   TRAINIT_HD int gather_shares(uint64_t s, Range piece) {
     int r = 0;
     for (int p = 0; r == 0 && writer() && p < a_.n; ++p) {
       const Range share = part(piece.len(), a_.n, p, grain(a_));
-      r = x_.copy(a_.recv + off(piece.lo + share.lo), out(a_, p, s, b_) + off(share.lo), off(share.len()));
+      r = p == a_.rank
+              ? 0
+              : x_.copy(a_.recv + off(piece.lo + share.lo), out(a_, p, s, b_) + off(share.lo), off(share.len()));
     }
     return r;
   }

@@ -151,18 +151,21 @@ class ArenaLanes {
     return bytes == 0 || dst == src ? 0 : record(b_->copy(dst, src, bytes));
   }
 
-  int fold(void* dst, const void* const* srcs, int n, size_t count) {
+  int fold(void* dst, void* also, const void* const* srcs, int n, size_t count) {
     if (count == 0) {
       return 0;
     }
+    const size_t bytes = count * dtype_size(dtype_);
+    int r = 0;
     if (b_->fold != nullptr) {
-      return record(b_->fold(dst, srcs, n, count, dtype_, op_));
+      r = b_->fold(dst, srcs, n, count, dtype_, op_);
+    } else {
+      r = b_->copy(dst, srcs[0], bytes);
+      for (int p = 1; r == 0 && p < n; ++p) {
+        r = b_->reduce(dst, srcs[p], count, dtype_, op_);
+      }
     }
-    int r = b_->copy(dst, srcs[0], count * dtype_size(dtype_));
-    for (int p = 1; r == 0 && p < n; ++p) {
-      r = b_->reduce(dst, srcs[p], count, dtype_, op_);
-    }
-    return record(r);
+    return record(r != 0 || also == nullptr ? r : b_->copy(also, dst, bytes));
   }
 
   void set_op(int dtype, int op) {

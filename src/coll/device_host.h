@@ -73,13 +73,17 @@ class HostChip {
     return *p;
   }
 
-  int fold(void* dst, const void* const* srcs, int n, size_t count, size_t first, size_t stride) const {
+  int fold(void* dst, void* also, const void* const* srcs, int n, size_t count, size_t first, size_t stride) const {
     const void* at[kMaxRanks];
     for (size_t i = first; i < count; i += stride) {
       for (int k = 0; k < n; ++k) {
         at[k] = static_cast<const unsigned char*>(srcs[k]) + i * elem_;
       }
-      fold_(static_cast<unsigned char*>(dst) + i * elem_, at, n, 1);
+      unsigned char* to = static_cast<unsigned char*>(dst) + i * elem_;
+      fold_(to, at, n, 1);
+      if (also != nullptr) {
+        std::memcpy(static_cast<unsigned char*>(also) + i * elem_, to, elem_);
+      }
     }
     return 0;
   }

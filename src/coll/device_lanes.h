@@ -25,8 +25,9 @@
 //   template <class T> static T load_peer(const T*) — a load of memory a
 //     peer writes (past any cache the peer's writes do not reach);
 //   using Vec16 — a 16-byte type to copy with;
-//   int fold(dst, srcs, n, count, first, stride) — elements first,
-//     first + stride, … of dst = srcs[0] op … op srcs[n-1].
+//   int fold(dst, also, srcs, n, count, first, stride) — elements first,
+//     first + stride, … of dst (and of `also`, unless null) = srcs[0] op …
+//     op srcs[n-1], each element's srcs read before it is written.
 #pragma once
 
 #include "coll/device_algo.h"
@@ -121,8 +122,8 @@ class Lanes {
     return 0;
   }
 
-  TRAINIT_HD int fold(void* dst, const void* const* srcs, int n, size_t count) {
-    return c_.fold(dst, srcs, n, count, c_.tid(), c_.threads());
+  TRAINIT_HD int fold(void* dst, void* also, const void* const* srcs, int n, size_t count) {
+    return c_.fold(dst, also, srcs, n, count, c_.tid(), c_.threads());
   }
 
  private:

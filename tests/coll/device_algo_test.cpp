@@ -12,6 +12,7 @@
 // timeout while ranks wait for a peer that never comes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -69,7 +70,7 @@ struct Args {
 };
 
 // Rank `rank`'s call, as device_call.cpp makes it.
-int call(Node& node, int rank, const Args& q, int32_t* status) {
+dev::Call make_call(Node& node, int rank, const Args& q, int32_t* status) {
   dev::Call a{};
   a.kind = q.kind;
   a.dtype = q.dtype;
@@ -92,7 +93,56 @@ int call(Node& node, int rank, const Args& q, int32_t* status) {
   a.abort = reinterpret_cast<const volatile uint32_t*>(&node.abort);
   a.status = status;
   a.desc = dev::descriptor(a);
+  return a;
+}
+
+int call(Node& node, int rank, const Args& q, int32_t* status) {
+  const dev::Call a = make_call(node, rank, q, status);
   return dev::run_on_threads(a, node.threads, dev::host_fold(a, kernels_scalar()));
+}
+
+// The lanes of a block of one thread, counting the bytes of memory its
+// copies and folds read and write.
+class CountedLanes {
+ public:
+  CountedLanes(dev::HostChip& chip, size_t elem) : lanes_(chip), elem_(elem) {}
+  int sync() { return lanes_.sync(); }
+  static int64_t now_ns() { return dev::HostChip::now_ns(); }
+  uint64_t last_step(int b, const dev::Call& a) const { return lanes_.last_step(b, a); }
+  void publish(int b, uint64_t s, const dev::Call& a, bool first) { lanes_.publish(b, s, a, first); }
+  int wait(int b, uint64_t s, const dev::Call& a, int64_t start) { return lanes_.wait(b, s, a, start); }
+  bool agrees(int b, uint64_t s, const dev::Call& a) { return lanes_.agrees(b, s, a); }
+  int copy(void* dst, const void* src, size_t bytes) {
+    bytes_ += dst == src ? 0 : 2 * bytes;
+    return lanes_.copy(dst, src, bytes);
+  }
+  int fold(void* dst, void* also, const void* const* srcs, int n, size_t count) {
+    bytes_ += count * elem_ * static_cast<size_t>(n + (also != nullptr ? 2 : 1));
+    return lanes_.fold(dst, also, srcs, n, count);
+  }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  dev::Lanes<dev::HostChip> lanes_;
+  size_t elem_;
+  uint64_t bytes_ = 0;
+};
+
+// Rank `rank`'s call in blocks of one thread: the bytes of memory it moved
+// (a failed call: none).
+uint64_t traffic_of_call(Node& node, int rank, const Args& q) {
+  int32_t status = 0;
+  const dev::Call a = make_call(node, rank, q, &status);
+  dev::HostBlock block;
+  block.barrier.emplace(1);
+  dev::HostChip chip(block, 0, dev::host_fold(a, kernels_scalar()), a.elem);
+  CountedLanes lanes(chip, a.elem);
+  for (int b = 0; b < a.blocks; ++b) {
+    if (dev::Block<CountedLanes>(lanes, a, b).run() != 0) {
+      return 0;
+    }
+  }
+  return lanes.bytes();
 }
 
 // body(rank) on n threads; each one's return.
@@ -365,6 +415,52 @@ TEST(CollDeviceAlgo, PartsTileTheWholeAndAllButTheLastEndOnSixteenByteBounds) {
         }
         EXPECT_EQ(at, len);
       }
+    }
+  }
+}
+
+// What a rank alone reads stays where it is: a two-shot rank folds its own
+// share from its send buffer and writes it to recv as it folds, a
+// reduce_scatter's rank its own segment; every other byte is staged once.
+// All ranks together, per byte reduced: a two-shot allreduce moves 5N - 2
+// bytes of memory (its peers' shares in, every share folded, its share out
+// twice, its peers' shares back); a reduce_scatter 3N - 1 per byte of a
+// segment, each rank. In many pieces and blocks, so the parts round.
+TEST(CollDeviceAlgo, EachRankLeavesWhatOnlyItReadsUnstaged) {
+  for (const int n : {2, 3, 4}) {
+    const auto un = static_cast<size_t>(n);
+    const uint64_t count = 1001;
+    const uint64_t bytes = count * sizeof(float);
+    Node node(n, 1024, 2);
+    node.one_shot_max = 64;
+    std::vector<std::vector<float>> bufs(un, std::vector<float>(count * un, 1.0F));
+    std::vector<uint64_t> moved(un, 0);
+    (void)on_threads(n, [&](int rank) {
+      float* buf = bufs[static_cast<size_t>(rank)].data();
+      moved[static_cast<size_t>(rank)] =
+          traffic_of_call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, count, buf, buf});
+      return 0;
+    });
+    uint64_t all = 0;
+    for (size_t r = 0; r < un; ++r) {
+      all += moved[r];
+      EXPECT_EQ(bufs[r][count - 1], static_cast<float>(n)) << n << " ranks, rank " << r;
+    }
+    EXPECT_EQ(all, bytes * static_cast<uint64_t>(5 * n - 2)) << n << " ranks, two-shot allreduce";
+
+    std::vector<std::vector<float>> outs(un, std::vector<float>(count, 0.0F));
+    for (auto& buf : bufs) {
+      std::fill(buf.begin(), buf.end(), 1.0F);
+    }
+    (void)on_threads(n, [&](int rank) {
+      const auto r = static_cast<size_t>(rank);
+      moved[r] = traffic_of_call(
+          node, rank, {dev::kReduceScatter, TRAINIT_F32, TRAINIT_SUM, 0, count, bufs[r].data(), outs[r].data()});
+      return 0;
+    });
+    for (size_t r = 0; r < un; ++r) {
+      EXPECT_EQ(moved[r], bytes * static_cast<uint64_t>(3 * n - 1)) << n << " ranks, reduce_scatter, rank " << r;
+      EXPECT_EQ(outs[r][count - 1], static_cast<float>(n)) << n << " ranks, rank " << r;
     }
   }
 }

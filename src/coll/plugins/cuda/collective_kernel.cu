@@ -83,40 +83,47 @@ class GpuChip {
     return v;
   }
 
-  // Elements first, first + stride, … of dst = srcs[0] op … op srcs[n-1],
-  // in that order (kernels.h); the op is the call's, alike for every
-  // thread: one loop each.
-  __device__ int fold(void* dst, const void* const* srcs, int n, size_t count, size_t first, size_t stride) const {
+  // Elements first, first + stride, … of dst (and of also, unless null) =
+  // srcs[0] op … op srcs[n-1], in that order (kernels.h); the op is the
+  // call's, alike for every thread: one loop each.
+  __device__ int fold(void* dst, void* also, const void* const* srcs, int n, size_t count, size_t first,
+                      size_t stride) const {
     switch (op_) {
       case TRAINIT_SUM:
-        return fold_as<TRAINIT_SUM>(dst, srcs, n, count, first, stride);
+        return fold_as<TRAINIT_SUM>(dst, also, srcs, n, count, first, stride);
       case TRAINIT_PROD:
-        return fold_as<TRAINIT_PROD>(dst, srcs, n, count, first, stride);
+        return fold_as<TRAINIT_PROD>(dst, also, srcs, n, count, first, stride);
       case TRAINIT_MIN:
-        return fold_as<TRAINIT_MIN>(dst, srcs, n, count, first, stride);
+        return fold_as<TRAINIT_MIN>(dst, also, srcs, n, count, first, stride);
       default:
-        return fold_as<TRAINIT_MAX>(dst, srcs, n, count, first, stride);
+        return fold_as<TRAINIT_MAX>(dst, also, srcs, n, count, first, stride);
     }
   }
 
  private:
   template <int Op>
-  __device__ static int fold_as(void* dst, const void* const* srcs, int n, size_t count, size_t first, size_t stride) {
+  __device__ static int fold_as(void* dst, void* also, const void* const* srcs, int n, size_t count, size_t first,
+                                size_t stride) {
     using T = typename D::T;
     auto* out = static_cast<T*>(dst);
+    auto* copy = static_cast<T*>(also);
     for (size_t i = first; i < count; i += stride) {
+      T v;
       if constexpr (D::kInteger && (Op == TRAINIT_MIN || Op == TRAINIT_MAX)) {
-        T acc = load_peer(static_cast<const T*>(srcs[0]) + i);
+        v = load_peer(static_cast<const T*>(srcs[0]) + i);
         for (int k = 1; k < n; ++k) {
-          acc = apply<Op>(acc, load_peer(static_cast<const T*>(srcs[k]) + i));
+          v = apply<Op>(v, load_peer(static_cast<const T*>(srcs[k]) + i));
         }
-        out[i] = acc;
       } else {
         auto acc = D::load(load_peer(static_cast<const T*>(srcs[0]) + i));
         for (int k = 1; k < n; ++k) {
           acc = apply<Op>(acc, D::load(load_peer(static_cast<const T*>(srcs[k]) + i)));
         }
-        out[i] = D::store(acc);
+        v = D::store(acc);
+      }
+      out[i] = v;
+      if (copy != nullptr) {
+        copy[i] = v;
       }
     }
     return 0;

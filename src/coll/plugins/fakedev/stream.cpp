@@ -37,10 +37,13 @@ constexpr unsigned kThreads = 2;
 class FakedevChip : public dev::HostChip {
  public:
   using HostChip::HostChip;
-  int fold(void* dst, const void* const* srcs, int n, size_t count, size_t first, size_t stride) const {
-    const int r = HostChip::fold(dst, srcs, n, count, first, stride);
+  int fold(void* dst, void* also, const void* const* srcs, int n, size_t count, size_t first, size_t stride) const {
+    const int r = HostChip::fold(dst, also, srcs, n, count, first, stride);
     if (count != 0 && first == 0) {
       corrupt_if_asked(dst);
+      if (also != nullptr) {
+        corrupt_if_asked(also);
+      }
     }
     return r;
   }
