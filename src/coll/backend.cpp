@@ -116,6 +116,7 @@ constexpr trainit_coll_backend kHost = {
     nullptr,
     nullptr,
     nullptr,
+    nullptr,
 };
 
 }  // namespace

@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define TRAINIT_COLL_BACKEND_ABI 4u
+#define TRAINIT_COLL_BACKEND_ABI 5u
 #define TRAINIT_COLL_HANDLE_MAX 128
 #define TRAINIT_COLL_BACKEND_ENTRY "trainit_coll_backend_v1"
 
@@ -92,6 +92,11 @@ typedef struct trainit_coll_backend {
   int (*query)(void* stream);
   int (*host_mapped)(size_t bytes, void** host, void** device_view);
   int (*free_host_mapped)(void* host);
+  /* ABI 5, may be NULL. The work this backend queued itself (its copies,
+   * reduces and folds) is done when it returns, the caller's other work on
+   * the device (its own streams) not waited for: what a call the host
+   * drives waits for between its steps. NULL: signal() then wait(). */
+  int (*drain)(void);
 } trainit_coll_backend;
 
 typedef const trainit_coll_backend* (*trainit_coll_backend_entry_fn)(void);

@@ -33,6 +33,11 @@ int sync(const trainit_coll_backend* b) {
   return r != 0 ? r : b->wait();
 }
 
+// The backend's own queued work (between a driven call's steps).
+int drain(const trainit_coll_backend* b) {
+  return b->drain != nullptr ? b->drain() : sync(b);
+}
+
 bool arguments_valid(const trainit_comm* c, const DeviceCall& q) {
   const size_t es = dtype_size(q.dtype);
   if (es == 0 || q.count >= kMaxCount) {
@@ -117,7 +122,7 @@ class ArenaLanes {
  public:
   ArenaLanes(trainit_comm* c, const trainit_coll_backend* b) : c_(c), b_(b) {}
 
-  int sync() { return record(trainit::coll::sync(b_)); }
+  int sync() { return record(drain(b_)); }
   static int64_t now_ns() { return comm_now_ns(); }
   uint64_t last_step(int, const dev::Call&) const { return c_->seq; }
 

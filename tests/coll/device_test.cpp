@@ -663,6 +663,50 @@ TEST(DeviceComm, AStreamIsRefusedWithEopnotsuppByHostCommunicatorsAndBackendsTha
   }
 }
 
+// A call the host drives over Ascend's copies and folds (on the plugin's
+// own stream) first waits for the whole device, the caller's streams
+// included, once; between its steps only for its own stream, so the
+// caller's other work runs on meanwhile. In pieces, one-shot and two-shot.
+TEST(DeviceComm, AnAscendCallWaitsForTheWholeDeviceOnceAndBetweenStepsOnlyForItsOwnStream) {
+  const std::string name = unique_name("device-waits");
+  const MockDir mock;
+  const auto status = run_ranks(2, [&](int rank) {
+    setenv("TRAINIT_COLL_DEVICE_STAGING", "16384", 1);
+    Pair p = join(name, rank, 2, Backend::kAscend, mock.path);
+    const auto waits = reinterpret_cast<uint64_t (*)()>(dlsym(RTLD_DEFAULT, "mockAclDeviceWaits"));
+    CHILD_CHECK(waits != nullptr, "mockAclDeviceWaits");
+    constexpr size_t kCount = 5000;  // 20,000 bytes: several pieces through 16 KiB of staging
+    std::vector<float> host(kCount, static_cast<float>(rank + 1));
+    void* buf = nullptr;
+    CHILD_CHECK(trainit_device_alloc(p.dev, kCount * sizeof(float), &buf) == 0, "alloc");
+    for (const char* one_shot : {"262144", "64"}) {
+      // The bound is read at init: a communicator of its own for each.
+      setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", one_shot, 1);
+      trainit_comm* c = nullptr;
+      const std::string each = name + "-" + one_shot;
+      CHILD_CHECK(trainit_comm_init_backend(&c, each.c_str(), rank, 2, TRAINIT_ASCEND_PLUGIN) == 0, "init");
+      CHILD_CHECK(trainit_device_copy(c, buf, host.data(), kCount * sizeof(float)) == 0, "copy in");
+      const uint64_t before = waits();
+      const int r = trainit_allreduce(c, buf, buf, kCount, TRAINIT_F32, TRAINIT_SUM);
+      const uint64_t during = waits() - before;
+      CHILD_CHECK(r == 0, "one-shot bound %s: %s", one_shot, trainit_strerror(r));
+      CHILD_CHECK(during == 1, "one-shot bound %s: %llu waits for the whole device in one call", one_shot,
+                  static_cast<unsigned long long>(during));
+      std::vector<float> out(kCount, 0.0F);
+      CHILD_CHECK(trainit_device_copy(c, out.data(), buf, kCount * sizeof(float)) == 0, "copy out");
+      CHILD_CHECK(out[0] == 3.0F && out[kCount - 1] == 3.0F, "one-shot bound %s: %g", one_shot,
+                  static_cast<double>(out[kCount - 1]));
+      (void)trainit_comm_destroy(c);
+    }
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    leave(p);
+    return 0;
+  });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
+}
+
 TEST(DeviceComm, TrainitCollBackendChoosesTheBackendAndHostIsTheDefault) {
   const std::string name = unique_name("choice");
   const auto status = run_ranks(2, [&](int rank) {

@@ -76,7 +76,8 @@
 //                             with the lowest bit of its first byte flipped
 //                             (the first element of a little-endian result:
 //                             a wrong sum).
-// mockAclViolations() (not AscendCL) returns how many rules this process broke.
+// mockAclViolations() (not AscendCL) returns how many rules this process
+// broke, mockAclDeviceWaits() how many aclrtSynchronizeDevice calls it made.
 //
 // Simplifications: the current device is per process (AscendCL's is per
 // thread); the bare tgid is the pid (no container pid namespace to leave).
@@ -635,6 +636,9 @@ aclError do_copy(const char* call, bool async, void* dst, size_t dest_max, const
 
 // Runs the queued copies of one stream (one) or of every stream of this
 // process, once the device answers (a hung one never does).
+// The aclrtSynchronizeDevice calls this process has made.
+std::atomic<uint64_t> device_waits{0};
+
 aclError synchronize(const char* call, bool one, void* stream) {
   {
     const Locked guard;
@@ -651,6 +655,7 @@ aclError synchronize(const char* call, bool one, void* stream) {
   if (one) {
     run_queued(stream_of(stream));
   } else {
+    device_waits.fetch_add(1, std::memory_order_relaxed);
     run_all_queued();
   }
   return kSuccess;
@@ -1057,6 +1062,12 @@ MOCK_ACL_API int mockAclMemoryKind(const void* p, size_t len) {
     return -1;
   }
   return r->kind == Kind::kAlloc ? 1 : 2;
+}
+
+// Not AscendCL: how many times this process has waited for its whole
+// device (aclrtSynchronizeDevice), every stream's work.
+MOCK_ACL_API uint64_t mockAclDeviceWaits() {
+  return device_waits.load(std::memory_order_relaxed);
 }
 
 // Not AscendCL: how many rules this process has broken so far.

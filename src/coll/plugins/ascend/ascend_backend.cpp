@@ -35,7 +35,9 @@
 // back — correct on any device, not fast.
 //
 // signal() is a no-op and wait() is aclrtSynchronizeDevice: the plugin's
-// stream and the work a caller queued on the device itself.
+// stream and the work a caller queued on the device itself (what a call
+// waits for first). drain() is aclrtSynchronizeStream of the plugin's
+// stream alone (what a call waits for between its steps).
 //
 // Errors: each aclError becomes a negative errno (from_acl), and a failed
 // call prints one line with its name and the aclError number. Refused IPC
@@ -673,14 +675,38 @@ int as_wait() {
   return rc != 0 ? rc : check("aclrtSynchronizeDevice", acl.synchronize_device());
 }
 
+int as_drain() {
+  const int rc = ready();
+  return rc != 0 ? rc : drain();
+}
+
 uint64_t as_violations() {
   return violation_count.load(std::memory_order_relaxed);
 }
 
 constexpr trainit_coll_backend kAscend = {
-    TRAINIT_COLL_BACKEND_ABI, "ascend", as_init,         as_alloc,  as_free, as_export,     as_import,
-    as_close_import,          as_copy,  as_reduce,       as_signal, as_wait, as_violations, as_process_id,
-    as_allow_import,          as_fold,  as_import_sized, nullptr,   nullptr, nullptr,       nullptr,
+    TRAINIT_COLL_BACKEND_ABI,
+    "ascend",
+    as_init,
+    as_alloc,
+    as_free,
+    as_export,
+    as_import,
+    as_close_import,
+    as_copy,
+    as_reduce,
+    as_signal,
+    as_wait,
+    as_violations,
+    as_process_id,
+    as_allow_import,
+    as_fold,
+    as_import_sized,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    as_drain,
 };
 
 }  // namespace

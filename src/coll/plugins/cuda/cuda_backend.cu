@@ -491,6 +491,7 @@ constexpr trainit_coll_backend kCuda = {
     cu_query,
     cu_host_mapped,
     cu_free_host_mapped,
+    nullptr,
 };
 
 }  // namespace

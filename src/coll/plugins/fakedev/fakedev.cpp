@@ -593,6 +593,7 @@ constexpr trainit_coll_backend kFakedev = {
     fakedev::query,
     fakedev::host_mapped,
     fakedev::free_host_mapped,
+    nullptr,
 };
 
 }  // namespace
