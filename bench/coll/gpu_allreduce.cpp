@@ -18,8 +18,9 @@
 //
 //   gpu_allreduce sweep N
 //     what a GPU is tuned by: the same allreduce at 4 B … 256 MiB for each
-//     of a few block counts (TRAINIT_COLL_DEVICE_BLOCKS) and one-shot bounds
-//     (TRAINIT_COLL_DEVICE_ONE_SHOT), a communicator each: one table.
+//     of a few block counts (TRAINIT_COLL_DEVICE_BLOCKS), one-shot bounds
+//     (TRAINIT_COLL_DEVICE_ONE_SHOT) and staging sizes
+//     (TRAINIT_COLL_DEVICE_STAGING), a communicator each: one table.
 //
 //   gpu_allreduce bench N...
 //     f32 sum in place on device buffers (trainit_device_alloc), 4 B …
@@ -621,22 +622,30 @@ int bench_all(const std::vector<int>& ns, int gpus) {
 }
 
 // The settings a GPU is tuned by, each a communicator of N ranks: the block
-// count (TRAINIT_COLL_DEVICE_BLOCKS) and the one-shot bound
-// (TRAINIT_COLL_DEVICE_ONE_SHOT), at the sizes they move.
+// count (TRAINIT_COLL_DEVICE_BLOCKS), the one-shot bound
+// (TRAINIT_COLL_DEVICE_ONE_SHOT) and the staging (TRAINIT_COLL_DEVICE_STAGING:
+// a large call's steps are a piece of a block's region each, and so fewer
+// with more staging), at the sizes they move.
 struct Setting {
   int blocks;
   size_t one_shot;
+  size_t staging;
 };
-constexpr Setting kSweep[] = {{1, 256 << 10},  {4, 256 << 10}, {8, 256 << 10}, {16, 256 << 10},
-                              {32, 256 << 10}, {16, 64 << 10}, {16, 1 << 20},  {16, 4 << 20}};
+constexpr size_t kStagingDefault = size_t{32} << 20;
+constexpr Setting kSweep[] = {
+    {1, 256 << 10, kStagingDefault},    {4, 256 << 10, kStagingDefault},   {8, 256 << 10, kStagingDefault},
+    {16, 256 << 10, kStagingDefault},   {32, 256 << 10, kStagingDefault},  {16, 64 << 10, kStagingDefault},
+    {16, 1 << 20, kStagingDefault},     {16, 4 << 20, kStagingDefault},    {16, 256 << 10, size_t{8} << 20},
+    {16, 256 << 10, size_t{128} << 20}, {32, 256 << 10, size_t{128} << 20}};
 
 int sweep(int n, int gpus) {
   const std::vector<size_t> sizes = {0, 8, 9, 10, 13};  // 4 B, 256 KiB, 1 MiB, 4 MiB, 256 MiB
   std::printf(
       "\nallreduce f32 sum in place, %d ranks, rank 0's mean µs per call (synchronous; 4 B also back to back on a "
-      "stream), by TRAINIT_COLL_DEVICE_BLOCKS and TRAINIT_COLL_DEVICE_ONE_SHOT:\n\n"
-      "| blocks | one-shot up to | 4 B | 4 B on a stream | 256 KiB | 1 MiB | 4 MiB | 256 MiB | 256 MiB busbw GB/s |\n"
-      "|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+      "stream), by TRAINIT_COLL_DEVICE_BLOCKS, TRAINIT_COLL_DEVICE_ONE_SHOT and TRAINIT_COLL_DEVICE_STAGING:\n\n"
+      "| blocks | one-shot up to | staging MiB | 4 B | 4 B on a stream | 256 KiB | 1 MiB | 4 MiB | 256 MiB | 256 MiB "
+      "busbw GB/s |\n"
+      "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
       n);
   double* us = shared_array<double>(sizes.size());
   double* stream_us = shared_array<double>(sizes.size());
@@ -646,10 +655,11 @@ int sweep(int n, int gpus) {
         [&] {
           setenv("TRAINIT_COLL_DEVICE_BLOCKS", std::to_string(set.blocks).c_str(), 1);
           setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", std::to_string(set.one_shot).c_str(), 1);
+          setenv("TRAINIT_COLL_DEVICE_STAGING", std::to_string(set.staging).c_str(), 1);
         },
         us, stream_us);
-    std::printf("| %d | %zu KiB | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", set.blocks, set.one_shot >> 10,
-                us[0], stream_us[0], us[1], us[2], us[3], us[4],
+    std::printf("| %d | %zu KiB | %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", set.blocks,
+                set.one_shot >> 10, set.staging >> 20, us[0], stream_us[0], us[1], us[2], us[3], us[4],
                 static_cast<double>(kMaxBytes) / (us[4] * 1e3) * 2.0 * (n - 1) / n);
   }
   return 0;
