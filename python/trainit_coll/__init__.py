@@ -67,6 +67,7 @@ import ctypes
 import ctypes.util
 import errno as _errno
 import os
+import sys as _sys
 
 __all__ = ["Comm", "CollError", "CollAbortedError", "CollTimeoutError", "DTYPES", "OPS", "library_path"]
 
@@ -198,13 +199,11 @@ class _Buf:
 
 
 def _torch():
-    import sys
-    return sys.modules.get("torch")
+    return _sys.modules.get("torch")
 
 
 def _numpy():
-    import sys
-    return sys.modules.get("numpy")
+    return _sys.modules.get("numpy")
 
 
 # The fast path of a call on numpy arrays (Comm.allreduce): a C-contiguous
@@ -239,6 +238,56 @@ def _np_address(obj, writable):
         # The buffer protocol, in C: numpy's .ctypes view costs 3–4 times more.
         return ctypes.addressof(ctypes.c_char.from_buffer(obj)), count, code
     return None if writable else (obj.ctypes.data, count, code)
+
+
+# The fast path of an allreduce on a device communicator (Comm.allreduce):
+# addresses with count= and dtype=, or a contiguous device tensor with out=,
+# go straight to the library (through _fast where it is built) after a few
+# checks, where the general path costs 1.5–3 µs more in Python. Anything
+# else, or anything wrong, takes the general path, which decides and says
+# why (and keeps the ranks in step).
+_U64 = 1 << 64
+_tensor_codes = {}  # a tensor's dtype -> the library's dtype, as met
+
+
+def _device_tensor(t):
+    """(address, count, dtype) of device tensor t if it takes the fast path,
+    else None: the general path's checks (_describe), without its words."""
+    if t.is_cpu or not t.is_contiguous():
+        return None
+    code = _tensor_codes.get(t.dtype)
+    if code is None:
+        code = DTYPES.get(str(t.dtype).replace("torch.", ""))
+        if code is None:
+            return None
+        _tensor_codes[t.dtype] = code
+    return t.data_ptr(), t.numel(), code
+
+
+def _device_operands(array, out, count, dtype):
+    """(send, recv, count, dtype) of a device allreduce if it takes the fast
+    path, else None."""
+    if type(array) is int:
+        if type(out) is not int or type(count) is not int or type(dtype) is not str or count < 0:
+            return None
+        code = DTYPES.get(dtype)
+        if code is None or not (0 <= array < _U64 and 0 <= out < _U64):
+            return None
+        return array, out, count, code
+    torch = _torch()
+    if torch is None or type(array) is not torch.Tensor or count is not None or dtype is not None:
+        return None
+    src = _device_tensor(array)
+    if src is None:
+        return None
+    if out is array:
+        return src[0], src[0], src[1], src[2]
+    if type(out) is not torch.Tensor:
+        return None
+    dst = _device_tensor(out)
+    if dst is None or dst[1:] != src[1:]:
+        return None
+    return src[0], dst[0], src[1], src[2]
 
 
 def _is_address(obj):
@@ -410,6 +459,7 @@ class Comm:
         lib = _load()
         self._c = None
         self._fast_c = None  # the handle as an int, for _fast; None: no fast path
+        self._dev_c = None  # the same for a device communicator's fast path
         if backend is not None and not isinstance(backend, (str, bytes, os.PathLike)):
             raise TypeError("backend: a name or a plugin's path (str), or None")
         raw_backend = None if backend is None else os.fsencode(backend)
@@ -434,6 +484,8 @@ class Comm:
         self._device = self._backend != "host"
         if _fast is not None and not self._device:
             self._fast_c = handle.value
+        if self._device:
+            self._dev_c = handle.value
 
     @classmethod
     def from_env(cls, backend=None):
@@ -458,7 +510,7 @@ class Comm:
     def close(self):
         """Leaves the communicator (idempotent)."""
         if self._c is not None:
-            c, self._c, self._fast_c = self._c, None, None
+            c, self._c, self._fast_c, self._dev_c = self._c, None, None, None
             rc = _lib.trainit_comm_destroy(c)
             if rc != 0:
                 raise _error(rc, "trainit_comm_destroy")
@@ -473,7 +525,7 @@ class Comm:
     def __del__(self):
         if getattr(self, "_c", None) is not None and _lib is not None:
             _lib.trainit_comm_destroy(self._c)
-            self._c = self._fast_c = None
+            self._c = self._fast_c = self._dev_c = None
 
     def __repr__(self):
         state = "closed" if self._c is None else "rank %d of %d, %s" % (self._rank, self._size, self._backend)
@@ -549,6 +601,18 @@ class Comm:
             fast = self._allreduce_numpy(c, array, op, out)
             if fast is not None:
                 return fast
+        dc = self._dev_c
+        if dc is not None and type(op) is str and out is not None:
+            o = OPS.get(op)
+            args = None if o is None else _device_operands(array, out, count, dtype)
+            if args is not None:
+                if _fast is not None:
+                    rc = _fast.allreduce_at(dc, args[0], args[1], args[2], args[3], o)
+                else:
+                    rc = _lib.trainit_allreduce(c, args[0] or None, args[1] or None, args[2], args[3], o)
+                if rc != 0:
+                    raise _error(rc, "allreduce")
+                return out
         res = []
 
         def call(c):

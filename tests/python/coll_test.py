@@ -741,6 +741,44 @@ def case_device_address_calls_copy_and_allocate_nothing_of_the_buffers_size():
     check_ranks(2, body, 60.0, device_and_host_comms)
 
 
+def case_device_allreduce_of_addresses_with_out_skips_the_general_path_with_and_without_the_c_part():
+    """Addresses with out=, count= and dtype= go straight to the library (the
+    general path, Comm._run, is not entered); what the fast path declines
+    takes the general path, which raises EINVAL on every rank in step."""
+    import array
+
+    def body(dev, host):
+        general = []
+        run = tc.Comm._run
+        tc.Comm._run = lambda self, *a: (general.append(a[0]), run(self, *a))[1]
+        try:
+            ptr, other = dev.device_alloc(4 * 64), dev.device_alloc(4 * 64)
+            n, me = dev.size, dev.rank
+            for c_part in (tc._fast, None):
+                tc._fast = c_part
+                dev.device_copy(ptr, array.array("i", [me + 1] * 64))
+                assert dev.allreduce(ptr, out=ptr, count=64, dtype="int32") == ptr
+                assert dev.allreduce(ptr, op="max", out=other, count=64, dtype="int32") == other
+                assert general == [], general
+                got = array.array("i", bytes(4 * 64))
+                dev.device_copy(got, other)
+                assert list(got) == [n * (n + 1) // 2] * 64, got
+                # Declined by the fast path: the general path's error, on every rank.
+                expect_error(lambda: dev.allreduce(ptr, out=ptr, count=-1 if me == 0 else 64, dtype="int32"),
+                             errno.EINVAL, "a negative count on rank 0")
+                expect_error(lambda: dev.allreduce(True, out=ptr, count=64, dtype="int32"), errno.EINVAL,
+                             "a bool for an address")
+                assert general == ["allreduce"] * (2 if me == 0 else 1), general
+                general.clear()
+        finally:
+            tc.Comm._run = run
+            dev.device_free(ptr)
+            dev.device_free(other)
+
+    tc._load()
+    check_ranks(2, body, 30.0, device_and_host_comms)
+
+
 def case_device_communicator_names_its_backend_and_refuses_host_buffers_in_step():
     import array
 
@@ -777,7 +815,8 @@ def case_device_communicator_names_its_backend_and_refuses_host_buffers_in_step(
 def case_device_tensors_over_the_fake_device_through_a_stand_in_torch():
     """torch CUDA is absent here: a stand-in torch module whose tensors live in
     fake-device memory exercises the module's device-tensor path (the
-    attributes it reads: device.type, data_ptr, numel, dtype, is_contiguous;
+    attributes it reads: device.type, is_cpu, data_ptr, numel, dtype,
+    is_contiguous;
     torch.empty for a new result on the tensor's device)."""
     import array
     import math
@@ -789,6 +828,10 @@ def case_device_tensors_over_the_fake_device_through_a_stand_in_torch():
         def __init__(self, count, device):
             self.count, self.dtype, self.device = count, "torch.float32", types.SimpleNamespace(type=device)
             self.ptr = held[0].device_alloc(max(4 * count, 1))
+
+        @property
+        def is_cpu(self):
+            return self.device.type == "cpu"
 
         def data_ptr(self):
             return self.ptr
