@@ -100,13 +100,22 @@ PyObject* bind(PyObject* /*self*/, PyObject* address) {
   Py_RETURN_NONE;
 }
 
-PyObject* allreduce(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4) {
-    PyErr_SetString(PyExc_TypeError, "allreduce(comm, src, dst, op)");
-    return nullptr;
+// A call of nargs arguments, where usage wants want, with the library
+// bound: true; false with the error set otherwise.
+bool callable(Py_ssize_t nargs, Py_ssize_t want, const char* usage) {
+  if (nargs != want) {
+    PyErr_SetString(PyExc_TypeError, usage);
+    return false;
   }
   if (g_allreduce == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "allreduce: bind() was not called");
+    PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
+    return false;
+  }
+  return true;
+}
+
+PyObject* allreduce(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (!callable(nargs, 4, "allreduce(comm, src, dst, op)")) {
     return nullptr;
   }
   void* comm = PyLong_AsVoidPtr(args[0]);
@@ -146,12 +155,7 @@ PyObject* allreduce(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs)
 }
 
 PyObject* allreduce_at(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 6) {
-    PyErr_SetString(PyExc_TypeError, "allreduce_at(comm, send, recv, count, dtype, op)");
-    return nullptr;
-  }
-  if (g_allreduce == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "allreduce_at: bind() was not called");
+  if (!callable(nargs, 6, "allreduce_at(comm, send, recv, count, dtype, op)")) {
     return nullptr;
   }
   void* comm = PyLong_AsVoidPtr(args[0]);
