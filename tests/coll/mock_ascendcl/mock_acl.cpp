@@ -634,11 +634,11 @@ aclError do_copy(const char* call, bool async, void* dst, size_t dest_max, const
   return kSuccess;
 }
 
-// Runs the queued copies of one stream (one) or of every stream of this
-// process, once the device answers (a hung one never does).
 // The aclrtSynchronizeDevice calls this process has made.
 std::atomic<uint64_t> device_waits{0};
 
+// Runs the queued copies of one stream (one) or of every stream of this
+// process, once the device answers (a hung one never does).
 aclError synchronize(const char* call, bool one, void* stream) {
   {
     const Locked guard;

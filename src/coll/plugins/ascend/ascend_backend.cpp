@@ -577,47 +577,9 @@ int as_copy(void* dst, const void* src, size_t bytes) {
   return rc != 0 ? rc : copy_any(dst, dk, src, sk, bytes);
 }
 
-// Staged: both operands to the host, the host kernels' fold, back.
-int as_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
-  const void* ins[2] = {dst, src};
-  if (const int rc = check_fold_args(dtype, op, count, dst, ins, 2); rc != 0) {
-    return rc < 0 ? rc : 0;
-  }
-  const size_t size = dtype_size(dtype);
-  int rc = ready();
-  const size_t bytes = count * size;
-  Kind dk = Kind::kNone;
-  Kind sk = Kind::kNone;
-  rc = rc != 0 ? rc : kind_of(dst, bytes, &dk);
-  rc = rc != 0 ? rc : kind_of(src, bytes, &sk);
-  if (rc != 0) {
-    return rc;
-  }
-  if (dk == Kind::kNone || sk == Kind::kNone) {
-    return misuse(-EFAULT, "reduce with host memory %p (device buffers only)", dk == Kind::kNone ? dst : src);
-  }
-  if (dk == Kind::kAlloc && aclnn_ready()) {
-    return aclnn_fold(acl, stream, dst, ins, 2, count, dtype, op);
-  }
-  auto* staged = static_cast<unsigned char*>(std::malloc(2 * bytes));
-  if (staged == nullptr) {
-    return -ENOMEM;
-  }
-  unsigned char* host_dst = staged;
-  unsigned char* host_src = staged + bytes;
-  rc = copy_any(host_dst, Kind::kNone, dst, dk, bytes);
-  rc = rc != 0 ? rc : copy_any(host_src, Kind::kNone, src, sk, bytes);
-  if (rc == 0) {
-    const void* on_host[2] = {host_dst, host_src};
-    kernels_best()->fold[dtype][op](host_dst, on_host, 2, count);
-    rc = copy_any(dst, dk, host_dst, Kind::kNone, bytes);
-  }
-  std::free(staged);
-  return rc;
-}
-
-// fold, staged as reduce is: every input to host memory, the host kernels'
-// n-input fold (f16/bf16 round once, as on the host path), the result back.
+// On the device through aclnn where it can run (dst this process's own),
+// else staged: every input to host memory, the host kernels' n-input fold
+// (f16/bf16 round once, as on the host path), the result back.
 int as_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
   if (const int rc = check_fold_args(dtype, op, count, dst, srcs, n); rc != 0) {
     return rc < 0 ? rc : 0;
@@ -664,6 +626,12 @@ int as_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, 
   std::free(staged);
   std::free(static_cast<void*>(ins));
   return rc;
+}
+
+// dst = dst op src: a fold of the two.
+int as_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
+  const void* ins[2] = {dst, src};
+  return as_fold(dst, ins, 2, count, dtype, op);
 }
 
 int as_signal() {
