@@ -78,11 +78,6 @@ uint64_t quarter_bytes() {
   return (bytes - dev::kHeaderBytes) / 4 / dev::kQuarterAlign * dev::kQuarterAlign;
 }
 
-int sync(const trainit_coll_backend* b) {
-  const int r = b->signal();
-  return r != 0 ? r : b->wait();
-}
-
 // What a socket's error means to the caller: a peer that went away is a
 // peer that died (-ECONNABORTED), a receive timeout is -ETIMEDOUT.
 int transport_error(int r) {
@@ -389,7 +384,7 @@ int trainit_device_copy(trainit_comm* comm, void* dst, const void* src, size_t b
   }
   const trainit_coll_backend* b = backend_of(comm);
   const int r = b->copy(dst, src, bytes);
-  return r != 0 ? r : sync(b);
+  return r != 0 ? r : device_sync(b);
 }
 
 }  // extern "C"

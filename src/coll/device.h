@@ -28,6 +28,10 @@ struct DeviceComm {
 
 inline constexpr int kStatusWord = 16;  // a line apart from the abort word
 
+// Waits until the work this process has issued on b's device is done
+// (signal, then wait): 0 or a negative errno.
+int device_sync(const trainit_coll_backend* b);
+
 // Runs one collective on c's device: 0 or a negative errno.
 int device_call(trainit_comm* c, const DeviceCall& q);
 

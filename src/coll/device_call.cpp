@@ -28,14 +28,9 @@
 namespace trainit::coll {
 namespace {
 
-int sync(const trainit_coll_backend* b) {
-  const int r = b->signal();
-  return r != 0 ? r : b->wait();
-}
-
 // The backend's own queued work (between a driven call's steps).
 int drain(const trainit_coll_backend* b) {
-  return b->drain != nullptr ? b->drain() : sync(b);
+  return b->drain != nullptr ? b->drain() : device_sync(b);
 }
 
 bool arguments_valid(const trainit_comm* c, const DeviceCall& q) {
@@ -269,6 +264,11 @@ class ShownInSlot {
 
 }  // namespace
 
+int device_sync(const trainit_coll_backend* b) {
+  const int r = b->signal();
+  return r != 0 ? r : b->wait();
+}
+
 int32_t take_status(const DeviceComm* d) {
   return __atomic_exchange_n(reinterpret_cast<int32_t*>(&d->words[kStatusWord]), 0, __ATOMIC_ACQ_REL);
 }
@@ -291,7 +291,7 @@ int device_call(trainit_comm* c, const DeviceCall& q) {
   }
   const ShownInSlot shown(c, q.kind);
   const dev::Call a = make_call(c, d, q);
-  int r = d->stream == nullptr ? sync(d->b) : 0;  // the caller's work on its buffers is done
+  int r = d->stream == nullptr ? device_sync(d->b) : 0;  // the caller's work on its buffers is done
   if (r != 0) {
     coll_arena_abort(c->base, c->n);
     return r;
