@@ -268,7 +268,7 @@ def _device_operands(array, out, count, dtype):
     """(send, recv, count, dtype) of a device allreduce if it takes the fast
     path, else None."""
     if type(array) is int:
-        if type(out) is not int or type(count) is not int or type(dtype) is not str or count < 0:
+        if type(out) is not int or type(count) is not int or type(dtype) is not str or not 0 <= count < _U64:
             return None
         code = DTYPES.get(dtype)
         if code is None or not (0 <= array < _U64 and 0 <= out < _U64):
@@ -294,6 +294,14 @@ def _is_address(obj):
     return isinstance(obj, int) and not isinstance(obj, bool)
 
 
+def _fits(value, what):
+    """value, an address or size for C: 0 <= value < 2**64 (ctypes would cut
+    a larger one down to its low bits)."""
+    if not 0 <= value < _U64:
+        raise ValueError("%s: %d does not fit 64 bits" % (what, value))
+    return value
+
+
 def _dtype_name(dtype):
     """"float32", a numpy dtype or type, or a torch dtype -> the name in DTYPES, or None."""
     if isinstance(dtype, str):
@@ -305,8 +313,8 @@ def _dtype_name(dtype):
 def _address(value, count, dtype):
     """A buffer given as a plain address (an int) of count elements of dtype:
     the communicator backend's memory (device memory on a device one)."""
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        raise _ArgError("an address needs count= (its elements, an int >= 0), not %r" % (count,))
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count < _U64:
+        raise _ArgError("an address needs count= (its elements, an int >= 0 that fits 64 bits), not %r" % (count,))
     name = _dtype_name(dtype)
     if name is None:
         raise _ArgError("an address needs dtype= one of %s, not %r" % (", ".join(DTYPES), dtype))
@@ -553,6 +561,12 @@ class Comm:
             raise CollError(_errno.EINVAL, "%s: %s" % (what, detail))
 
     @staticmethod
+    def _root(root):
+        """root, an int the library's int holds (the library checks its range)."""
+        if not isinstance(root, int) or not -(1 << 31) <= root < 1 << 31:
+            raise _ArgError("root must be an int of a rank, not %r" % (root,))
+
+    @staticmethod
     def _op(op):
         if op not in OPS:
             raise _ArgError("unknown op %r: one of %s" % (op, ", ".join(OPS)))
@@ -653,8 +667,7 @@ class Comm:
         def call(c):
             src = self._source(array, out is array, count, dtype)
             o = self._op(op)
-            if not isinstance(root, int):
-                raise _ArgError("root must be an int")
+            self._root(root)
             if self._rank != root and out is None:
                 res.append(None)
                 return _lib.trainit_reduce(c, src.ptr, None, src.count, DTYPES[src.dtype], o, root)
@@ -723,8 +736,7 @@ class Comm:
         An address takes count= and dtype=."""
 
         def call(c):
-            if not isinstance(root, int):
-                raise _ArgError("root must be an int")
+            self._root(root)
             buf = self._source(array, True, count, dtype)
             return _lib.trainit_broadcast(c, buf.ptr, buf.count, DTYPES[buf.dtype], root)
 
@@ -743,6 +755,7 @@ class Comm:
         give it back with device_free."""
         if not isinstance(nbytes, int) or nbytes < 0:
             raise TypeError("device_alloc(nbytes: int >= 0)")
+        _fits(nbytes, "device_alloc")
         ptr = ctypes.c_void_p()
         rc = _lib.trainit_device_alloc(self._handle(), nbytes, ctypes.byref(ptr))
         if rc != 0:
@@ -753,7 +766,7 @@ class Comm:
         """Frees an address from device_alloc (0: nothing)."""
         if not _is_address(ptr):
             raise TypeError("device_free(ptr: int)")
-        rc = _lib.trainit_device_free(self._handle(), ptr or None)
+        rc = _lib.trainit_device_free(self._handle(), _fits(ptr, "device_free") or None)
         if rc != 0:
             raise _error(rc, "device_free(%#x) on %s" % (ptr, self._backend))
 
@@ -769,6 +782,8 @@ class Comm:
             stream = getattr(stream, "cuda_stream", stream)
         if stream is not None and not _is_address(stream):
             raise TypeError("set_stream(stream: int, a torch.cuda.Stream or None)")
+        if stream is not None:
+            _fits(stream, "set_stream")
         rc = _lib.trainit_comm_set_stream(self._handle(), stream or None)
         if rc != 0:
             raise _error(rc, "set_stream on %s" % self._backend)
@@ -798,6 +813,7 @@ class Comm:
             nbytes = min(known)
         if not isinstance(nbytes, int) or nbytes < 0:
             raise TypeError("device_copy: nbytes must be an int >= 0")
+        _fits(nbytes, "device_copy")
         if any(n < nbytes for n in known):
             raise ValueError("device_copy of %d bytes: a buffer holds only %d" % (nbytes, min(known)))
         rc = _lib.trainit_device_copy(c, dst_ptr, src_ptr, nbytes)
@@ -809,7 +825,7 @@ class Comm:
 def _copy_end(obj, writable):
     """(address, bytes or None, what keeps it alive) of one end of a copy."""
     if _is_address(obj):
-        return obj or None, None, None
+        return _fits(obj, "device_copy") or None, None, None
     torch = _torch()
     if torch is not None and isinstance(obj, torch.Tensor):
         if not obj.is_contiguous():

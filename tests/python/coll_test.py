@@ -462,6 +462,22 @@ def expect_error(fn, err, what, cls=tc.CollError):
     raise AssertionError("%s: no error" % what)
 
 
+def case_a_root_past_a_c_int_raises_einval_on_every_rank_not_another_root():
+    """A root that does not fit the library's int is refused, on every rank,
+    where it used to be cut down to one that fits (2**32 became root 0)."""
+    import array
+
+    def body(comm):
+        for root in (2 ** 32, -2 ** 32, 2 ** 31):
+            a = array.array("f", [comm.rank + 1.0] * 4)
+            expect_error(lambda: comm.broadcast(a, root=root), errno.EINVAL, "broadcast from root %d" % root)
+            assert list(a) == [comm.rank + 1.0] * 4, a
+            expect_error(lambda: comm.reduce(a, root=root), errno.EINVAL, "reduce to root %d" % root)
+        assert list(comm.broadcast(a, root=1)) == [2.0] * 4  # still in step
+
+    check_ranks(2, body)
+
+
 def case_bad_op_or_mismatched_dtype_raises_einval_on_every_rank_and_keeps_them_in_step():
     np = need_numpy()
 
@@ -768,7 +784,11 @@ def case_device_allreduce_of_addresses_with_out_skips_the_general_path_with_and_
                              errno.EINVAL, "a negative count on rank 0")
                 expect_error(lambda: dev.allreduce(True, out=ptr, count=64, dtype="int32"), errno.EINVAL,
                              "a bool for an address")
-                assert general == ["allreduce"] * (2 if me == 0 else 1), general
+                # A count past size_t on rank 0: neither an overflow that
+                # takes no step nor a count cut down to fit.
+                expect_error(lambda: dev.allreduce(ptr, out=ptr, count=2 ** 64 if me == 0 else 64, dtype="int32"),
+                             errno.EINVAL, "a count of 2**64 on rank 0")
+                assert general == ["allreduce"] * (3 if me == 0 else 1), general
                 general.clear()
         finally:
             tc.Comm._run = run
@@ -777,6 +797,33 @@ def case_device_allreduce_of_addresses_with_out_skips_the_general_path_with_and_
 
     tc._load()
     check_ranks(2, body, 30.0, device_and_host_comms)
+
+
+def case_sizes_and_addresses_past_64_bits_are_refused_not_cut_down():
+    """ctypes cuts an int down to the C type's bits: 2**64 + 16 would be 16,
+    and a free of ptr + 2**64 would free ptr. Each is refused instead."""
+    import array
+    with tc.Comm("pytest-64-%d" % os.getpid(), 0, 1, backend=fakedev()) as dev:
+        ptr = dev.device_alloc(16)
+        dev.device_copy(ptr, array.array("i", [7] * 4))
+        over = 1 << 64
+        for what, call in {
+            "device_alloc of 2**64 + 16 bytes": lambda: dev.device_alloc(over + 16),
+            "device_free of ptr + 2**64": lambda: dev.device_free(ptr + over),
+            "device_free of -1": lambda: dev.device_free(-1),
+            "device_copy of 2**64 + 4 bytes": lambda: dev.device_copy(ptr, ptr + 4, over + 4),
+            "device_copy to ptr + 2**64": lambda: dev.device_copy(ptr + over, array.array("i", [1] * 4)),
+            "set_stream(2**64 + 1)": lambda: dev.set_stream(over + 1),
+        }.items():
+            try:
+                call()
+                raise AssertionError("%s: accepted" % what)
+            except (TypeError, ValueError):
+                pass
+        got = array.array("i", bytes(16))
+        dev.device_copy(got, ptr)  # ptr is still allocated, and unchanged
+        assert list(got) == [7] * 4, got
+        dev.device_free(ptr)
 
 
 def case_device_communicator_names_its_backend_and_refuses_host_buffers_in_step():
