@@ -478,6 +478,8 @@ class Comm:
         else:
             if not isinstance(name, (str, bytes)) or not isinstance(rank, int) or not isinstance(size, int):
                 raise TypeError("Comm(name: str, rank: int, size: int, backend=None)")
+            if not (-(1 << 31) <= rank < 1 << 31 and -(1 << 31) <= size < 1 << 31):
+                raise ValueError("Comm: rank %d and size %d must each fit a C int" % (rank, size))
             raw = name.encode() if isinstance(name, str) else name
             rc = lib.trainit_comm_init_backend(ctypes.byref(handle), raw, rank, size, raw_backend)
             what = "trainit_comm_init(%r, %d, %d)" % (name, rank, size)

@@ -799,6 +799,17 @@ def case_device_allreduce_of_addresses_with_out_skips_the_general_path_with_and_
     check_ranks(2, body, 30.0, device_and_host_comms)
 
 
+def case_a_rank_or_size_past_a_c_int_is_refused_not_cut_down():
+    """Comm(name, 2**32, 1) used to join as rank 0 of 1 (ctypes keeps an
+    int's low 32 bits)."""
+    for rank, size in ((1 << 32, 1), (0, (1 << 32) + 1), (-(1 << 32), 1)):
+        try:
+            tc.Comm("pytest-int-%d" % os.getpid(), rank, size).close()
+            raise AssertionError("Comm(rank=%d, size=%d): joined" % (rank, size))
+        except ValueError as e:
+            assert "int" in str(e), e
+
+
 def case_sizes_and_addresses_past_64_bits_are_refused_not_cut_down():
     """ctypes cuts an int down to the C type's bits: 2**64 + 16 would be 16,
     and a free of ptr + 2**64 would free ptr. Each is refused instead."""
