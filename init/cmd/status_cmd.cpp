@@ -244,6 +244,11 @@ Result<StatusView> parse_status(std::string_view text, std::string_view path) {
     return not_status(path, "no since");
   }
   status.since = since->get<double>();
+  // What a clock gives, 1970 to 9999: the date's arithmetic holds there.
+  constexpr double kLastSecond = 253402300799.0;  // 9999-12-31 23:59:59 UTC
+  if (!(status.since >= 0 && status.since <= kLastSecond)) {
+    return not_status(path, "since is not a time from 1970 to 9999");
+  }
   std::optional<long long> pid, code;
   if (!text_at(doc, "mode", status.mode) || !text_at(doc, "host", status.host) ||
       !text_at(doc, "reason", status.reason) || !text_at(doc, "cause", status.cause)) {

@@ -150,6 +150,11 @@ TEST(StatusCommand, AFileThatIsNotAStatusExits65) {
       R"({"schema": "trainit.status/v1", "state": "running", "since": 1, "ranks": [{"pid": -4}]})",
       R"({"schema": "trainit.status/v1", "state": "running", "since": 1, "ranks": [{"rank": 1e99}]})",
       R"({"schema": "trainit.status/v1", "state": "running", "since": 1, "pid": 99999999999999999999})",
+      // A time no clock gives: before 1970, after 9999 (1.3e68 s overflowed
+      // the date's arithmetic).
+      R"({"schema": "trainit.status/v1", "state": "running", "since": -1})",
+      R"({"schema": "trainit.status/v1", "state": "running", "since": 253402300800})",
+      R"({"schema": "trainit.status/v1", "state": "running", "since": 1.3e68})",
   };
   for (const std::string& text : broken) {
     MemoryFileSystem fs;
