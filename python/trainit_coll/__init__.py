@@ -247,6 +247,7 @@ def _np_address(obj, writable):
 # else, or anything wrong, takes the general path, which decides and says
 # why (and keeps the ranks in step).
 _U64 = 1 << 64
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1  # what a C int holds
 _tensor_codes = {}  # a tensor's dtype -> the library's dtype, as met
 
 
@@ -318,7 +319,7 @@ def _address(value, count, dtype):
     name = _dtype_name(dtype)
     if name is None:
         raise _ArgError("an address needs dtype= one of %s, not %r" % (", ".join(DTYPES), dtype))
-    if not 0 <= value < 1 << 64:
+    if not 0 <= value < _U64:
         raise _ArgError("%#x is not an address" % value)
     b = _Buf()
     b.kind, b.obj, b.keep, b.ptr, b.count, b.dtype = "address", value, None, value or None, count, name
@@ -478,7 +479,7 @@ class Comm:
         else:
             if not isinstance(name, (str, bytes)) or not isinstance(rank, int) or not isinstance(size, int):
                 raise TypeError("Comm(name: str, rank: int, size: int, backend=None)")
-            if not (-(1 << 31) <= rank < 1 << 31 and -(1 << 31) <= size < 1 << 31):
+            if not (_INT_MIN <= rank <= _INT_MAX and _INT_MIN <= size <= _INT_MAX):
                 raise ValueError("Comm: rank %d and size %d must each fit a C int" % (rank, size))
             raw = name.encode() if isinstance(name, str) else name
             rc = lib.trainit_comm_init_backend(ctypes.byref(handle), raw, rank, size, raw_backend)
@@ -565,7 +566,7 @@ class Comm:
     @staticmethod
     def _root(root):
         """root, an int the library's int holds (the library checks its range)."""
-        if not isinstance(root, int) or not -(1 << 31) <= root < 1 << 31:
+        if not isinstance(root, int) or not _INT_MIN <= root <= _INT_MAX:
             raise _ArgError("root must be an int of a rank, not %r" % (root,))
 
     @staticmethod
