@@ -361,6 +361,9 @@ Result<Options> parse_cli(int argc, const char* const* argv, const char* const* 
   if (o.action == Action::kRun && o.command.empty()) {
     return Error{"no program given to run", 0};
   }
+  if (!o.command.empty() && o.command[0].empty()) {  // exec would fail on it after the job's set-up
+    return Error{"the program's name is empty", 0};
+  }
   settle_identity(o);
   return o;
 }

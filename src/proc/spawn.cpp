@@ -111,7 +111,7 @@ int exec_failure_status(int errnum) noexcept {
 
 Result<Spawned> spawn(const SpawnOptions& options) {
   if (options.argv.empty() || options.argv[0].empty()) {
-    return Error{"no program to run", EINVAL};
+    return Error{"no program to run", EINVAL, exit_code::kUsage};
   }
   // Everything the child needs is prepared before vfork.
   std::vector<char*> argv = c_strings(options.argv);

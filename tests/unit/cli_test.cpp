@@ -162,6 +162,8 @@ TEST(Cli, BadInputIsAOneLineErrorNamingTheProblem) {
       {{"--bogus", "true"}, {}, "unknown option \"--bogus\""},
       {{}, {}, "no program"},
       {{"-v"}, {}, "no program"},
+      {{""}, {}, "the program's name is empty"},
+      {{"--", "", "x"}, {}, "the program's name is empty"},
       {{"-p", "SIGNOPE", "true"}, {}, "-p \"SIGNOPE\": unknown signal"},
       {{"-e", "256", "true"}, {}, "-e \"256\": expected an exit code in 0-255"},
       {{"-e", "-1", "true"}, {}, "\"-1\""},

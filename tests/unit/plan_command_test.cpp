@@ -53,6 +53,7 @@ TEST(PlanCommand, TheCommandMayStartWithoutDoubleDash) {
 TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
   expect_usage_error(run({}), "plan: no program given to run (see trainit plan --help)");
   expect_usage_error(run({"--"}), "plan: no program given to run (see trainit plan --help)");
+  expect_usage_error(run({"--", ""}), "plan: the program's name is empty (see trainit plan --help)");
   expect_usage_error(run({"--mode", "horovod", "--", "x"}),
                      "plan: --mode \"horovod\": expected auto, exec, ascend, mpi, torchrun, torchrun-exec, msrun, "
                      "msrun-exec, pytorch, "
