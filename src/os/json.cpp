@@ -15,12 +15,20 @@
 namespace trainit {
 namespace {
 
-// "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
-// without its tag, as one line.
+// "[json.exception.parse_error.101] parse error at line 1, column 2: ...;
+// last read: '...'" without its tag, as one line, the text it quotes (a
+// token: a number or string can be megabytes) cut after 64 bytes.
 std::string syntax_error(const nlohmann::detail::exception& ex) {
   std::string_view what = ex.what();
   if (auto cut = what.find("] "); what.starts_with("[json.exception.") && cut != std::string_view::npos) {
     what.remove_prefix(cut + 2);
+  }
+  const auto open = what.find('\'');
+  const auto close = what.rfind('\'');
+  constexpr std::size_t kQuoted = 64;
+  if (open != std::string_view::npos && close > open + 1 + kQuoted) {
+    return fmt::format("not valid JSON: {}...{}", one_line(what.substr(0, open + 1 + kQuoted)),
+                       one_line(what.substr(close)));
   }
   return "not valid JSON: " + one_line(what);
 }

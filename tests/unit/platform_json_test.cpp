@@ -39,6 +39,17 @@ TEST(ParseJson, ErrorsAreOneLineEvenForHostileText) {
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 }
 
+// A number or string of megabytes is named by its start, not echoed whole
+// into the log line, the status file and the termination message.
+TEST(ParseJson, SyntaxErrorsQuoteAtMost64BytesOfTheBadToken) {
+  for (const std::string& text : {"{\"a\": " + std::string(1 << 20, '7') + "}", "{\"a\": \"" + std::string(1 << 20, 'x')}) {
+    std::string message = refusal(text, {4 << 20, 64});
+    EXPECT_TRUE(message.starts_with("/t.json: not valid JSON: ")) << message.substr(0, 200);
+    EXPECT_LT(message.size(), 300U) << message.substr(0, 400);
+    EXPECT_NE(message.find("...'"), std::string::npos) << message.substr(0, 400);
+  }
+}
+
 TEST(ParseJson, RefusesRepeatedKeysWithTheirPath) {
   EXPECT_EQ(refusal(R"({"status":"completed","status":"initializing"})"), "/t.json: status: repeated key");
   EXPECT_EQ(refusal(R"({"a":[{},{"b":1,"b":2}]})"), "/t.json: a[1].b: repeated key");
