@@ -44,7 +44,12 @@
  * backend (from trainit_device_alloc() or the framework's allocator), with
  * the same arguments, in-place rules, fixed rank-order fold (bitwise equal on
  * every rank, and equal to the host path's) and -ECONNABORTED instead of a
- * hang; trainit_alloc() still hands out host memory. A backend that cannot be
+ * hang; trainit_barrier is one of its device calls too (enqueued like the
+ * others when a stream is set), so a barrier against a peer's collective is
+ * -EINVAL on every rank. A pointer the backend does not hold (host memory)
+ * fails in the backend, on that rank (the fake device: -EFAULT), and ends the
+ * communicator: its peers get -ECONNABORTED. trainit_alloc() still hands out
+ * host memory. A backend that cannot be
  * loaded fails the init with its errno (-ENOENT: no such plugin, -ENODEV: no
  * device or driver; trainit_backend_error() says why in words).
  *
@@ -121,7 +126,8 @@ int trainit_device_copy(trainit_comm* comm, void* dst, const void* src, size_t b
  * the error of an earlier one, once (then nothing of it is enqueued), and
  * trainit_comm_query() says whether they are done: 0, -EINPROGRESS, or that
  * error (once). Such an error ends the communicator (its ranks may learn of
- * it at different calls): every later call returns -ECONNABORTED. A thread of the communicator's watches its peers
+ * it at different calls): every later collective returns -ECONNABORTED (a
+ * query: 0, nothing is in flight). A thread of the communicator's watches its peers
  * meanwhile: a dead peer or the init's stop ends a call in flight with -ECONNABORTED within 100 ms. NULL waits for the
  * calls in flight and goes back to calls that return done. -EOPNOTSUPP for a host communicator and a backend that
  * cannot launch (Ascend: its calls are driven from the host). */

@@ -364,6 +364,10 @@ struct Barrier {
 
 }  // namespace
 
+int trainit::coll::host_barrier(trainit_comm* comm) {
+  return run(comm, Barrier{});
+}
+
 extern "C" {
 
 int trainit_allreduce(trainit_comm* comm, const void* send, void* recv, size_t count, trainit_dtype dtype,
@@ -409,9 +413,14 @@ int trainit_broadcast(trainit_comm* comm, void* buf, size_t count, trainit_dtype
   return r < 0 ? r : run(comm, Broadcast(comm, buf, count, dtype, root));
 }
 
+// On a device communicator a barrier is one of its calls, so that it meets
+// (and disagrees with) its peers' device calls where they wait.
 int trainit_barrier(trainit_comm* comm) {
   const int r = precheck(comm);
-  return r < 0 ? r : run(comm, Barrier{});
+  if (r == 0 && comm->device_call != nullptr) {
+    return comm->device_call(comm, {kOpBarrier, nullptr, nullptr, 0, TRAINIT_F32, TRAINIT_SUM, 0});
+  }
+  return r < 0 ? r : host_barrier(comm);
 }
 
 }  // extern "C"

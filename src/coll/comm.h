@@ -87,6 +87,11 @@ void comm_publish(trainit_comm* c, uint32_t s);
 
 int64_t comm_now_ns();
 
+// The arena's barrier, whatever c's backend (trainit_barrier on a device
+// communicator is one of its device calls): what the device set-up and
+// tear-down meet at, with no device call in flight.
+int host_barrier(trainit_comm* c);
+
 // Communicators of host memory (the "host" backend), before device.cpp
 // chooses a backend: trainit_comm_init_from_env() and trainit_comm_init()
 // without TRAINIT_COLL_BACKEND. PID 1's preflight calls these, so that the

@@ -225,9 +225,9 @@ void device_destroy(trainit_comm* c) {
   stop_watching(d);
   // Every rank is done reading its peers' staging before any import closes,
   // and every import is closed before any exporter frees.
-  const bool live = !coll_arena_aborted(c->base) && trainit_barrier(c) == 0;
+  const bool live = !coll_arena_aborted(c->base) && host_barrier(c) == 0;
   close_imports(d, c->n, c->rank);
-  if (live && trainit_barrier(c) == 0) {
+  if (live && host_barrier(c) == 0) {
     (void)d->b->free(d->staging);
   }
   if (d->words != nullptr) {

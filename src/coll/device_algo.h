@@ -70,7 +70,8 @@ inline constexpr size_t kHeaderBytes = kMaxBlocks * kLineBytes;
 inline constexpr size_t kQuarterAlign = 256;
 
 // What kind of collective a call is (CollOp's values).
-enum Kind : uint32_t { kAllreduce = 1, kReduce = 2, kReduceScatter = 3, kAllgather = 4, kBroadcast = 5 };
+// A barrier is a call of no elements: its one step, and the agreement.
+enum Kind : uint32_t { kAllreduce = 1, kReduce = 2, kReduceScatter = 3, kAllgather = 4, kBroadcast = 5, kBarrier = 6 };
 
 // A block's step line in a rank's staging. A first step's descriptor goes
 // in the slot of its parity: peers may still read the previous step's.
@@ -287,6 +288,8 @@ class Block {
         return x_.copy(mine, own_part() + off(piece.lo), off(piece.len()));
       case kBroadcast:
         return a_.rank == a_.root ? x_.copy(mine, a_.recv + off(piece.lo), off(piece.len())) : 0;
+      case kBarrier:
+        return 0;
       default:
         return -EINVAL;
     }
