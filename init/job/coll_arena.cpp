@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "coll/arena.h"
 #include "coll/comm.h"
+#include "job/memory_headroom.h"
 #include "proc/signals.h"
 
 namespace trainit {
@@ -167,6 +168,16 @@ Result<CollArena> CollArena::create(unsigned ranks, size_t heap, uint64_t job_id
     return Error{fmt::format("collective arena: {} local ranks and a {} heap are out of range (at most {} ranks)",
                              ranks, mib(heap), coll::kMaxRanks),
                  EINVAL};
+  }
+  // More than the memory can hold is not refused by the commit: the OOM
+  // killer takes some process instead (where no cgroup limit catches it).
+  if (pages == Pages::kCommitted) {
+    if (auto room = memory_headroom_now(); room && bytes > room->bytes) {
+      return Error{fmt::format("collective arena: cannot commit {} for {} local ranks: {} leaves only {} (lower "
+                               "--coll-arena, or raise the container's memory limit)",
+                               mib(bytes), ranks, room->what, mib(room->bytes)),
+                   ENOMEM};
+    }
   }
   CollArena arena;
   arena.fd_ = Fd(::memfd_create("trainit-coll", MFD_CLOEXEC | MFD_ALLOW_SEALING));

@@ -3,13 +3,17 @@
 // when not waited for, and its arena commits nothing up front; a job's
 // arena commits every page before a rank starts.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <optional>
 
 #include "job/coll_arena.h"
+#include "job/memory_headroom.h"
 #include "loop/loop.h"
 
 namespace trainit {
@@ -90,6 +94,74 @@ TEST(CollPreflight, ItsArenaCommitsNoPageUpFrontAJobsCommitsEvery) {
   auto committed = CollArena::create(8, size_t{1} << 20, 2);
   ASSERT_TRUE(committed) << committed.error().message;
   EXPECT_GE(allocated(committed->fd()), committed->bytes());
+}
+
+// A petabyte's heap: more than any machine's memory, refused before the
+// commit. The child's file-size limit is the net: a commit that did start
+// fails at once with EFBIG there, instead of calling in the OOM killer.
+TEST(CollArena, AHeapLargerThanTheMemoryLeftIsRefusedBeforeAnyPageIsCommitted) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{size_t{1} << 30, size_t{1} << 30};
+    (void)::setrlimit(RLIMIT_FSIZE, &limit);
+    auto arena = CollArena::create(2, size_t{1} << 50, 1);
+    const std::string message = arena ? "(created)" : arena.error().message;
+    const int errnum = arena ? 0 : arena.error().errnum;
+    (void)!::write(pipe_fds[1], message.data(), message.size());
+    ::_exit(errnum == ENOMEM ? 0 : 1);
+  }
+  ::close(pipe_fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) {
+    message.append(buf, static_cast<size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << message;
+  EXPECT_TRUE(message.starts_with("collective arena: cannot commit 10737418")) << message;
+  EXPECT_NE(message.find(" leaves only "), std::string::npos) << message;
+  EXPECT_NE(message.find("lower --coll-arena"), std::string::npos) << message;
+}
+
+TEST(MemoryHeadroom, IsTheHostsAvailableMemoryAndSwapOrTheCgroupsRoomWhicheverIsLess) {
+  const std::string meminfo =
+      "MemTotal:       24684084 kB\nMemFree:   100 kB\nMemAvailable:    1000 kB\nSwapTotal: 0 kB\n"
+      "SwapFree:         24 kB\n";
+  auto host = memory_headroom(meminfo, std::nullopt);
+  ASSERT_TRUE(host);
+  EXPECT_EQ(host->bytes, 1024U * 1024);
+  EXPECT_EQ(host->what, "the host's MemAvailable + SwapFree");
+  // 100 KiB of 600 KiB used, 40 KiB of it inactive page cache: 540 KiB left.
+  auto cg = memory_headroom(meminfo, CgroupMemory{600 << 10, 100 << 10, 40 << 10});
+  ASSERT_TRUE(cg);
+  EXPECT_EQ(cg->bytes, 540U << 10);
+  EXPECT_TRUE(cg->what.starts_with("the memory cgroup's limit")) << cg->what;
+  // A cgroup over its limit leaves nothing; a roomier one leaves the host's.
+  EXPECT_EQ(memory_headroom(meminfo, CgroupMemory{100, 200, 0})->bytes, 0U);
+  EXPECT_EQ(memory_headroom(meminfo, CgroupMemory{1ULL << 40, 0, 0})->bytes, 1024U * 1024);
+  EXPECT_FALSE(memory_headroom("MemTotal: 5 kB\n", std::nullopt));
+  EXPECT_FALSE(memory_headroom("MemAvailable: lots\n", std::nullopt));
+  EXPECT_EQ(memory_headroom("MemAvailableX: 7 kB\nMemAvailable: 3 kB\n", std::nullopt)->bytes, 3072U);
+}
+
+TEST(MemoryHeadroom, ACgroupLimitIsReadFromV2AndV1FilesAndUnlimitedIsNone) {
+  auto v2 = cgroup_memory("1048576\n", "4096\n", "anon 1\ninactive_file 1024\nactive_file 5\n", false);
+  ASSERT_TRUE(v2);
+  EXPECT_EQ(v2->limit, 1048576U);
+  EXPECT_EQ(v2->usage, 4096U);
+  EXPECT_EQ(v2->inactive_file, 1024U);
+  EXPECT_FALSE(cgroup_memory("max\n", "4096\n", "", false));
+  auto v1 = cgroup_memory("2097152\n", "8192\n", "inactive_file 1\ntotal_inactive_file 2048\n", true);
+  ASSERT_TRUE(v1);
+  EXPECT_EQ(v1->inactive_file, 2048U);
+  EXPECT_FALSE(cgroup_memory("9223372036854771712\n", "8192\n", "", true));
+  EXPECT_FALSE(cgroup_memory("", "", "", false));
 }
 
 }  // namespace
