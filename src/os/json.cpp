@@ -75,8 +75,8 @@ class BoundedBuilder {
 
   [[nodiscard]] const std::string& error() const { return error_; }
   // EBADMSG: the text is not (yet) one whole document; 0: it has a repeated
-  // key, which no part of a document caught mid-write has unless the whole
-  // document has it too.
+  // key, or nests too deep, which no part of a document caught mid-write
+  // does unless the whole document does too.
   [[nodiscard]] int errnum() const { return errnum_; }
 
  private:
@@ -100,6 +100,7 @@ class BoundedBuilder {
   bool open(Json::value_t type) {
     if (stack_.size() >= max_depth_) {
       error_ = fmt::format("{}: nested deeper than {} levels", location(nullptr), max_depth_);
+      errnum_ = 0;  // see errnum()
       return false;
     }
     stack_.push_back(put(Json(type)));
@@ -386,8 +387,8 @@ class StreamDriver {
 
   [[nodiscard]] const std::string& error() const { return error_; }
   // EBADMSG: the text is not (yet) one whole document; 0: it has a repeated
-  // key, which no part of a document caught mid-write has unless the whole
-  // document has it too.
+  // key, or nests too deep, which no part of a document caught mid-write
+  // does unless the whole document does too.
   [[nodiscard]] int errnum() const { return errnum_; }
   [[nodiscard]] bool stopped() const { return stopped_; }
 
@@ -424,6 +425,7 @@ class StreamDriver {
   bool open(bool object) {
     if (depth_ >= max_depth_) {
       error_ = fmt::format("{}: nested deeper than {} levels", location(nullptr), max_depth_);
+      errnum_ = 0;  // see errnum()
       return false;
     }
     if (depth_ > 0)

@@ -26,12 +26,11 @@ struct JsonLimits {
 
 // Parses `text` as exactly one JSON document. Errors (one line, starting with
 // `file`): text over max_bytes (errnum EFBIG); a syntax error (with line and
-// column) or nesting deeper than max_depth (with the key path where it
-// happened): errnum EBADMSG, "the text is not one well-formed document",
-// which is also how a file caught mid-write reads; a key repeated within one
-// object (with its key path): errnum 0, as for a document that is wrong, not
-// unfinished: no part of a document has a repeated key that the whole
-// document lacks.
+// column): errnum EBADMSG, "the text is not one well-formed document", which
+// is also how a file caught mid-write reads; a key repeated within one
+// object, or nesting deeper than max_depth (with the key path where it
+// happened): errnum 0, as for a document that is wrong, not unfinished: no
+// part of a document has a repeated key, or nests deeper, than the whole.
 [[nodiscard]] Result<Json> parse_json(std::string_view text, std::string_view file, const JsonLimits& limits = {});
 
 // `value` for an error message: compact ASCII-only JSON, at most `max_bytes`

@@ -101,6 +101,16 @@ TEST_F(JobRankTableWait, ACompleteTableThatIsWrongEndsTheWaitWithItsError) {
   EXPECT_FALSE(ready_);
 }
 
+// No part of a document caught mid-write nests deeper than the whole: a
+// table nested past the limit is refused at once, not waited for.
+TEST_F(JobRankTableWait, ATableNestedDeeperThanTheLimitEndsTheWaitAtOnce) {
+  write_table(R"({"status":"completed","x":)" + std::string(70, '[') + std::string(70, ']') + "}");
+  start(platform());
+  ASSERT_TRUE(step_until(loop_, [&] { return refused_.has_value(); })) << wait_->pending();
+  EXPECT_NE(refused_->find("nested deeper than 64 levels"), std::string::npos) << *refused_;
+  EXPECT_FALSE(ready_);
+}
+
 TEST_F(JobRankTableWait, ARelativeRankTablePathIsRefusedBeforeStartReturns) {
   start({{"PATH", "/usr/bin"}, {"MA_VJ_NAME", "ma-job-3f2a"}, {"RANK_TABLE_FILE", "config/table.json"}});
   ASSERT_TRUE(refused_.has_value());
