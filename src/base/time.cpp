@@ -20,7 +20,7 @@ std::optional<Duration> parse_seconds(std::string_view text) noexcept {
   // parse_decimal refuses) are set aside: "05" is 5 hundredths.
   std::string_view significant = fraction.substr(std::min(fraction.find_first_not_of('0'), fraction.size()));
   std::optional<std::uint64_t> units = significant.empty() ? 0 : parse_decimal(significant);
-  if (!seconds || !units) {
+  if (!seconds || !units || (*seconds == kMaxSeconds && *units != 0)) {  // at most one day, fraction included
     return std::nullopt;
   }
   std::uint64_t nanoseconds = *units;

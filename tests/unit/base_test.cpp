@@ -44,10 +44,12 @@ TEST(ParseSeconds, AcceptsWholeAndFractionalSeconds) {
   EXPECT_EQ(parse_seconds("2.000"), std::chrono::seconds(2));
   EXPECT_EQ(parse_seconds("3."), std::chrono::seconds(3));
   EXPECT_EQ(parse_seconds("86400"), std::chrono::hours(24));
+  EXPECT_EQ(parse_seconds("86400.000"), std::chrono::hours(24));
 }
 
 TEST(ParseSeconds, RefusesAnythingElse) {
-  for (const char* bad : {"", ".", "-1", "+1", "1e3", "1s", " 1", "1.2.3", "0x10", "1.0000000001", "86401", "08",
+  for (const char* bad : {"", ".", "-1", "+1", "1e3", "1s", " 1", "1.2.3", "0x10", "1.0000000001", "86401", "86400.5",
+                          "86400.000000001", "08",
                           "00.5", "1.-5", "1.+5", "1. 5"}) {
     EXPECT_FALSE(parse_seconds(bad).has_value()) << bad;
   }
