@@ -137,8 +137,9 @@ void SpawnPhase::check_devices(std::function<void()> then) {
 }
 
 // The ranks' directories. A rank cannot start without its working
-// directory; without a log directory it can, on the console (the log relay
-// reports the files). False after on_failed said why.
+// directory, nor the job without the directory of a file it writes (a
+// converted rank table); without a log directory it can, on the console
+// (the log relay reports the files). False after on_failed said why.
 bool SpawnPhase::make_job_dirs() {
   for (const auto& dir : plan_.dirs) {
     // The job's processes write into the directories made for them
@@ -147,7 +148,7 @@ bool SpawnPhase::make_job_dirs() {
     if (made) {
       continue;
     }
-    if (is_working_dir(dir)) {
+    if (is_needed_dir(dir)) {
       events_.on_failed(kCantCreate, fmt::format("cannot create directory {}: {}", dir, made.error().message));
       return false;
     }
@@ -240,11 +241,13 @@ bool SpawnPhase::job_owns_files() const {
 }
 
 // Whether `dir` is, or holds, some rank's working directory.
-bool SpawnPhase::is_working_dir(const std::string& dir) const {
-  return std::any_of(plan_.processes.begin(), plan_.processes.end(), [&](const ProcessSpec& p) {
-    return p.cwd == dir ||
-           (p.cwd.size() > dir.size() && p.cwd.compare(0, dir.size(), dir) == 0 && p.cwd[dir.size()] == '/');
-  });
+bool SpawnPhase::is_needed_dir(const std::string& dir) const {
+  const auto within = [&dir](const std::string& path) {
+    return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+  };
+  return std::any_of(plan_.processes.begin(), plan_.processes.end(),
+                     [&](const ProcessSpec& p) { return within(p.cwd); }) ||
+         std::any_of(plan_.files.begin(), plan_.files.end(), [&](const FileSpec& f) { return within(f.path); });
 }
 
 unsigned SpawnPhase::local_rank_count() const {

@@ -74,7 +74,8 @@ class SpawnPhase {
   bool make_job_dirs();
   void spawn_ranks();
   [[nodiscard]] bool job_owns_files() const;
-  [[nodiscard]] bool is_working_dir(const std::string& dir) const;
+  // A working directory, or one a file the plan writes lies within.
+  [[nodiscard]] bool is_needed_dir(const std::string& dir) const;
   [[nodiscard]] unsigned local_rank_count() const;
 
   Loop& loop_;

@@ -5,6 +5,7 @@
 // path's parts.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "job_support.h"
@@ -14,6 +15,7 @@ namespace {
 
 using job::Job;
 using job::template1;
+using job::template2;
 using job::write_file;
 
 // EX_OSERR: the ranks' log pipes cannot be made (too few descriptors).
@@ -48,6 +50,22 @@ TEST(ExitCodes, JobWhoseWorkingDirectoryCannotBeCreatedExits73StartingNothing) {
   Outcome bad = run(spec);
   EXPECT_EQ(bad.exit, Exit::code(73)) << bad.transcript;
   EXPECT_NE(bad.err.find("cannot create directory"), std::string::npos) << bad.transcript;
+}
+
+// The directory of a file the job needs (template 2's converted table) is
+// no log directory: refused, it stops the job at once, named as what it is.
+TEST(ExitCodes, JobWhoseConvertedTablesDirectoryIsRefusedExits73NamingThatDirectory) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  ASSERT_TRUE(write_file(job.table(), template2("completed", 1, 2)));
+  const std::string dir = job.mount() + "/rank_table";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);  // every user may write it, without the sticky bit
+  Outcome bad = run(job.spec({}, {"record", "exit", "0"}));
+  EXPECT_EQ(bad.exit, Exit::code(73)) << bad.transcript;
+  EXPECT_NE(bad.err.find("cannot create directory " + dir + ": "), std::string::npos) << bad.transcript;
+  EXPECT_EQ(bad.err.find("log directory"), std::string::npos) << bad.transcript;
+  EXPECT_TRUE(job.starts().empty()) << bad.transcript;
 }
 
 // EX_IOERR: `trainit plan` cannot write the plan (stdout is /dev/full).
