@@ -164,9 +164,14 @@ int give_size(int fd, size_t bytes, CollArena::Pages pages) {
 
 Result<CollArena> CollArena::create(unsigned ranks, size_t heap, uint64_t job_id, Pages pages) {
   const size_t bytes = coll::coll_arena_size(static_cast<int>(ranks), heap);
+  if (ranks > static_cast<unsigned>(coll::kMaxRanks)) {
+    return Error{fmt::format("collective arena: {} local ranks, where one arena serves at most {} (--coll-arena off "
+                             "runs the job without one)",
+                             ranks, coll::kMaxRanks),
+                 EINVAL};
+  }
   if (bytes == 0) {
-    return Error{fmt::format("collective arena: {} local ranks and a {} heap are out of range (at most {} ranks)",
-                             ranks, mib(heap), coll::kMaxRanks),
+    return Error{fmt::format("collective arena: a heap of {} for {} local ranks is out of range", mib(heap), ranks),
                  EINVAL};
   }
   // More than the memory can hold is not refused by the commit: the OOM

@@ -129,6 +129,14 @@ TEST(CollArena, AHeapLargerThanTheMemoryLeftIsRefusedBeforeAnyPageIsCommitted) {
   EXPECT_NE(message.find("lower --coll-arena"), std::string::npos) << message;
 }
 
+TEST(CollArena, MoreLocalRanksThanOneArenaServesAreRefusedNamingTheLimit) {
+  auto arena = CollArena::create(1025, size_t{1} << 20, 1);
+  ASSERT_FALSE(arena);
+  EXPECT_EQ(arena.error().message,
+            "collective arena: 1025 local ranks, where one arena serves at most 1024 (--coll-arena off runs the job "
+            "without one)");
+}
+
 TEST(MemoryHeadroom, IsTheHostsAvailableMemoryAndSwapOrTheCgroupsRoomWhicheverIsLess) {
   const std::string meminfo =
       "MemTotal:       24684084 kB\nMemFree:   100 kB\nMemAvailable:    1000 kB\nSwapTotal: 0 kB\n"
