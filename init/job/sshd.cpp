@@ -30,6 +30,12 @@ Result<void> make_private_dir(const std::string& path) {
                              path, ::geteuid()),
                  EPERM};
   }
+  // One that was there already (trainit's, refused above otherwise) is made
+  // its alone, as a new one is.
+  if ((st.st_mode & 07777) != 0700 && ::fchmod(dir->get(), 0700) != 0) {
+    return Error{fmt::format("cannot make trainit's directory {} its own (0700): {}", path, errno_string(errno)),
+                 errno};
+  }
   return {};
 }
 

@@ -64,6 +64,16 @@ TEST_F(JobSshd, APrivateDirectoryOthersMayWriteIsRefusedWith73) {
   EXPECT_FALSE(std::filesystem::exists(sshd.config_path));
 }
 
+TEST_F(JobSshd, AnExistingPrivateDirectoryOfTrainitsIsMadeOnlyItsOwn) {
+  const std::string dir = root_ + "/mine";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  ASSERT_TRUE(make_private_dir(dir).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700U);
+}
+
 TEST_F(JobSshd, ASymlinkAsThePrivateDirectoryIsRefused) {
   const std::string dir = root_ + "/link";
   ASSERT_EQ(::symlink(root_.c_str(), dir.c_str()), 0);
