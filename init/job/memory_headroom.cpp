@@ -19,7 +19,8 @@ std::optional<std::uint64_t> field(std::string_view text, std::string_view name,
     const auto eol = text.find('\n');
     std::string_view line = text.substr(0, eol);
     text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
-    if (!line.starts_with(name) || line.size() == name.size() || (line[name.size()] != ':' && line[name.size()] != ' ')) {
+    if (!line.starts_with(name) || line.size() == name.size() ||
+        (line[name.size()] != ':' && line[name.size()] != ' ')) {
       continue;
     }
     line.remove_prefix(name.size() + 1);
@@ -55,15 +56,16 @@ std::optional<MemoryHeadroom> memory_headroom(std::string_view meminfo, const st
   std::optional<MemoryHeadroom> out;
   const auto available = field(meminfo, "MemAvailable", 1024);
   if (available) {
-    out = MemoryHeadroom{*available + field(meminfo, "SwapFree", 1024).value_or(0), "the host's MemAvailable + SwapFree"};
+    out =
+        MemoryHeadroom{*available + field(meminfo, "SwapFree", 1024).value_or(0), "the host's MemAvailable + SwapFree"};
   }
   if (cgroup) {
     const std::uint64_t held = cgroup->usage - std::min(cgroup->usage, cgroup->inactive_file);
     const std::uint64_t left = cgroup->limit - std::min(cgroup->limit, held);
     if (!out || left < out->bytes) {
-      out = MemoryHeadroom{left, fmt::format("the memory cgroup's limit of {:.1f} MiB less the {:.1f} MiB it holds",
-                                             static_cast<double>(cgroup->limit) / (1 << 20),
-                                             static_cast<double>(held) / (1 << 20))};
+      out = MemoryHeadroom{
+          left, fmt::format("the memory cgroup's limit of {:.1f} MiB less the {:.1f} MiB it holds",
+                            static_cast<double>(cgroup->limit) / (1 << 20), static_cast<double>(held) / (1 << 20))};
     }
   }
   return out;

@@ -243,7 +243,8 @@ bool SpawnPhase::job_owns_files() const {
 // Whether `dir` is, or holds, some rank's working directory.
 bool SpawnPhase::is_needed_dir(const std::string& dir) const {
   const auto within = [&dir](const std::string& path) {
-    return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+    return path == dir ||
+           (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
   };
   return std::any_of(plan_.processes.begin(), plan_.processes.end(),
                      [&](const ProcessSpec& p) { return within(p.cwd); }) ||

@@ -406,39 +406,43 @@ TEST(DeviceComm, RanksThatDisagreeOnACallAllGetEinvalAndStayUsable) {
 // the arena and the allreduce on the staging, each for the other, for good.
 void expect_barrier_against_allreduce_is_einval(Backend backend, bool stream) {
   const std::string name = unique_name(stream ? "barrier-kind-stream" : "barrier-kind");
-  const auto status = run_ranks(3, [&](int rank) {
-    Pair p = join(name, rank, 3, backend);
-    std::vector<float> ones(64, 1.0F);
-    void* buf = to_device(p.dev, Bytes(reinterpret_cast<const unsigned char*>(ones.data()),
-                                       reinterpret_cast<const unsigned char*>(ones.data() + ones.size())),
-                          ones.size() * 4);
-    if (stream) {
-      CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
-    }
-    int r = rank == 0 ? trainit_barrier(p.dev) : trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM);
-    if (stream) {  // the error comes with the query; the communicator is then ended
-      CHILD_CHECK(r == 0, "enqueue gave %s", trainit_strerror(r));
-      r = trainit_comm_query(p.dev);
-      for (int i = 0; r == -EINPROGRESS && i < 100000; ++i) {
-        usleep(100);
-        r = trainit_comm_query(p.dev);
-      }
-      CHILD_CHECK(r == -EINVAL, "a barrier against an allreduce gave %s", trainit_strerror(r));
-      leave(p);
-      return 0;
-    }
-    CHILD_CHECK(r == -EINVAL, "a barrier against an allreduce gave %s", trainit_strerror(r));
-    CHILD_CHECK((r = trainit_barrier(p.dev)) == 0, "the next barrier gave %s", trainit_strerror(r));
-    CHILD_CHECK((r = trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM)) == 0, "the next call gave %s",
-                trainit_strerror(r));
-    const Bytes got = from_device(p.dev, buf, 4);
-    float first = 0;
-    std::memcpy(&first, got.data(), 4);
-    CHILD_CHECK(first == 3.0F, "sum %g", static_cast<double>(first));
-    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
-    leave(p);
-    return 0;
-  }, 20);
+  const auto status = run_ranks(
+      3,
+      [&](int rank) {
+        Pair p = join(name, rank, 3, backend);
+        std::vector<float> ones(64, 1.0F);
+        void* buf = to_device(p.dev,
+                              Bytes(reinterpret_cast<const unsigned char*>(ones.data()),
+                                    reinterpret_cast<const unsigned char*>(ones.data() + ones.size())),
+                              ones.size() * 4);
+        if (stream) {
+          CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
+        }
+        int r = rank == 0 ? trainit_barrier(p.dev) : trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM);
+        if (stream) {  // the error comes with the query; the communicator is then ended
+          CHILD_CHECK(r == 0, "enqueue gave %s", trainit_strerror(r));
+          r = trainit_comm_query(p.dev);
+          for (int i = 0; r == -EINPROGRESS && i < 100000; ++i) {
+            usleep(100);
+            r = trainit_comm_query(p.dev);
+          }
+          CHILD_CHECK(r == -EINVAL, "a barrier against an allreduce gave %s", trainit_strerror(r));
+          leave(p);
+          return 0;
+        }
+        CHILD_CHECK(r == -EINVAL, "a barrier against an allreduce gave %s", trainit_strerror(r));
+        CHILD_CHECK((r = trainit_barrier(p.dev)) == 0, "the next barrier gave %s", trainit_strerror(r));
+        CHILD_CHECK((r = trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM)) == 0,
+                    "the next call gave %s", trainit_strerror(r));
+        const Bytes got = from_device(p.dev, buf, 4);
+        float first = 0;
+        std::memcpy(&first, got.data(), 4);
+        CHILD_CHECK(first == 3.0F, "sum %g", static_cast<double>(first));
+        CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+        leave(p);
+        return 0;
+      },
+      20);
   for (int s : status) {
     EXPECT_EQ(s, 0);
   }

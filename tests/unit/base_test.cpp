@@ -49,8 +49,7 @@ TEST(ParseSeconds, AcceptsWholeAndFractionalSeconds) {
 
 TEST(ParseSeconds, RefusesAnythingElse) {
   for (const char* bad : {"", ".", "-1", "+1", "1e3", "1s", " 1", "1.2.3", "0x10", "1.0000000001", "86401", "86400.5",
-                          "86400.000000001", "08",
-                          "00.5", "1.-5", "1.+5", "1. 5"}) {
+                          "86400.000000001", "08", "00.5", "1.-5", "1.+5", "1. 5"}) {
     EXPECT_FALSE(parse_seconds(bad).has_value()) << bad;
   }
 }

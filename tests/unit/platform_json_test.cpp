@@ -42,7 +42,8 @@ TEST(ParseJson, ErrorsAreOneLineEvenForHostileText) {
 // A number or string of megabytes is named by its start, not echoed whole
 // into the log line, the status file and the termination message.
 TEST(ParseJson, SyntaxErrorsQuoteAtMost64BytesOfTheBadToken) {
-  for (const std::string& text : {"{\"a\": " + std::string(1 << 20, '7') + "}", "{\"a\": \"" + std::string(1 << 20, 'x')}) {
+  for (const std::string& text :
+       {"{\"a\": " + std::string(1 << 20, '7') + "}", "{\"a\": \"" + std::string(1 << 20, 'x')}) {
     std::string message = refusal(text, {4 << 20, 64});
     EXPECT_TRUE(message.starts_with("/t.json: not valid JSON: ")) << message.substr(0, 200);
     EXPECT_LT(message.size(), 300U) << message.substr(0, 400);
@@ -270,7 +271,7 @@ TEST(ParseJsonStream, RefusesWhatParseJsonRefusesWithTheSameWords) {
         const bool wrong = dom.error().message.ends_with(": repeated key") ||
                            dom.error().message.find(": nested deeper than ") != std::string::npos;
         EXPECT_TRUE(wrong ? streamed.error().errnum == 0
-                             : streamed.error().errnum == EBADMSG || streamed.error().errnum == EFBIG);
+                          : streamed.error().errnum == EBADMSG || streamed.error().errnum == EFBIG);
       }
     }
   }
