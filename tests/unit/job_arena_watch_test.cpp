@@ -147,7 +147,7 @@ TEST_F(JobArenaWatch, APreparedArenaThatFailedFailsTheStartWith71) {
   auto r = create(*watch_, too_many);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().exit_code, exit_code::kOsError);
-  EXPECT_NE(r.error().message.find("out of range"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("where one arena serves at most 1024"), std::string::npos) << r.error().message;
   EXPECT_FALSE(watch_->exists());
 }
 
