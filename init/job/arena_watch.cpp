@@ -37,6 +37,8 @@ void ArenaWatch::prepare(unsigned local_ranks) {
 
 void ArenaWatch::cancel() {
   preflight_.reset();
+  commit_.reset();
+  preflight_result_.reset();
   made_.reset();
   outcome_.reset();
   ready_ = nullptr;
@@ -65,12 +67,40 @@ void ArenaWatch::make(unsigned local_ranks) {
     id = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   }
   id_ = fmt::format("{:016x}", id);
-  made_ = CollArena::create(local_ranks, *settings_.heap, id);
+  made_ = CollArena::create(local_ranks, *settings_.heap, id, CollArena::Pages::kInSteps);
   // The sockets, while the preflight's helpers may still run.
   make_peer_sockets(local_ranks);
+  if (*made_) {
+    commit_ = loop_.add_defer([this] { return commit_step(); }, "collective arena commit");
+  }
+}
+
+// One step of the commit, between two turns of the loop: a stop or a
+// signal meanwhile is taken within a step's time (a few milliseconds).
+int ArenaWatch::commit_step() {
+  auto done = (*made_)->commit_step(kCommitStep);
+  if (!done) {
+    made_ = done.error();
+  }
+  if (!done || *done) {
+    commit_.reset();
+    if (preflight_result_) {
+      finish_make();
+    }
+  }
+  return 0;
 }
 
 void ArenaWatch::on_preflight(const Result<void>& preflight) {
+  preflight_result_ = preflight;
+  if (!commit_) {
+    finish_make();
+  }
+}
+
+void ArenaWatch::finish_make() {
+  const Result<void> preflight = std::move(*preflight_result_);
+  preflight_result_.reset();
   Result<CollArena> made = std::move(*made_);
   made_.reset();
   if (!preflight) {

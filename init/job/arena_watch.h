@@ -78,6 +78,9 @@ class ArenaWatch {
   bool check_hangs();
   void make(unsigned local_ranks);
   void on_preflight(const Result<void>& preflight);
+  int commit_step();
+  // The preflight and the commit are both done: the outcome.
+  void finish_make();
   // peer_socks_ for this start's ranks (none past kMaxPeerSockRanks, or
   // when the descriptors run out: a warning).
   void make_peer_sockets(unsigned local_ranks);
@@ -90,11 +93,17 @@ class ArenaWatch {
   unsigned next_local_rank_ = 0;
   std::optional<unsigned> prepared_for_;      // prepare()'s local ranks, until create() takes it
   std::unique_ptr<CollPreflight> preflight_;  // under way
-  std::optional<Result<CollArena>> made_;     // the arena, while its preflight runs
-  std::optional<Result<void>> outcome_;       // make()'s, until create() takes it
-  ReadyFn ready_;                             // create()'s, while the outcome is not there
-  std::string id_;                            // TRAINIT_COLL_ID
-  std::vector<Fd> peer_socks_;                // ranks x ranks: [i * ranks + j], rank i's end towards j
+  // Bytes of the arena committed between two turns of the loop: a few
+  // milliseconds' work.
+  static constexpr size_t kCommitStep = size_t{16} << 20;
+
+  std::optional<Result<CollArena>> made_;         // the arena, while its preflight runs and its commit goes on
+  SourceHandle commit_;                           // the commit's steps, while it goes on
+  std::optional<Result<void>> preflight_result_;  // the preflight's, while the commit goes on
+  std::optional<Result<void>> outcome_;           // make()'s, until create() takes it
+  ReadyFn ready_;                                 // create()'s, while the outcome is not there
+  std::string id_;                                // TRAINIT_COLL_ID
+  std::vector<Fd> peer_socks_;                    // ranks x ranks: [i * ranks + j], rank i's end towards j
   std::vector<unsigned> hangs_reported_;
   SourceHandle timer_;
 };

@@ -12,6 +12,7 @@
 #include <trainit/coll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
@@ -150,14 +151,11 @@ const char* preflight_step(int code) {
   }
 }
 
-// Gives the memfd its size: 0 or an errno. Committed, shmem pages the
-// memory limit refuses are ENOSPC/ENOMEM here, not a SIGBUS in a rank in the
-// middle of training.
-int give_size(int fd, size_t bytes, CollArena::Pages pages) {
-  if (pages == CollArena::Pages::kCommitted) {
-    return ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  }
-  return ::ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+std::string commit_failed(size_t bytes, unsigned ranks, std::string_view why) {
+  return fmt::format(
+      "collective arena: cannot commit {} for {} local ranks: {} (lower --coll-arena, or raise the "
+      "container's memory limit)",
+      mib(bytes), ranks, why);
 }
 
 }  // namespace
@@ -176,12 +174,9 @@ Result<CollArena> CollArena::create(unsigned ranks, size_t heap, uint64_t job_id
   }
   // More than the memory can hold is not refused by the commit: the OOM
   // killer takes some process instead (where no cgroup limit catches it).
-  if (pages == Pages::kCommitted) {
+  if (pages != Pages::kOnTouch) {
     if (auto room = memory_headroom_now(); room && bytes > room->bytes) {
-      return Error{fmt::format("collective arena: cannot commit {} for {} local ranks: {} leaves only {} (lower "
-                               "--coll-arena, or raise the container's memory limit)",
-                               mib(bytes), ranks, room->what, mib(room->bytes)),
-                   ENOMEM};
+      return Error{commit_failed(bytes, ranks, fmt::format("{} leaves only {}", room->what, mib(room->bytes))), ENOMEM};
     }
   }
   CollArena arena;
@@ -189,11 +184,10 @@ Result<CollArena> CollArena::create(unsigned ranks, size_t heap, uint64_t job_id
   if (!arena.fd_) {
     return Error{fmt::format("collective arena: memfd_create: {}", errno_string(errno)), errno};
   }
-  if (int r = give_size(arena.fd_.get(), bytes, pages); r != 0) {
-    return Error{fmt::format("collective arena: cannot commit {} for {} local ranks: {} (lower --coll-arena, or "
-                             "raise the container's memory limit)",
-                             mib(bytes), ranks, errno_string(r)),
-                 r};
+  // Sized now; its pages are committed by commit_step() (all at once here
+  // for kCommitted), made on first touch for kOnTouch.
+  if (::ftruncate(arena.fd_.get(), static_cast<off_t>(bytes)) != 0) {
+    return Error{commit_failed(bytes, ranks, errno_string(errno)), errno};
   }
   // Its size is final: a rank's ftruncate() can no longer pull pages from
   // under PID 1's mapping (a SIGBUS in PID 1) or grow it.
@@ -214,7 +208,26 @@ Result<CollArena> CollArena::create(unsigned ranks, size_t heap, uint64_t job_id
     return Error{fmt::format("collective arena: cannot format it: {}", errno_string(-r)), -r};
   }
   std::memcpy(arena.header_.data(), base, arena.header_.size());
+  arena.committed_ = pages == Pages::kOnTouch ? bytes : 0;
+  if (pages == Pages::kCommitted) {
+    if (auto r = arena.commit_step(bytes); !r) {
+      return r.error();
+    }
+  }
   return arena;
+}
+
+Result<bool> CollArena::commit_step(size_t most) {
+  const size_t len = std::min(most, bytes_ - committed_);
+  if (len == 0) {
+    return committed_ == bytes_;
+  }
+  // Within the sealed size: F_SEAL_GROW refuses only what would grow it.
+  if (const int r = ::posix_fallocate(fd_.get(), static_cast<off_t>(committed_), static_cast<off_t>(len)); r != 0) {
+    return Error{commit_failed(bytes_, ranks_, errno_string(r)), r};
+  }
+  committed_ += len;
+  return committed_ == bytes_;
 }
 
 CollArena::CollArena(CollArena&& other) noexcept
@@ -222,6 +235,7 @@ CollArena::CollArena(CollArena&& other) noexcept
       base_(std::exchange(other.base_, nullptr)),
       mapped_(std::exchange(other.mapped_, 0)),
       bytes_(std::exchange(other.bytes_, 0)),
+      committed_(std::exchange(other.committed_, 0)),
       ranks_(other.ranks_),
       header_(other.header_),
       aborted_(other.aborted_) {}
@@ -233,6 +247,7 @@ CollArena& CollArena::operator=(CollArena&& other) noexcept {
     base_ = std::exchange(other.base_, nullptr);
     mapped_ = std::exchange(other.mapped_, 0);
     bytes_ = std::exchange(other.bytes_, 0);
+    committed_ = std::exchange(other.committed_, 0);
     ranks_ = other.ranks_;
     header_ = other.header_;
     aborted_ = other.aborted_;

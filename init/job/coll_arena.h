@@ -37,10 +37,13 @@ namespace trainit {
 
 class CollArena {
  public:
-  // Its pages: all committed at once (a job's arena: what the memory limit
-  // refuses is an error here, not a SIGBUS in a rank mid-training), or each
-  // when first touched (the preflight's, which touches a few).
-  enum class Pages { kCommitted, kOnTouch };
+  // Its pages: all committed by create() (what the memory limit refuses is
+  // an error here, not a SIGBUS in a rank mid-training); committed by
+  // commit_step() (a job's: a step at a time from the loop, so that a large
+  // arena never holds up PID 1's signals); or each made when first touched
+  // (the preflight's, which touches a few). An arena larger than the memory
+  // left (job/memory_headroom.h) is refused unless kOnTouch.
+  enum class Pages { kCommitted, kInSteps, kOnTouch };
 
   // An arena for `ranks` local ranks with `heap` bytes for trainit_alloc;
   // the error names the size and what refused it.
@@ -51,6 +54,10 @@ class CollArena {
   CollArena(const CollArena&) = delete;
   CollArena& operator=(const CollArena&) = delete;
   ~CollArena();
+
+  // Commits up to `most` more bytes of its pages: true once every page is
+  // (always, but for kInSteps); the error names the size and the refusal.
+  [[nodiscard]] Result<bool> commit_step(size_t most);
 
   [[nodiscard]] int fd() const noexcept { return fd_.get(); }
   [[nodiscard]] size_t bytes() const noexcept { return bytes_; }
@@ -85,7 +92,8 @@ class CollArena {
   Fd fd_;
   void* base_ = nullptr;  // the control part only: mapped_ bytes
   size_t mapped_ = 0;
-  size_t bytes_ = 0;  // the whole arena, heap included
+  size_t bytes_ = 0;      // the whole arena, heap included
+  size_t committed_ = 0;  // bytes from the start whose pages are committed
   unsigned ranks_ = 0;
   std::array<unsigned char, 88> header_{};  // the header's fields as formatted: no rank may change them
   bool aborted_ = false;

@@ -3,6 +3,7 @@
 // 76 once a rank overwrote what it may not.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -139,6 +140,40 @@ TEST_F(JobArenaWatch, AnArenaPreparedForOtherRanksIsReplacedAtTheStart) {
   EXPECT_FALSE(watch_->exists()) << "fewer than two local ranks share no arena";
   ASSERT_TRUE(create(*watch_, 0).ok());
   EXPECT_FALSE(watch_->exists());
+}
+
+// A 256 MiB heap: its commit goes in steps between the loop's turns, so a
+// timer due meanwhile (a signal, a stop) is served before the arena is
+// ready, not after the whole commit; every page is committed by then.
+TEST_F(JobArenaWatch, ALargeArenaIsCommittedInStepsWhileTheLoopServesItsOtherSources) {
+  ArenaSettings settings;
+  settings.heap = size_t{256} << 20;
+  ArenaWatch& w = watch(settings);
+  std::optional<Result<void>> outcome;
+  bool ready_before_timer = false;
+  int timer_fired = 0;
+  SourceHandle timer = loop_.add_timer(
+      Clock::now(),
+      [&] {
+        ++timer_fired;
+        ready_before_timer = outcome.has_value();
+        return 0;
+      },
+      "a timer due at once");
+  w.create(2, [&outcome](Result<void> r) { outcome = std::move(r); });
+  EXPECT_FALSE(outcome.has_value()) << "create() committed every page before returning";
+  const auto deadline = Clock::now() + 20s;
+  while (!outcome && Clock::now() < deadline) {
+    ASSERT_GE(loop_.run_once(100), 0);
+  }
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_TRUE(*outcome) << outcome->error().message;
+  EXPECT_EQ(timer_fired, 1);
+  EXPECT_FALSE(ready_before_timer);
+  struct stat st {};
+  const int fd = w.next_seat()->fd;
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_GE(static_cast<size_t>(st.st_blocks) * 512, settings.heap.value()) << "every page committed";
 }
 
 TEST_F(JobArenaWatch, APreparedArenaThatFailedFailsTheStartWith71) {
