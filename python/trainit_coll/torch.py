@@ -20,8 +20,9 @@ torchrun modes and by torchrun), else the host's name.
 
 Tensors: CPU tensors, of the core's dtypes for reductions (float32, float64,
 float16, bfloat16, int32, int64, uint8); broadcast and the gathers move any
-dtype (as bytes). Non-contiguous tensors are copied to a contiguous one and
-back. CUDA tensors (and NPU ones where torch_npu is present) go to the
+dtype (as bytes). Tensors whose elements do not lie one after the other
+(non-contiguous ones, and a one-element view such as x[:1, 1], which torch
+calls contiguous) are copied to a dense one and back. CUDA tensors (and NPU ones where torch_npu is present) go to the
 core's device path: a communicator of backend "cuda" ("ascend") made on
 first use, on one host only.
 
@@ -34,7 +35,10 @@ all_to_all, scatter, gather, AVG, bitwise ops) raises RuntimeError naming
 the operation. A peer that died, or trainit stopping the job, raises
 CollAbortedError (a ConnectionAbortedError) within the core's bound (well
 under a second) rather than a hang; TRAINIT_COLL_TIMEOUT's expiry raises
-CollTimeoutError.
+CollTimeoutError. Under DDP, whose reducer calls the backend from torch's
+C++, backward() raises a RuntimeError whose message begins with the error's
+name ("CollAbortedError: [Errno 103] ...") instead: torch turns every
+exception that crosses its C++ into a RuntimeError.
 
 Why a Python backend rather than a C++ extension: the backend registration
 (torch.distributed.Backend.register_backend) and a ProcessGroup subclassed
@@ -123,16 +127,26 @@ def _Work(result):  # noqa: N802 (made like a class)
     return _work_from_future(future)
 
 
+def _dense(tensor):
+    """Whether the tensor's elements lie one after the other from its start,
+    so that its memory can be viewed as bytes. is_contiguous() alone is not
+    that: it ignores the stride of a dimension of size 1 (x[:1, 1] of a
+    (3, 2) tensor is "contiguous" with stride 2)."""
+    return tensor.is_contiguous() and tensor.reshape(-1).stride(0) == 1
+
+
 class _Contiguous:
-    """A tensor as the core takes it: itself when contiguous, else a
-    contiguous copy that is written back on finish()."""
+    """A tensor as the core takes it: itself when dense, else a dense copy
+    that is written back on finish()."""
 
     def __init__(self, tensor, copy_in=True):
         self.tensor = tensor
-        if tensor.is_contiguous():
+        if _dense(tensor):
             self.work = tensor
+        elif copy_in:
+            self.work = tensor.clone(memory_format=torch.contiguous_format)
         else:
-            self.work = tensor.contiguous() if copy_in else torch.empty_like(tensor, memory_format=torch.contiguous_format)
+            self.work = torch.empty_like(tensor, memory_format=torch.contiguous_format)
 
     def finish(self):
         if self.work is not self.tensor:
@@ -310,7 +324,7 @@ class ProcessGroupTrainit(dist.ProcessGroup):
     def _gather(self, tensor):
         """Every rank's tensor, stacked in rank order: (size, numel)."""
         comm = self._device_comm([tensor])
-        src = _bytes(tensor.contiguous())
+        src = _bytes(_Contiguous(tensor).work)
         if self._hosts == 1:
             out = torch.empty((self.size(), src.numel()), dtype=torch.uint8, device=tensor.device)
             comm.allgather(src, out=out)
