@@ -105,6 +105,14 @@ Bytes from_device(trainit_comm* c, const void* dev, size_t bytes) {
   return out;
 }
 
+// The first float32 of a device buffer.
+float first_float(trainit_comm* c, const void* dev) {
+  const Bytes got = from_device(c, dev, 4);
+  float first = 0;
+  std::memcpy(&first, got.data(), 4);
+  return first;
+}
+
 // One device communicator and one host communicator among the same ranks.
 struct Pair {
   trainit_comm* dev = nullptr;
@@ -387,9 +395,7 @@ TEST(DeviceComm, RanksThatDisagreeOnACallAllGetEinvalAndStayUsable) {
     CHILD_CHECK(r == -EINVAL, "a count mismatch gave %s", trainit_strerror(r));
     r = trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM);
     CHILD_CHECK(r == 0, "the next call gave %s", trainit_strerror(r));
-    const Bytes got = from_device(p.dev, buf, ones.size());
-    float first = 0;
-    std::memcpy(&first, got.data(), 4);
+    const float first = first_float(p.dev, buf);
     CHILD_CHECK(first == 3.0F, "sum %g", static_cast<double>(first));
     CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
     leave(p);
@@ -434,9 +440,7 @@ void expect_barrier_against_allreduce_is_einval(Backend backend, bool stream) {
         CHILD_CHECK((r = trainit_barrier(p.dev)) == 0, "the next barrier gave %s", trainit_strerror(r));
         CHILD_CHECK((r = trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM)) == 0,
                     "the next call gave %s", trainit_strerror(r));
-        const Bytes got = from_device(p.dev, buf, 4);
-        float first = 0;
-        std::memcpy(&first, got.data(), 4);
+        const float first = first_float(p.dev, buf);
         CHILD_CHECK(first == 3.0F, "sum %g", static_cast<double>(first));
         CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
         leave(p);
