@@ -113,8 +113,12 @@ struct PeerHello {
   int32_t blocks;
   int32_t unused;  // no padding goes out
   uint64_t one_shot_max;
+  // What sizes the staging: ranks that differ would be refused at the
+  // exchange, one after another, and a rank's refusal could free its
+  // staging under a peer still importing it.
+  uint64_t quarter;
 };
-static_assert(sizeof(PeerHello) == 40);
+static_assert(sizeof(PeerHello) == 48);
 
 // Every socket must lead to the peer of this arena it stands for: each side
 // says who it is, and checks the other; then that the peer splits calls as
@@ -127,6 +131,7 @@ int greet_peers(const trainit_comm* c, const DeviceComm* d) {
   mine.size = c->n;
   mine.blocks = d->blocks;
   mine.one_shot_max = d->one_shot_max;
+  mine.quarter = d->quarter;
   for (int p = 0; p < c->n; ++p) {
     if (p != c->rank) {
       const int r = coll_send_handle(c->peer_socks[p], &mine, sizeof mine, -1);
@@ -135,7 +140,7 @@ int greet_peers(const trainit_comm* c, const DeviceComm* d) {
       }
     }
   }
-  bool alike = true;
+  const char* differ = nullptr;  // the first setting a peer has otherwise
   for (int p = 0; p < c->n; ++p) {
     if (p == c->rank) {
       continue;
@@ -154,12 +159,19 @@ int greet_peers(const trainit_comm* c, const DeviceComm* d) {
         theirs.rank != p || theirs.size != c->n) {
       return fail(-EPROTO, "a peer socket does not lead to that local rank of this communicator");
     }
-    alike = alike && theirs.blocks == mine.blocks && theirs.one_shot_max == mine.one_shot_max;
+    if (differ == nullptr) {
+      differ = theirs.quarter != mine.quarter             ? "TRAINIT_COLL_DEVICE_STAGING"
+               : theirs.blocks != mine.blocks             ? "TRAINIT_COLL_DEVICE_BLOCKS"
+               : theirs.one_shot_max != mine.one_shot_max ? "TRAINIT_COLL_DEVICE_ONE_SHOT"
+                                                          : nullptr;
+    }
   }
-  return alike ? 0
-               : fail(-EINVAL,
-                      "the local ranks differ in TRAINIT_COLL_DEVICE_BLOCKS or TRAINIT_COLL_DEVICE_ONE_SHOT (every "
-                      "rank must set them alike)");
+  if (differ == nullptr) {
+    return 0;
+  }
+  char why[160];
+  (void)std::snprintf(why, sizeof why, "the local ranks differ in %s (every rank must set it alike)", differ);
+  return fail(-EINVAL, why);
 }
 
 void close_imports(DeviceComm* d, int n, int rank) {

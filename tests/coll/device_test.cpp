@@ -471,7 +471,8 @@ TEST(DeviceComm, SevenBlocksSplitEveryCollectiveAndEachStillEqualsTheHostBitForB
   expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllgather, 1500, true, 65536, 0, 7});
 }
 
-// Each rank's init with its own settings: how it ended, and the error.
+// Each rank's init with its own settings: 0 for a communicator, else -EINVAL
+// naming TRAINIT_COLL_DEVICE_BLOCKS (3), _STAGING (5) or _ONE_SHOT (6), else 4.
 std::vector<int> init_with(int n, const std::function<void(int)>& set, Backend backend = Backend::kFakedev) {
   const std::string name = unique_name("settings");
   const MockDir mock;
@@ -486,17 +487,35 @@ std::vector<int> init_with(int n, const std::function<void(int)>& set, Backend b
     }
     CHILD_CHECK(c == nullptr, "a failed init left a communicator");
     (void)std::fprintf(stderr, "rank %d: %s\n", rank, trainit_backend_error());
-    return std::strstr(trainit_backend_error(), "TRAINIT_COLL_DEVICE_BLOCKS") != nullptr && r == -EINVAL ? 3 : 4;
+    if (r != -EINVAL) {
+      return 4;
+    }
+    const std::string why = trainit_backend_error();
+    return why.find("TRAINIT_COLL_DEVICE_BLOCKS") != std::string::npos     ? 3
+           : why.find("TRAINIT_COLL_DEVICE_STAGING") != std::string::npos  ? 5
+           : why.find("TRAINIT_COLL_DEVICE_ONE_SHOT") != std::string::npos ? 6
+                                                                           : 4;
   });
 }
 
 TEST(DeviceComm, RanksThatSplitCallsDifferentlyFailInitWithEinvalNamingTheVariables) {
-  // 3: -EINVAL naming the variable (init_with).
+  // 3 and 6: -EINVAL naming the variable (init_with).
   EXPECT_EQ(init_with(2, [](int rank) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", rank == 0 ? "3" : "5", 1); }),
             (std::vector<int>{3, 3}));
   EXPECT_EQ(init_with(3, [](int rank) { setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", rank == 2 ? "4096" : "8192", 1); }),
-            (std::vector<int>{3, 3, 3}));
+            (std::vector<int>{6, 6, 6}));
   EXPECT_EQ(init_with(2, [](int) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", "5", 1); }), (std::vector<int>{0, 0}));
+}
+
+TEST(DeviceComm, RanksWithStagingOfDifferentSizesFailInitWithEinvalOnEveryRankNamingTheVariable) {
+  // 5: -EINVAL naming TRAINIT_COLL_DEVICE_STAGING (init_with).
+  EXPECT_EQ(init_with(2, [](int rank) { setenv("TRAINIT_COLL_DEVICE_STAGING", rank == 1 ? "65536" : "131072", 1); }),
+            (std::vector<int>{5, 5}));
+  EXPECT_EQ(init_with(
+                3, [](int rank) { setenv("TRAINIT_COLL_DEVICE_STAGING", rank == 0 ? "65536" : "131072", 1); },
+                Backend::kAscend),
+            (std::vector<int>{5, 5, 5}));
+  EXPECT_EQ(init_with(2, [](int) { setenv("TRAINIT_COLL_DEVICE_STAGING", "65536", 1); }), (std::vector<int>{0, 0}));
 }
 
 TEST(DeviceComm, ADeviceBlockCountOutsideOneTo32FailsInitWithEinvalNamingIt) {
