@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <csignal>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -248,6 +249,31 @@ TEST(Restart, AlwaysRestartsACleanExitOnFailureDoesNot) {
   r = run(lifecycle_spec(dir, {"--restart", "on-failure"}, {"runs", on_failure, "0"}));
   EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
   EXPECT_EQ(lifecycle::read_runs(on_failure).size(), 1u) << r.transcript;
+}
+
+// Starting again what cannot be started fails the same way: a PROGRAM that
+// is gone (127) ends trainit with that code, at the first start or at a
+// restart, instead of restarting for ever.
+TEST(Restart, AProgramThatCannotBeStartedIsNotRestartedAndItsCodeIsTheExit) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  Outcome r = run({.args = {"--restart", "always", "--", dir / "missing"}});
+  EXPECT_EQ(r.exit, Exit::code(127)) << r.transcript;
+  EXPECT_EQ(r.err.find("restart"), std::string::npos) << r.transcript;
+
+  // A PROGRAM that removes itself and fails: the restart finds it gone.
+  const std::string program = dir / "once";
+  {
+    std::ofstream out(program);
+    out << "#!/bin/sh\nrm -f \"$0\"\nexit 3\n";
+  }
+  ASSERT_EQ(::chmod(program.c_str(), 0755), 0);
+  r = run({.args = {"--restart", "on-failure", "--", program}});
+  EXPECT_EQ(r.exit, Exit::code(127)) << r.transcript;
+  EXPECT_NE(r.err.find("restart 1 in 0.1 s"), std::string::npos) << r.transcript;
+  EXPECT_NE(r.err.find("cannot execute"), std::string::npos) << r.transcript;
+  EXPECT_EQ(r.err.find("restart 2"), std::string::npos) << r.transcript;
+  EXPECT_LT(r.elapsed, 3s) << r.transcript;
 }
 
 // Starts `trainit ARGS -- lifecycle runs FILE 1` (fails at once, forever) and
