@@ -56,7 +56,7 @@ int run(int argc, char** argv, const SignalState& parent_signals, ConsoleWriter&
   auto options = parse_cli(argc, argv, environ);
   if (!options) {
     log_error("{}", options.error().message);
-    console.append({}, usage_text(), {}, Stream::kErr);
+    console.append({}, short_usage_text(), {}, Stream::kErr);
     return exit_code::kUsage;
   }
   set_log_verbosity(options->verbosity);

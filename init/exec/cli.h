@@ -15,7 +15,7 @@
 //
 // parse_cli() is pure but for one question to the kernel (who runs trainit,
 // for the plan): argv and an environment in, Options or a one-line error out.
-// main() turns an error into usage on stderr and exit 64, and logs
+// main() turns an error into the short usage on stderr and exit 64, and logs
 // Options::warnings.
 #pragma once
 
@@ -153,8 +153,10 @@ Result<Options> parse_cli(int argc, const char* const* argv, const char* const* 
 // where it came from ("default", "command line", "variable TRAINIT_GRACE").
 [[nodiscard]] std::vector<Setting> settings_of(const Options& options);
 
-// The usage text (ends with a newline).
+// The usage text (ends with a newline): --help's whole, and the synopsis
+// with a pointer to it, which follows a usage error.
 [[nodiscard]] std::string usage_text();
+[[nodiscard]] std::string short_usage_text();
 // `option` as --help lists it: its flags and value, its help beside them
 // from column 26, then its variables ("env: TRAINIT_GRACE=SECONDS").
 [[nodiscard]] std::string option_usage(const OptionSpec& option);

@@ -15,10 +15,12 @@ namespace {
 constexpr std::size_t kHelpColumn = 26;  // where the help of each option starts
 constexpr std::size_t kHelpWidth = 80;   // no line of --help is longer
 
-constexpr std::string_view kUsageHead =
+constexpr std::string_view kSynopsis =
     "Usage: trainit [OPTIONS] [--] PROGRAM [ARGS...]\n"
     "       trainit plan [OPTIONS] [--] PROGRAM [ARGS...]\n"
-    "       trainit status [--json] [--status-file PATH]\n"
+    "       trainit status [--json] [--status-file PATH]\n";
+
+constexpr std::string_view kUsageHead =
     "Run PROGRAM as the child of a correct init (PID 1): signals forwarded,\n"
     "zombies reaped, the child's exit code returned. `trainit plan` prints what\n"
     "a start would do, as JSON (trainit plan --help); `trainit status` what a\n"
@@ -111,8 +113,12 @@ std::string option_usage(const OptionSpec& option) {
   return text;
 }
 
+std::string short_usage_text() {
+  return fmt::format("{}(trainit --help: every option, with its variable)\n", kSynopsis);
+}
+
 std::string usage_text() {
-  std::string text(kUsageHead);
+  std::string text = fmt::format("{}{}", kSynopsis, kUsageHead);
   for (const OptionSpec& option : option_table()) {
     if (!option.heading.empty()) {
       text += fmt::format("\n{}\n", option.heading);

@@ -152,7 +152,7 @@ TEST(ExecMode, NonExecutableFileGives126WithOneLineNamingIt) {
   TRAINIT_SKIP_UNDER_EMULATION(emulation::kVforkIsFork);
 }
 
-TEST(ExecMode, BadUsageExits64WithUsageAndSpawnsNothing) {
+TEST(ExecMode, BadUsageExits64WithOneErrorLineAndTheSynopsisAndSpawnsNothing) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
   const std::string marker = dir / "spawned";
@@ -192,7 +192,10 @@ TEST(ExecMode, BadUsageExits64WithUsageAndSpawnsNothing) {
     auto lines = lines_of(r.err);
     ASSERT_FALSE(lines.empty()) << "trainit" << shown;
     EXPECT_EQ(lines[0].rfind("trainit: error: ", 0), 0u) << "trainit" << shown << r.transcript;
+    // The synopsis and where the rest is, not --help's 180 lines over the error.
     EXPECT_NE(r.err.find("Usage: trainit"), std::string::npos) << "trainit" << shown << r.transcript;
+    EXPECT_NE(r.err.find("trainit --help"), std::string::npos) << "trainit" << shown << r.transcript;
+    EXPECT_LE(lines.size(), 5U) << "trainit" << shown << r.transcript;
     EXPECT_EQ(r.out, "") << "trainit" << shown;
     EXPECT_FALSE(std::filesystem::exists(marker)) << "trainit" << shown << " spawned its command";
   }
