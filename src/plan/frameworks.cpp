@@ -1,6 +1,7 @@
 #include "plan/frameworks.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -514,8 +515,8 @@ Result<Plan> plan_tensorflow(const PlanInput& input) {
                                mine->size(), job, job == "ps" ? "PS" : "WORKER")};
     }
     argv.insert(argv.end(), {"--task_index", std::to_string(f.cluster.index), "--ps_hosts",
-                             std::string(input.env.get("TF_PS_HOSTS").value_or("")), "--worker_hosts",
-                             std::string(input.env.get("TF_WORKER_HOSTS").value_or("")), "--job_name", job});
+                             fmt::format("{}", fmt::join(*ps, ",")), "--worker_hosts",
+                             fmt::format("{}", fmt::join(*workers, ",")), "--job_name", job});
     std::string cluster = fmt::format("\"worker\":{}", json_list(*workers));
     if (!ps->empty())
       cluster = fmt::format("\"ps\":{},{}", json_list(*ps), cluster);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "base/number.h"
 #include "os/path.h"
@@ -195,17 +196,38 @@ bool Environment::ms_ranktable_enable() const {
   return get("MS_RANKTABLE_ENABLE") == "True";
 }
 
+namespace {
+
+// A host of a host:port list: a DNS name (letters, digits, '-', '_', dots
+// between labels) or an IPv4 address, or an IPv6 address in brackets.
+bool is_list_host(std::string_view host) {
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    std::string_view v6 = host.substr(1, host.size() - 2);
+    return v6.find(':') != std::string_view::npos && std::all_of(v6.begin(), v6.end(), [](char c) {
+             return std::isxdigit(static_cast<unsigned char>(c)) != 0 || c == ':' || c == '.';
+           });
+  }
+  return is_dns_name(host) && std::all_of(host.begin(), host.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_';
+         });
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> Environment::host_ports(std::string_view name) const {
   std::vector<std::string> out;
   auto value = get(name);
   if (!value)
     return out;
   std::string_view rest = *value;
+  // The platform's documents write the list in brackets: [a:5001,b:5002].
+  if (rest.size() > 2 && rest.front() == '[' && rest.back() == ']' && rest.find(']') == rest.size() - 1)
+    rest = rest.substr(1, rest.size() - 2);
   for (;;) {
     auto comma = rest.find(',');
     std::string_view item = rest.substr(0, comma);
     auto colon = item.rfind(':');
-    if (colon == std::string_view::npos || colon == 0) {
+    if (colon == std::string_view::npos || !is_list_host(item.substr(0, colon))) {
       return bad_value(name, *value, fmt::format("{} is not host:port", quote_for_message(item)));
     }
     auto port = parse_decimal(item.substr(colon + 1));

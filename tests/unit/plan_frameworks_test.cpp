@@ -207,5 +207,21 @@ TEST(TensorflowPlan, AppendsTheClusterArgumentsAndATfConfig) {
   EXPECT_FALSE(p->hosts) << "no control channel: a parameter server never finishes";
 }
 
+TEST(TensorflowPlan, BracketedHostListsReachTheCommandLineAsPlainLists) {
+  MemoryFileSystem fs;
+  auto vars = modelarts(2, 0, 1);
+  vars[2] = {"MA_TASK_NAME", "ps"};
+  vars.push_back({"TF_PS_HOSTS", "[ps-0:5000,ps-1:5000]"});
+  vars.push_back({"TF_WORKER_HOSTS", "[w-0:5001,w-1:5001]"});
+  auto p = plan(Mode::kTensorflow, vars, fs, {"python3", "tf.py"});
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_EQ(p->processes.size(), 1U);
+  EXPECT_EQ(p->processes[0].argv,
+            (std::vector<std::string>{"python3", "tf.py", "--task_index", "0", "--ps_hosts", "ps-0:5000,ps-1:5000",
+                                      "--worker_hosts", "w-0:5001,w-1:5001", "--job_name", "ps"}));
+  EXPECT_EQ(env_of(p->processes[0])["TF_CONFIG"],
+            R"({"cluster":{"ps":["ps-0:5000","ps-1:5000"],"worker":["w-0:5001","w-1:5001"]},"task":{"type":"ps","index":0}})");
+}
+
 }  // namespace
 }  // namespace trainit

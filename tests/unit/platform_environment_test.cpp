@@ -118,6 +118,27 @@ TEST(Environment, TensorFlowHostListsAreHostPortPairs) {
   EXPECT_FALSE(env_of({{"TF_WORKER_HOSTS", "a:0"}}).tf_worker_hosts().ok());
 }
 
+// What reaches TF_CONFIG's JSON and the command line is a host name or
+// address and a port, nothing else: a quote, a backslash, a space, a
+// second colon or an empty host is refused naming the item.
+TEST(Environment, TensorFlowHostListsRefuseWhatIsNotAHostNameOrAddress) {
+  for (const char* bad : {"a\"b:5001", "a\\b:5001", "a\bb:5001", "a:5001 b:5002", "a :5001", "a:b:5001", ":5001",
+                          "a:5001,", ",a:5001", "a..b:5001", "[::1:5001", "[]:5001", "[x]:5001"}) {
+    auto r = env_of({{"TF_PS_HOSTS", bad}}).tf_ps_hosts();
+    EXPECT_FALSE(r.ok()) << "TF_PS_HOSTS=" << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().message.rfind("TF_PS_HOSTS=", 0), 0U) << r.error().message;
+    }
+  }
+  auto v6 = env_of({{"TF_WORKER_HOSTS", "[fd00::1]:5001,10.0.0.2:5002,ps_0.job-x:5003"}}).tf_worker_hosts();
+  ASSERT_TRUE(v6.ok()) << v6.error().message;
+  EXPECT_EQ(*v6, (std::vector<std::string>{"[fd00::1]:5001", "10.0.0.2:5002", "ps_0.job-x:5003"}));
+  // The platform's documents write the list in brackets: the same list.
+  auto bracketed = env_of({{"TF_PS_HOSTS", "[xx-ps-0.xx:5001,xx-ps-1.xx:5002]"}}).tf_ps_hosts();
+  ASSERT_TRUE(bracketed.ok()) << bracketed.error().message;
+  EXPECT_EQ(*bracketed, (std::vector<std::string>{"xx-ps-0.xx:5001", "xx-ps-1.xx:5002"}));
+}
+
 TEST(Environment, PeerNamesFollowThePlatformsDnsScheme) {
   auto env = env_of({{"MA_VJ_NAME", "ma-job-x"}, {"MA_TASK_NAME", "worker"}});
   EXPECT_EQ(env.peer_name(2).value(), "ma-job-x-worker-2.ma-job-x");
