@@ -23,8 +23,12 @@ Error bad_param(std::string_view name, std::string_view value, std::string_view 
 }
 
 Result<unsigned> param_number(std::string_view name, std::string_view value, unsigned min, unsigned max) {
-  if (name == "nnodes" && value.find(':') != std::string_view::npos)
-    return bad_param(name, value, "an elastic range: trainit runs a static job (use --mode torchrun-exec)");
+  if (auto colon = value.find(':'); name == "nnodes" && colon != std::string_view::npos) {
+    // MIN:MAX with MIN = MAX: a fixed size in torchrun's range spelling.
+    if (value.substr(0, colon) != value.substr(colon + 1) || colon == 0)
+      return bad_param(name, value, "an elastic range: trainit runs a static job (use --mode torchrun-exec)");
+    value = value.substr(0, colon);
+  }
   auto n = parse_decimal(value);
   if (!n)
     return bad_param(name, value, "not a decimal number");
@@ -34,7 +38,8 @@ Result<unsigned> param_number(std::string_view name, std::string_view value, uns
 }
 
 // --rdzv_conf's "key=value,key=value": the timeouts become the host
-// barrier's deadline; the agent's other keys are noted.
+// barrier's deadline (the longer of timeout, etcd's, and join_timeout,
+// c10d's); the agent's other keys are noted.
 Result<void> read_rdzv_conf(std::string_view value, TorchrunParams& out) {
   std::size_t start = 0;
   while (start <= value.size()) {
@@ -50,7 +55,7 @@ Result<void> read_rdzv_conf(std::string_view value, TorchrunParams& out) {
         auto n = param_number("rdzv_conf", item.substr(eq + 1), 1, 7 * 24 * 3600);
         if (!n)
           return n.error();
-        out.rendezvous_timeout = *n;
+        out.rendezvous_timeout = std::max(*n, out.rendezvous_timeout.value_or(0));
       } else {
         out.notes.push_back(fmt::format("--rdzv_conf {}: tunes torchrun's agent; no effect here", item));
       }
@@ -334,7 +339,7 @@ Result<Plan> plan_torchrun_exec(const PlanInput& input) {
   if (auto extra = input.env.extra_torchrun_params()) {
     auto words = split_words(*extra);
     if (!words)
-      return words.error();
+      return Error{fmt::format("MA_EXTRA_TORCHRUN_PARAMS={}", words.error().message)};
     argv.insert(argv.end(), words->begin(), words->end());
   }
   argv.insert(argv.end(), input.argv.begin(), input.argv.end());
@@ -514,9 +519,9 @@ Result<Plan> plan_tensorflow(const PlanInput& input) {
       return Error{fmt::format("host index {} is not below the {} {} hosts TF_{}_HOSTS lists", f.cluster.index,
                                mine->size(), job, job == "ps" ? "PS" : "WORKER")};
     }
-    argv.insert(argv.end(), {"--task_index", std::to_string(f.cluster.index), "--ps_hosts",
-                             fmt::format("{}", fmt::join(*ps, ",")), "--worker_hosts",
-                             fmt::format("{}", fmt::join(*workers, ",")), "--job_name", job});
+    argv.insert(argv.end(),
+                {"--task_index", std::to_string(f.cluster.index), "--ps_hosts", fmt::format("{}", fmt::join(*ps, ",")),
+                 "--worker_hosts", fmt::format("{}", fmt::join(*workers, ",")), "--job_name", job});
     std::string cluster = fmt::format("\"worker\":{}", json_list(*workers));
     if (!ps->empty())
       cluster = fmt::format("\"ps\":{},{}", json_list(*ps), cluster);

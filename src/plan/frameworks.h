@@ -59,7 +59,7 @@ struct TorchrunParams {
   std::optional<std::string> master_addr;
   std::optional<std::uint16_t> master_port;
   std::optional<unsigned> max_restarts;
-  std::optional<unsigned> rendezvous_timeout;  // --rdzv_conf=timeout=SECONDS (join_timeout too)
+  std::optional<unsigned> rendezvous_timeout;  // --rdzv_conf=timeout=SECONDS, join_timeout=: the longer
   std::optional<std::string> run_id;           // --rdzv_id
   std::optional<std::string> role;             // --role
   bool standalone = false;

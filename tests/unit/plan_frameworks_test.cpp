@@ -49,6 +49,25 @@ TEST(TorchrunParams, ReadBothSpellingsAndBothValueForms) {
   EXPECT_EQ(p->max_restarts, 0U);
 }
 
+// torchrun's rendezvous reads join_timeout (c10d) or timeout (etcd): the
+// barrier waits as long as the longer, never ending a job sooner than meant.
+TEST(TorchrunParams, TimeoutAndJoinTimeoutGiveTheBarrierTheLongerOfThem) {
+  EXPECT_EQ(parse_torchrun_params("--rdzv_conf=timeout=7200,join_timeout=5")->rendezvous_timeout, 7200U);
+  EXPECT_EQ(parse_torchrun_params("--rdzv_conf=join_timeout=5,timeout=7200")->rendezvous_timeout, 7200U);
+  EXPECT_EQ(parse_torchrun_params("--rdzv_conf=join_timeout=900")->rendezvous_timeout, 900U);
+  EXPECT_EQ(parse_torchrun_params("--rdzv_conf=timeout=60")->rendezvous_timeout, 60U);
+}
+
+// MIN:MAX with MIN = MAX is torchrun's spelling of a fixed size, not a range.
+TEST(TorchrunParams, NnodesOfEqualBoundsIsThatManyHosts) {
+  auto p = parse_torchrun_params("--nnodes=2:2");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->nnodes, 2U);
+  EXPECT_FALSE(parse_torchrun_params("--nnodes=2:3").ok());
+  EXPECT_FALSE(parse_torchrun_params("--nnodes=2:").ok());
+  EXPECT_FALSE(parse_torchrun_params("--nnodes=:2").ok());
+}
+
 TEST(TorchrunParams, AnUnknownParameterIsAnErrorNamingIt) {
   auto p = parse_torchrun_params("--rdzv_conf=timeout=60 --frobnicate=1");
   ASSERT_FALSE(p.ok());
@@ -69,6 +88,18 @@ TEST(TorchrunParams, AgentTuningIsAcceptedWithANote) {
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(p->notes.size(), 2U);
   EXPECT_FALSE(p->rendezvous_timeout);
+}
+
+TEST(TorchrunParams, AnUnclosedQuoteNamesTheVariableInBothTorchrunModes) {
+  MemoryFileSystem fs;
+  for (Mode mode : {Mode::kTorchrun, Mode::kTorchrunExec}) {
+    auto vars = modelarts(1, 0, 1);
+    vars.push_back({"MA_EXTRA_TORCHRUN_PARAMS", "--log_dir '/a b"});
+    auto p = plan(mode, vars, fs);
+    ASSERT_FALSE(p.ok()) << mode_name(mode);
+    EXPECT_EQ(p.error().message, "MA_EXTRA_TORCHRUN_PARAMS=\"--log_dir '/a b\": an unclosed ' quote")
+        << mode_name(mode);
+  }
 }
 
 TEST(SplitWords, QuotesGroupAndAnUnclosedQuoteIsAnError) {
@@ -219,8 +250,9 @@ TEST(TensorflowPlan, BracketedHostListsReachTheCommandLineAsPlainLists) {
   EXPECT_EQ(p->processes[0].argv,
             (std::vector<std::string>{"python3", "tf.py", "--task_index", "0", "--ps_hosts", "ps-0:5000,ps-1:5000",
                                       "--worker_hosts", "w-0:5001,w-1:5001", "--job_name", "ps"}));
-  EXPECT_EQ(env_of(p->processes[0])["TF_CONFIG"],
-            R"({"cluster":{"ps":["ps-0:5000","ps-1:5000"],"worker":["w-0:5001","w-1:5001"]},"task":{"type":"ps","index":0}})");
+  EXPECT_EQ(
+      env_of(p->processes[0])["TF_CONFIG"],
+      R"({"cluster":{"ps":["ps-0:5000","ps-1:5000"],"worker":["w-0:5001","w-1:5001"]},"task":{"type":"ps","index":0}})");
 }
 
 }  // namespace
