@@ -26,24 +26,21 @@ Plan waiting_plan(RankTablePlan rank_table) {
 }
 
 // The hosts (containers) of the table: its servers (template 1) or its pods
-// with devices (template 2, where two pods may share a server), and this
-// host's position among them.
-KnownGeometry table_geometry(const RankTable& table, const HostEntry& host, std::string_view source) {
+// with devices (template 2, where two pods may share a server). Not this
+// host's index: its peers reach host I by the platform's name for I, which
+// the table's order does not follow.
+KnownGeometry table_geometry(const RankTable& table, std::string_view source) {
   KnownGeometry known;
   if (table.format == RankTableFormat::kTemplate1) {
     known.hosts = static_cast<unsigned>(table.servers.size());
-    known.index = static_cast<unsigned>(host.server);
     known.source = fmt::format("the rank table {}, which lists {} server{}", one_line(source), known.hosts,
                                known.hosts == 1 ? "" : "s");
     return known;
   }
   known.hosts = 0;
-  for (std::size_t i = 0; i < table.pods.size(); ++i) {
-    if (table.pods[i].count == 0)
-      continue;
-    if (table.pod_name(i) == host.pod_name)
-      known.index = known.hosts;
-    ++known.hosts;
+  for (const auto& pod : table.pods) {
+    if (pod.count != 0)
+      ++known.hosts;
   }
   known.source = fmt::format("the rank table {}, which lists {} pod{} with devices", one_line(source), known.hosts,
                              known.hosts == 1 ? "" : "s");
@@ -124,7 +121,7 @@ Result<Plan> plan_ascend(const PlanInput& input) {
   if (!host)
     return host.error();
 
-  auto hosts = plan_hosts(input, table_geometry(table, *host, rank_table.source));
+  auto hosts = plan_hosts(input, table_geometry(table, rank_table.source));
   if (!hosts)
     return hosts.error();
 

@@ -18,9 +18,9 @@
 // A table of several hosts (template 1: servers; template 2: pods with
 // devices) adds resolve_peers and host_barrier before spawn and a HostsPlan
 // (platform/geometry.h: peers named from MA_VJ_NAME and MA_TASK_NAME, this
-// host's index from MA_TASK_INDEX/VC_TASK_INDEX/VK_TASK_INDEX, else its
-// position in the table). MA_NUM_HOSTS, when set, must equal the table's
-// host count: a disagreement is an error naming both.
+// host's index from MA_TASK_INDEX/VC_TASK_INDEX/VK_TASK_INDEX, required).
+// MA_NUM_HOSTS, when set, must equal the table's host count: a disagreement
+// is an error naming both.
 #pragma once
 
 #include "plan/plan.h"

@@ -54,7 +54,7 @@ Result<unsigned> host_count(const Environment& env, const std::optional<KnownGeo
   return n;
 }
 
-Result<unsigned> host_index(const Environment& env, unsigned hosts, const std::optional<KnownGeometry>& known) {
+Result<unsigned> host_index(const Environment& env, unsigned hosts) {
   auto index = env.task_index();
   if (!index)
     return index.error();
@@ -66,8 +66,6 @@ Result<unsigned> host_index(const Environment& env, unsigned hosts, const std::o
     }
     return **index;
   }
-  if (known && known->index)
-    return *known->index;
   if (hosts == 1)
     return 0U;
   return Error{
@@ -89,7 +87,7 @@ Result<Cluster> job_geometry(const Environment& env, const std::optional<KnownGe
   if (!hosts)
     return hosts.error();
   geometry.hosts = *hosts;
-  auto index = host_index(env, geometry.hosts, known);
+  auto index = host_index(env, geometry.hosts);
   if (!index)
     return index.error();
   geometry.index = *index;

@@ -60,8 +60,7 @@ struct Cluster {
 // variables are unset; MA_NUM_HOSTS, when set, must agree with `hosts`.
 struct KnownGeometry {
   unsigned hosts = 1;
-  std::optional<unsigned> index;  // this host's position there, when it tells one
-  std::string source;             // for messages, e.g. "the rank table /x.json lists 2 servers"
+  std::string source;  // for messages, e.g. "the rank table /x.json lists 2 servers"
 };
 
 [[nodiscard]] Result<Cluster> job_geometry(const Environment& env,

@@ -362,6 +362,17 @@ TEST_F(AscendPlan, AHostCountOfSeveralMeetsTheOtherHostsAtTheBarrier) {
   EXPECT_EQ(std::count(plan.states.begin(), plan.states.end(), State::kHostBarrier), 1);
 }
 
+// The peers reach host I by its platform name (…-worker-I), which a
+// table's order does not follow: the index comes from the platform only.
+TEST_F(AscendPlan, SeveralHostsWithoutATaskIndexAreRefusedRatherThanIndexedByTheTablesOrder) {
+  fs.add_file(kTable, template1({2, 2}).dump());
+  EXPECT_EQ(refusal({{"MA_CURRENT_HOST_IP", "10.0.0.1"}, {"MA_NUM_HOSTS", "2"}}),
+            "MA_TASK_INDEX, VC_TASK_INDEX and VK_TASK_INDEX are all unset: a job of 2 hosts needs this host's index");
+  fs.add_file(kTable, template2({2, 2}).dump());
+  EXPECT_EQ(refusal({{"MA_CURRENT_INSTANCE_NAME", "ma-job-x-worker-1"}, {"MA_NUM_HOSTS", "2"}}),
+            "MA_TASK_INDEX, VC_TASK_INDEX and VK_TASK_INDEX are all unset: a job of 2 hosts needs this host's index");
+}
+
 TEST_F(AscendPlan, AHostCountThatDisagreesWithTheTableIsRefusedNamingBoth) {
   fs.add_file(kTable, template1({2, 2}).dump());
   EXPECT_EQ(refusal({{"MA_CURRENT_HOST_IP", "10.0.0.1"}, {"MA_NUM_HOSTS", "4"}, {"MA_TASK_INDEX", "0"}}),

@@ -98,16 +98,20 @@ TEST(ModelArtsGeometry, PeerNamesAResolverCannotLookUpAreRefused) {
   EXPECT_EQ(refusal(env_of({{"MA_VJ_NAME", std::string(40, 'a')}})), "(accepted)");
 }
 
+// The table's count fills MA_NUM_HOSTS; the index is the platform's alone:
+// peers reach host I by the platform's name for I, not by the table's order.
 TEST(ModelArtsGeometry, ARankTablesCountFillsUnsetVariablesAndMustAgreeWithSetOnes) {
-  KnownGeometry known{4, 2, "the rank table /t.json, which lists 4 servers"};
-  auto geometry = job_geometry(env_of({{"MA_VJ_NAME", "j"}}), known);
+  KnownGeometry known{4, "the rank table /t.json, which lists 4 servers"};
+  auto geometry = job_geometry(env_of({{"MA_VJ_NAME", "j"}, {"MA_TASK_INDEX", "2"}}), known);
   ASSERT_TRUE(geometry.ok()) << geometry.error().message;
   EXPECT_EQ(geometry->hosts, 4u);
-  EXPECT_EQ(geometry->index, 2u) << "the table's position when no index variable is set";
+  EXPECT_EQ(geometry->index, 2u);
+  EXPECT_EQ(refusal(env_of({{"MA_VJ_NAME", "j"}}), known),
+            "MA_TASK_INDEX, VC_TASK_INDEX and VK_TASK_INDEX are all unset: a job of 4 hosts needs this host's index");
 
   geometry = job_geometry(env_of({{"MA_VJ_NAME", "j"}, {"MA_NUM_HOSTS", "4"}, {"MA_TASK_INDEX", "0"}}), known);
   ASSERT_TRUE(geometry.ok()) << geometry.error().message;
-  EXPECT_EQ(geometry->index, 0u) << "the variable wins over the table's order";
+  EXPECT_EQ(geometry->index, 0u);
 
   EXPECT_EQ(refusal(env_of({{"MA_VJ_NAME", "j"}, {"MA_NUM_HOSTS", "2"}, {"MA_TASK_INDEX", "0"}}), known),
             "MA_NUM_HOSTS=2 disagrees with the rank table /t.json, which lists 4 servers");
