@@ -476,6 +476,12 @@ Result<Plan> plan_pytorch(const PlanInput& input) {
   if (auto r = check_port(plan, port, "the init_method port"); !r)
     return r.error();
   std::vector<std::string> argv = python_command(input.argv, false, false, false);
+  // One card on one host has no one to meet: the platform's command for it
+  // is the script and its parameters alone.
+  if (f.cluster.hosts == 1 && f.cluster.nproc == 1U) {
+    plan.processes.push_back(host_process(f, std::move(argv)));
+    return plan;
+  }
   argv.emplace_back("--init_method");
   argv.push_back(fmt::format("tcp://{}:{}", f.master, port));
   if (f.cluster.hosts > 1) {
