@@ -28,7 +28,7 @@
 #     gloo, the "trainit" backend, and NCCL where every rank has a GPU of
 #     its own (bench/coll/gloo_allreduce.py).
 #
-#   bench/coll/gpu_check.sh [--prebuilt] [--mps] [BUILD_DIR]   (default build/gpu)
+#   bench/coll/gpu_check.sh [--prebuilt] [--mps] [--quick] [BUILD_DIR]   (default build/gpu)
 #
 # --prebuilt: build nothing; take the programs from BUILD_DIR, laid out as a
 # build tree (a release build with CUDA has them all; bench/coll/gpu_bundle.sh
@@ -38,6 +38,8 @@
 # and log directories private, stopped at the end). Where ranks share a GPU,
 # the driver otherwise time-slices their contexts, which puts a floor of
 # several hundred µs under every call; one rank per GPU needs no MPS.
+# --quick: steps 2 and 3's table only (no sweep, no Python, no torch
+# references): what a short loan of a GPU machine fits first.
 #
 # Needs: an NVIDIA GPU and its driver (nvidia-smi works), the CUDA toolkit
 # (nvcc on PATH, in /usr/local/cuda/bin, or CUDACXX), cmake, a C++20
@@ -50,10 +52,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 prebuilt=0
 mps=0
+quick=0
 while [ $# -gt 0 ]; do
   case $1 in
     --prebuilt) prebuilt=1 ;;
     --mps) mps=1 ;;
+    --quick) quick=1 ;;
     *) break ;;
   esac
   shift
@@ -138,6 +142,11 @@ done
 
 echo "== allreduce beside cudaMemcpy"
 timeout 300 "$program" bench 2 4 || die "the bench failed (124: out of time)"
+
+if [ "$quick" = 1 ]; then
+  echo "== --quick: checked and measured; the sweep, the Python job and the torch references not run"
+  exit 0
+fi
 
 echo "== what the GPU is tuned by: blocks and the one-shot bound, 2 ranks"
 timeout 300 "$program" sweep 2 || die "the sweep failed (124: out of time)"

@@ -56,6 +56,22 @@ Driver drv;
 CUdevice device;
 CUcontext context;
 bool ready = false;
+thread_local bool bound = false;  // this thread has the context current
+
+// Whether the backend is set up, making its context current on the calling
+// thread first: the driver's calls (cuMemcpy, cuCtxSynchronize) act on the
+// thread's current context, which a thread other than the one that ran
+// cu_init (an application's worker, a framework's autograd thread) has
+// not; the plugin's runtime then uses that context too.
+bool usable() {
+  if (!ready) {
+    return false;
+  }
+  if (!bound) {
+    bound = drv.ctx_set_current(context) == CUDA_SUCCESS;
+  }
+  return bound;
+}
 
 constexpr uint64_t kMagic = 0x7472616e63756461;  // "trancuda"
 
@@ -244,7 +260,7 @@ int unmap(Mapping& m) {
 }
 
 int cu_alloc(size_t bytes, void** ptr) {
-  if (!ready || ptr == nullptr) {
+  if (!usable() || ptr == nullptr) {
     return ready ? -EINVAL : -ENODEV;
   }
   const CUmemAllocationProp prop = allocation_prop();
@@ -286,6 +302,7 @@ int cu_alloc(size_t bytes, void** ptr) {
 }
 
 int cu_free(void* ptr) {
+  (void)usable();  // the thread makes the context current, if it can
   if (ptr == nullptr) {
     return 0;
   }
@@ -331,7 +348,7 @@ int cu_import(const void* handle, size_t handle_len, int fd, void** ptr) {
     return -EMSGSIZE;
   }
   Handle in{};
-  if (!ready || handle_len != sizeof in) {
+  if (!usable() || handle_len != sizeof in) {
     return ready ? -EINVAL : -ENODEV;
   }
   std::memcpy(&in, handle, sizeof in);
@@ -380,6 +397,7 @@ int cu_import_sized(const void* handle, size_t handle_len, int fd, size_t bytes,
 }
 
 int cu_close_import(void* ptr) {
+  (void)usable();  // the thread makes the context current, if it can
   const Locked guard;
   Mapping* m = slot_of(reinterpret_cast<CUdeviceptr>(ptr));
   if (m == nullptr || !m->imported) {
@@ -389,7 +407,7 @@ int cu_close_import(void* ptr) {
 }
 
 int cu_copy(void* dst, const void* src, size_t bytes) {
-  if (!ready) {
+  if (!usable()) {
     return -ENODEV;
   }
   if (bytes == 0) {
@@ -399,7 +417,7 @@ int cu_copy(void* dst, const void* src, size_t bytes) {
 }
 
 int cu_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
-  if (!ready) {
+  if (!usable()) {
     return -ENODEV;
   }
   const int rc = launch_reduce(dst, src, count, dtype, op);
@@ -407,7 +425,7 @@ int cu_reduce(void* dst, const void* src, size_t count, int dtype, int op) {
 }
 
 int cu_fold(void* dst, const void* const* srcs, int n, size_t count, int dtype, int op) {
-  if (!ready) {
+  if (!usable()) {
     return -ENODEV;
   }
   const int rc = launch_fold(dst, srcs, n, count, dtype, op);
@@ -419,7 +437,7 @@ int cu_signal() {
 }
 
 int cu_wait() {
-  return ready ? from_cu(drv.ctx_synchronize()) : -ENODEV;
+  return usable() ? from_cu(drv.ctx_synchronize()) : -ENODEV;
 }
 
 uint64_t cu_violations() {
@@ -428,7 +446,7 @@ uint64_t cu_violations() {
 
 int cu_launch(const void* call, void* stream) {
   const auto* a = static_cast<const dev::Call*>(call);
-  if (!ready) {
+  if (!usable()) {
     return -ENODEV;
   }
   if (a == nullptr || a->n < 1 || a->n > dev::kMaxRanks || a->blocks < 1 || a->blocks > dev::kMaxBlocks) {
@@ -439,16 +457,22 @@ int cu_launch(const void* call, void* stream) {
 }
 
 int cu_query(void* stream) {
-  if (!ready) {
+  if (!usable()) {
     return -ENODEV;
   }
   const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream));
-  return e == cudaSuccess ? 0 : e == cudaErrorNotReady ? -EINPROGRESS : -EIO;
+  if (e == cudaErrorNotReady) {
+    // Not an error, but a runtime may keep it as the thread's last error,
+    // which the next launch's check would take for a failed launch.
+    (void)cudaGetLastError();
+    return -EINPROGRESS;
+  }
+  return e == cudaSuccess ? 0 : -EIO;
 }
 
 // Pinned host memory mapped into the device (the status and abort words).
 int cu_host_mapped(size_t bytes, void** host, void** device_view) {
-  if (!ready) {
+  if (!usable()) {
     return -ENODEV;
   }
   if (host == nullptr || device_view == nullptr || bytes == 0) {
@@ -466,6 +490,7 @@ int cu_host_mapped(size_t bytes, void** host, void** device_view) {
 }
 
 int cu_free_host_mapped(void* host) {
+  (void)usable();  // the thread makes the context current, if it can
   return host == nullptr || cudaFreeHost(host) == cudaSuccess ? 0 : -EIO;
 }
 
