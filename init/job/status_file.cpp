@@ -117,7 +117,24 @@ Result<void> StatusFile::write() {
   doc["ranks"] = std::move(ranks_json);
   // Owner read-write, group read (kubectl exec as the container's user, a
   // log agent of its group), nobody else; nothing secret in it.
-  return write_file_atomically(path, redact(doc.dump(2, ' ', true, Json::error_handler_t::replace)) + "\n", 0640);
+  const std::string text = redact(doc.dump(2, ' ', true, Json::error_handler_t::replace)) + "\n";
+  auto written = write_file_atomically(path, text, 0640);
+  if (written) {
+    return written;
+  }
+  // A file that cannot be brought up to date (a full disk) must not go on
+  // saying what is no longer so: it goes, and its room may take the new one.
+  const size_t slash = path.rfind('/');
+  auto dir = safe_fs::open_dir(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
+  const int removed = dir ? safe_fs::remove_at(dir->get(), path.substr(slash + 1)) : -dir.error().errnum;
+  if (removed < 0) {
+    return Error{fmt::format("{}; the stale status file stays: {}", written.error().message, errno_string(-removed)),
+                 written.error().errnum};
+  }
+  if (write_file_atomically(path, text, 0640)) {
+    return {};
+  }
+  return Error{fmt::format("{}; the stale status file was removed", written.error().message), written.error().errnum};
 }
 
 }  // namespace trainit

@@ -6,10 +6,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -119,6 +123,40 @@ TEST(AtomicWrite, ANamePlantedWhereTheTemporaryFileWouldGoDoesNotStopTheWrite) {
     beside += entry.path().filename().string().starts_with("status.json.") ? 1 : 0;
   }
   EXPECT_EQ(beside, 1U) << "only the planted directory is left beside it";
+}
+
+// A status that cannot be brought up to date (a full disk) must not go on
+// saying the job runs: the stale file is removed, and the new one written
+// in the room that frees when it fits. Here the child's file-size limit
+// lets the first status through and not the second, larger one.
+TEST(StatusFileWrite, AStatusThatCannotBeWrittenRemovesTheStaleOneInsteadOfLeavingIt) {
+  TempDir dir;
+  const std::string path = dir / "status.json";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    StatusFile status;
+    status.path = path;
+    status.state = "running";
+    if (!status.write().ok() || slurp(path).find("\"running\"") == std::string::npos) {
+      ::_exit(2);
+    }
+    const rlimit limit{std::min<rlim_t>(slurp(path).size() + 64, 4096), RLIM_INFINITY};
+    (void)::setrlimit(RLIMIT_FSIZE, &limit);
+    status.state = "exit";
+    status.reason = std::string(8192, 'x');
+    auto r = status.write();
+    if (r.ok() || r.error().message.find("the stale status file was removed") == std::string::npos) {
+      ::_exit(3);
+    }
+    ::_exit(::access(path.c_str(), F_OK) != 0 && errno == ENOENT ? 0 : 4);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "2: the first write failed; 3: the second did not fail naming the removal; 4: "
+                                        "the stale file is still there";
 }
 
 TEST(TerminationLog, WritesTheLineOnceReplacingWhatTheFileHeld) {
