@@ -96,7 +96,10 @@ LogRelay::ErrorFn LogRelay::each_kind_once() {
       log_debug("{}", error.message);
     } else {
       reported.push_back(error.errnum);
-      log_warning("{}; the job goes on (reported once for every rank)", error.message);
+      log_warning(
+          "{}; the job goes on (said once: other ranks' log files and directories failing alike are not named; "
+          "-v names each)",
+          error.message);
     }
   };
 }

@@ -745,6 +745,9 @@ TEST(JobLogs, ReadOnlyLogDirectoryDoesNotStopTheJobAndIsReportedOncePerJob) {
         << "the console did not carry on" << r.transcript;
   }
   EXPECT_EQ(job::count(r.err, "Read-only file system"), 1u) << "once per job, not per rank" << r.transcript;
+  // The one line says that it stands for every rank's files, and how to see each.
+  EXPECT_EQ(job::count(r.err, "other ranks' log files and directories failing alike are not named; -v names each"), 1u)
+      << r.transcript;
 }
 
 // The log directory is the job user's, PID 1 root: a FIFO planted at rank
