@@ -14,8 +14,8 @@ static_assert(sizeof(Auth) == crypto_auth_KEYBYTES);
 
 // Of equal length, each ending in a NUL: neither is a prefix of the other,
 // so no message of one role reads as a message of the other.
-constexpr std::string_view kClientLabel{"trainit control v2 client\0", 26};
-constexpr std::string_view kServerLabel{"trainit control v2 server\0", 26};
+constexpr std::string_view kClientLabel{"trainit control v3 client\0", 26};
+constexpr std::string_view kServerLabel{"trainit control v3 server\0", 26};
 static_assert(kClientLabel.size() == kServerLabel.size());
 
 std::string_view view(const Nonce& nonce) {
@@ -25,7 +25,8 @@ std::string_view view(const Nonce& nonce) {
 std::string message(std::string_view label, const Handshake& h) {
   wire::PayloadWriter message;
   message.bytes(label).bytes(view(h.server_nonce)).bytes(view(h.client_nonce));
-  message.u32(h.host_index).u32(h.host_count).u32(static_cast<uint32_t>(h.job_id.size())).bytes(h.job_id);
+  message.u32(h.host_index).u32(h.host_count).u64(h.server_instance).u64(h.client_instance);
+  message.u32(static_cast<uint32_t>(h.job_id.size())).bytes(h.job_id);
   return message.data();
 }
 

@@ -7,14 +7,16 @@
 // the key with a crypto_auth tag (HMAC-SHA-512-256) over
 //
 //   label || server nonce || client nonce || u32 host index || u32 host count
-//         || u32 job id length || job id
+//         || u64 server instance || u64 client instance || u32 job id length
+//         || job id
 //
-// with the label "trainit control v2 client\0" for the client's proof (in
-// its HELLO) and "trainit control v2 server\0" for the server's (in its
+// with the label "trainit control v3 client\0" for the client's proof (in
+// its HELLO) and "trainit control v3 server\0" for the server's (in its
 // WELCOME). Both nonces: neither proof is worth anything on another
 // connection, whichever side replays it. The labels: one side's proof never
 // serves as the other's. The job's identity (as the HELLO claims it): a
-// proof is for that host of that job only. This authenticates the peers, not
+// proof is for that host of that job only. The instances: neither side can
+// pass off another trainit's (one that came back after dying) as its own. This authenticates the peers, not
 // the bytes that follow: the channel is not encrypted.
 #pragma once
 
@@ -35,6 +37,8 @@ struct Handshake {
   Nonce client_nonce{};
   uint32_t host_index = 0;
   uint32_t host_count = 0;
+  uint64_t server_instance = 0;  // host 0's trainit (its CHALLENGE)
+  uint64_t client_instance = 0;  // the client's trainit (its HELLO)
   std::string_view job_id;
 };
 

@@ -30,7 +30,11 @@
 //             knows it) a close is the peer leaving: peer_loss again.
 //             Counted from the host's first handshake: a host that never
 //             connected is the caller's barrier timeout to report, not a
-//             loss.
+//             loss. A host that comes back as another trainit (another
+//             instance: its trainit died and a new one started, within the
+//             grace or not) once the barrier has let ranks start is lost
+//             too: its ranks died with it. Before that, the new one simply
+//             takes the old one's place (and checks in anew).
 //
 //   restart   a host whose rank failed asks for the next generation (a
 //             client's restart(), or host 0's); host 0 begins it everywhere
@@ -117,6 +121,9 @@ struct ControlConfig {
   Duration handshake = std::chrono::seconds(5);  // a connection not through its handshake by then is dropped
   // A host whose connection closed has min(this, peer_loss) to reconnect.
   Duration reconnect_grace = std::chrono::seconds(1);
+  // This trainit's instance, the same for its whole life (its server's or
+  // client's every connection says it); 0: a random one.
+  uint64_t instance = 0;
 };
 
 // Why a job stops: the failing host's account of it.
@@ -204,6 +211,7 @@ class ControlServer {
     bool checked_in = false;
     bool finished = false;
     bool lost = false;
+    uint64_t instance = 0;  // its trainit's, once joined
     Clock::time_point last_heard{};
     // When the host closed its connection, while it has not reconnected.
     std::optional<Clock::time_point> closed;
@@ -227,6 +235,7 @@ class ControlServer {
   // Marks host `index` lost and tells the caller; false when the handler
   // destroyed this server.
   bool lose(unsigned index, const std::string& why);
+  bool lose_keeping_link(unsigned index, const std::string& why);
   void maybe_go();
   // Connections waiting for their HELLO, at most: kMaxPending, or one a host
   // where the job has more (its hosts connect at once and must not evict
@@ -259,6 +268,7 @@ class ControlServer {
   size_t clients_finished_ = 0;    // ... finished
   bool checked_in_ = false;
   bool go_ = false;
+  bool went_ = false;                  // a GO of any generation: ranks may have started
   uint32_t generation_ = 0;            // the job's current start: 0, then one more per restart
   std::optional<StopNotice> restart_;  // why the current generation began
   std::optional<StopNotice> stop_;
@@ -349,7 +359,10 @@ class ControlClient {
   // it ends; net/auth.h.
   net::Nonce server_nonce_{};
   net::Nonce nonce_{};
-  bool joined_ = false;  // handshake done once: loss counts from then on
+  uint64_t server_instance_ = 0;  // host 0's trainit, of this connection's CHALLENGE
+  uint64_t joined_instance_ = 0;  // host 0's trainit this host first joined
+  bool joined_ = false;           // handshake done once: loss counts from then on
+  bool went_ = false;             // a GO of any generation: ranks may have started
   bool lost_ = false;
   Clock::time_point last_heard_{};
   // When host 0 closed the connection, while no new one is through its

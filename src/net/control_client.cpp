@@ -37,7 +37,11 @@ ControlClient::ControlClient(Loop& loop, in_addr server, uint16_t port, ControlC
       events_(std::move(events)),
       heartbeat_(net::heartbeat_interval(config_)),
       endpoint_(fmt::format("{}:{}", ipv4_string(server), port)),
-      delay_(kFirstRetry) {}
+      delay_(kFirstRetry) {
+  if (config_.instance == 0) {
+    config_.instance = net::new_instance();
+  }
+}
 
 ControlClient::~ControlClient() = default;
 
@@ -207,18 +211,18 @@ void ControlClient::on_frame(wire::Frame& frame) {
 
 // The handshake of this connection, as this host sees it.
 net::Handshake ControlClient::handshake() const {
-  return net::Handshake{server_nonce_, nonce_, config_.host_index, config_.host_count, config_.job_id};
+  return net::Handshake{server_nonce_,    nonce_,           config_.host_index, config_.host_count,
+                        server_instance_, config_.instance, config_.job_id};
 }
 
 void ControlClient::on_challenge(const std::string& payload) {
   // Without a nonce of its own in the CHALLENGE, host 0's proof could be one
   // recorded from any earlier connection: refused, secret or not.
-  if (payload.size() != server_nonce_.size()) {
-    return protocol_error(fmt::format("CHALLENGE without a 32-byte nonce ({} bytes)", payload.size()));
+  if (std::string why; !net::decode_challenge(payload, server_nonce_, server_instance_, why)) {
+    return protocol_error(why);
   }
-  std::copy(payload.begin(), payload.end(), server_nonce_.begin());
   wire::PayloadWriter hello;
-  hello.u32(config_.host_index).u32(config_.host_count).u8(auth_ ? 1 : 0);
+  hello.u32(config_.host_index).u32(config_.host_count).u64(config_.instance).u8(auth_ ? 1 : 0);
   if (auth_) {
     hello.bytes(net::view(auth_->client_tag(handshake()))).bytes(net::view(nonce_));
   }
@@ -240,6 +244,24 @@ void ControlClient::on_welcome(const std::string& payload) {
   last_warning_.clear();
   conn_->set_max_payload(wire::kMaxFrame);
   log_debug("control: connected to host 0 at {}", endpoint_);
+  // Another trainit at host 0 once ranks may have started: the one this
+  // host met there died, and its ranks with it. This host neither checks
+  // in with it nor starts again: it is lost, and the stop that follows
+  // reaches the new one over this connection.
+  const bool anew = joined_instance_ != 0 && server_instance_ != joined_instance_;
+  joined_instance_ = server_instance_;
+  if (anew && went_) {
+    if (own_stop_ && !stopped_) {
+      conn_->send(Type::kStop, net::encode_stop(*own_stop_));
+    }
+    if (!lost_ && !stopped_ && !released_) {
+      lost_ = true;
+      log_debug("control: host 0 at {} is another trainit after the barrier", endpoint_);
+      emit(alive_, events_.on_lost, 0U,
+           std::string("its trainit started anew after the ranks started: the one before it died"));
+    }
+    return;
+  }
   if (own_restart_) {  // before the check-in of the generation it asks for
     conn_->send(Type::kRestart, net::encode_restart(generation_, *own_restart_));
   }
@@ -272,6 +294,7 @@ void ControlClient::on_ready_frame(wire::Frame& frame) {
       }
       if (!go_ && generation == generation_) {
         go_ = true;
+        went_ = true;
         emit(alive_, events_.on_go);
       }
       return;

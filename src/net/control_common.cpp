@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/utf8.h"
 
@@ -163,7 +164,8 @@ bool decode_release(std::string_view payload, int& exit_code, std::string& why) 
 bool decode_hello(std::string_view payload, HelloMessage& out, std::string& why) {
   wire::PayloadReader reader(payload);
   uint8_t has_secret = 0;
-  if (!reader.u32(out.index) || !reader.u32(out.count) || !reader.u8(has_secret) || has_secret > 1 ||
+  if (!reader.u32(out.index) || !reader.u32(out.count) || !reader.u64(out.instance) || !reader.u8(has_secret) ||
+      has_secret > 1 ||
       (has_secret == 1 && (!reader.bytes(Tag().size(), out.tag) || !reader.bytes(Nonce().size(), out.nonce)))) {
     why = "malformed HELLO";
     return false;
@@ -175,6 +177,30 @@ bool decode_hello(std::string_view payload, HelloMessage& out, std::string& why)
     return false;
   }
   return true;
+}
+
+std::string encode_challenge(const Nonce& nonce, uint64_t instance) {
+  wire::PayloadWriter out;
+  out.bytes(view(nonce)).u64(instance);
+  return out.data();
+}
+
+bool decode_challenge(std::string_view payload, Nonce& nonce, uint64_t& instance, std::string& why) {
+  wire::PayloadReader reader(payload);
+  std::string_view bytes;
+  if (!reader.bytes(nonce.size(), bytes) || !reader.u64(instance) || !reader.rest().empty()) {
+    why = fmt::format("CHALLENGE without a 32-byte nonce and an instance ({} bytes)", payload.size());
+    return false;
+  }
+  std::copy(bytes.begin(), bytes.end(), nonce.begin());
+  return true;
+}
+
+uint64_t new_instance() noexcept {
+  const Nonce random = Auth::nonce();
+  uint64_t instance = 0;
+  std::memcpy(&instance, random.data(), sizeof instance);
+  return instance;
 }
 
 bool decode_empty(wire::Type type, std::string_view payload, std::string& why) {

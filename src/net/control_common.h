@@ -62,17 +62,23 @@ inline constexpr size_t kMaxJobId = 1024;
 // RELEASE: the exit code, 0-255.
 [[nodiscard]] std::string encode_release(int exit_code);
 [[nodiscard]] bool decode_release(std::string_view payload, int& exit_code, std::string& why);
-// HELLO, a client's first frame: its index and the host count, whether it
-// has a secret (then the tag of its proof and its nonce, in their places
+// HELLO, a client's first frame: its index and the host count, its
+// trainit's instance, whether it has a secret (then the tag of its proof and its nonce, in their places
 // whether host 0 has a secret or not), and its job id, printable UTF-8 of at
 // most kMaxJobId bytes. The views point into `payload`.
 struct HelloMessage {
   uint32_t index = 0;
   uint32_t count = 0;
+  uint64_t instance = 0;
   bool has_secret = false;
   std::string_view tag, nonce, job_id;
 };
 [[nodiscard]] bool decode_hello(std::string_view payload, HelloMessage& out, std::string& why);
+// CHALLENGE: the server's nonce of this connection, then its instance.
+[[nodiscard]] std::string encode_challenge(const Nonce& nonce, uint64_t instance);
+[[nodiscard]] bool decode_challenge(std::string_view payload, Nonce& nonce, uint64_t& instance, std::string& why);
+// A random instance for a trainit that was given none (ControlConfig).
+[[nodiscard]] uint64_t new_instance() noexcept;
 // HEARTBEAT: nothing at all.
 [[nodiscard]] bool decode_empty(wire::Type type, std::string_view payload, std::string& why);
 

@@ -56,6 +56,9 @@ ControlServer::ControlServer(Loop& loop, ControlConfig config, ControlEvents eve
   // The fan-outs' sections (fan_out) raise the loop's thread with their
   // first system call: its policy is read now, not after a go is decided.
   UrgentSection::prepare();
+  if (config_.instance == 0) {
+    config_.instance = net::new_instance();
+  }
 }
 
 ControlServer::~ControlServer() = default;
@@ -219,7 +222,7 @@ int ControlServer::on_accept() {
           drop(link);
         });
     links_.push_back(std::move(owned));
-    link->conn->send(Type::kChallenge, net::view(link->nonce));
+    link->conn->send(Type::kChallenge, net::encode_challenge(link->nonce, config_.instance));
   }
   return 0;
 }
@@ -293,7 +296,7 @@ void ControlServer::on_hello(Link* link, const std::string& payload) {
   const std::string_view tag = hello.tag;
   const std::string_view nonce = hello.nonce;
   const uint8_t has_secret = hello.has_secret ? 1 : 0;
-  net::Handshake handshake{link->nonce, {}, index, count, job_id};
+  net::Handshake handshake{link->nonce, {}, index, count, config_.instance, hello.instance, job_id};
   std::copy(nonce.begin(), nonce.end(), handshake.client_nonce.begin());
   if (auth_ && has_secret == 0) {
     return refuse(link, fmt::format("host {} has no secret; this job has one", index));
@@ -316,6 +319,15 @@ void ControlServer::on_hello(Link* link, const std::string& payload) {
     log_debug("control: host {} connected again from {}; closing its old connection", index, link->peer);
     drop(host.link);
   }
+  // Another trainit of that host: the one before it died, and its ranks
+  // with it once the barrier let them start. Before, the new one takes its
+  // place and checks in anew.
+  const bool anew = host.joined && host.instance != hello.instance;
+  host.instance = hello.instance;
+  if (anew && host.checked_in && !went_) {
+    host.checked_in = false;
+    --clients_checked_in_;
+  }
   link->host = static_cast<int>(index);
   link->conn->set_max_payload(wire::kMaxFrame);
   host.link = link;
@@ -333,6 +345,10 @@ void ControlServer::on_hello(Link* link, const std::string& payload) {
   }
   if (release_) {
     link->conn->send(Type::kRelease, net::encode_release(*release_));
+  }
+  if (anew && went_ && !stop_ && !release_ && !host.lost) {
+    log_debug("control: host {} came back as another trainit after the barrier", index);
+    (void)lose_keeping_link(index, "its trainit started anew after the ranks started: the one before it died");
   }
 }
 
@@ -356,7 +372,7 @@ void ControlServer::on_check_in(Link* link, const std::string& payload) {
       return;
     }
   }
-  if (go_) {
+  if (go_ && !stop_) {
     link->conn->send(Type::kGo, net::encode_generation(generation_));  // it reconnected after the barrier
   }
   maybe_go();
@@ -403,6 +419,7 @@ void ControlServer::maybe_go() {
     return;
   }
   go_ = true;
+  went_ = true;
   fan_out("go", wire::encode(Type::kGo, net::encode_generation(generation_)));
   emit(alive_, events_.on_go);
 }
@@ -603,12 +620,18 @@ int ControlServer::on_beat() {
 }
 
 bool ControlServer::lose(unsigned index, const std::string& why) {
+  if (Host& host = hosts_[index]; host.link != nullptr) {
+    drop(host.link);
+  }
+  return lose_keeping_link(index, why);
+}
+
+// A host lost whose current connection stays: a new trainit of it, which
+// is then told of the stop its loss brings.
+bool ControlServer::lose_keeping_link(unsigned index, const std::string& why) {
   Host& host = hosts_[index];
   host.lost = true;
   host.closed.reset();
-  if (host.link != nullptr) {
-    drop(host.link);
-  }
   return emit(alive_, events_.on_lost, index, why);
 }
 

@@ -148,6 +148,16 @@ bool PayloadReader::u32(uint32_t& out) noexcept {
   return true;
 }
 
+bool PayloadReader::u64(uint64_t& out) noexcept {
+  uint32_t high = 0;
+  uint32_t low = 0;
+  if (data_.size() < 8 || !u32(high) || !u32(low)) {
+    return false;
+  }
+  out = uint64_t{high} << 32 | low;
+  return true;
+}
+
 bool PayloadReader::i32(int32_t& out) noexcept {
   uint32_t value;
   if (!u32(value)) {

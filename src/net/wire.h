@@ -17,8 +17,8 @@
 //
 // The messages, by type (s: host 0's server, c: a client, host 1..H-1):
 //
-//   1 CHALLENGE s->c  the server's 32-byte nonce
-//   2 HELLO     c->s  u32 host index, u32 host count, u8 has secret,
+//   1 CHALLENGE s->c  the server's 32-byte nonce, u64 its instance
+//   2 HELLO     c->s  u32 host index, u32 host count, u64 instance, u8 has secret,
 //                     [32-byte tag, 32-byte client nonce: with a secret],
 //                     job id
 //   3 WELCOME   s->c  empty, or the server's 32-byte tag (with a secret)
@@ -31,8 +31,11 @@
 //  10 FINISHED  c->s  [u32 generation] (empty: generation 0)
 //  11 RESTART   both  u32 generation, then STOP's fields
 //
-// Version 2 (this one) changed what the handshake's tags cover and made the
-// CHALLENGE's nonce mandatory; a version-1 peer is refused by its header.
+// Version 2 changed what the handshake's tags cover and made the
+// CHALLENGE's nonce mandatory. Version 3 (this one) adds each side's
+// instance (a random number a trainit keeps for its life: a host that
+// comes back as another instance is a host whose trainit died), covered by
+// the tags. An older peer is refused by its header.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +46,7 @@
 namespace trainit::wire {
 
 inline constexpr uint32_t kMagic = 0x54524954;  // "TRIT"
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 inline constexpr size_t kHeaderSize = 12;
 inline constexpr size_t kMaxFrame = size_t{64} * 1024;  // largest payload
 inline constexpr size_t kMaxHelloFrame = 4096;          // largest payload before the handshake is done
@@ -100,6 +103,9 @@ class PayloadWriter {
  public:
   PayloadWriter& u8(uint8_t value);
   PayloadWriter& u32(uint32_t value);
+  PayloadWriter& u64(uint64_t value) {
+    return u32(static_cast<uint32_t>(value >> 32)).u32(static_cast<uint32_t>(value));
+  }
   PayloadWriter& i32(int32_t value) { return u32(static_cast<uint32_t>(value)); }
   PayloadWriter& bytes(std::string_view value);
   [[nodiscard]] const std::string& data() const noexcept { return data_; }
@@ -115,6 +121,7 @@ class PayloadReader {
   explicit PayloadReader(std::string_view data) noexcept : data_(data) {}
   bool u8(uint8_t& out) noexcept;
   bool u32(uint32_t& out) noexcept;
+  bool u64(uint64_t& out) noexcept;
   bool i32(int32_t& out) noexcept;
   bool bytes(size_t count, std::string_view& out) noexcept;
   // Whatever is left: the payload's trailing string.

@@ -15,10 +15,11 @@ own. What it does is its mode:
   stranger.py HOST PORT flood SECONDS
       connects and closes as fast as it can for SECONDS. Prints how many
       connections it made.
-  stranger.py HOST PORT bad-stop JOB_ID HOST_COUNT
-      joins as host 1 (no secret), then sends a STOP with exit code 256 and a
-      cause holding a newline and an escape sequence: host 0 must close the
-      connection and take none of it. Exits 1 if it did not close.
+  stranger.py HOST PORT bad-stop JOB_ID HOST_COUNT [INDEX]
+      joins as host INDEX (default 1; no secret), then sends a STOP with exit
+      code 256 and a cause holding a newline and an escape sequence: host 0
+      must close the connection and take none of it. Exits 1 if it did not
+      close.
 """
 import os
 import selectors
@@ -30,7 +31,7 @@ import time
 host, port = sys.argv[1], int(sys.argv[2])
 mode = sys.argv[3] if len(sys.argv) > 3 else "bad"
 MAGIC = 0x54524954
-VERSION = 2
+VERSION = 3
 CHALLENGE, HELLO, WELCOME, REFUSE, STOP = 1, 2, 3, 4, 7
 
 
@@ -79,7 +80,7 @@ def closed_by_server(payload, read_challenge=False):
 
 
 def wrong_secret(nonce):
-    body = struct.pack(">IIB", 1, 2, 1) + os.urandom(32) + os.urandom(32) + b"ma-job-e2e"
+    body = struct.pack(">IIQB", 1, 2, 7, 1) + os.urandom(32) + os.urandom(32) + b"ma-job-e2e"
     return frame(HELLO, body)
 
 
@@ -87,7 +88,7 @@ def bad():
     attempts = {
         "garbage": lambda: closed_by_server(b"GET / HTTP/1.0\r\n\r\n" * 4),
         "oversized length": lambda: closed_by_server(header(HELLO, 1 << 30)),
-        "old version": lambda: closed_by_server(header(HELLO, 0, version=1)),
+        "old version": lambda: closed_by_server(header(HELLO, 0, version=2)),
         "wrong secret": lambda: closed_by_server(wrong_secret, read_challenge=True),
     }
     ok = True
@@ -165,18 +166,18 @@ def flood(seconds):
     return 0
 
 
-def bad_stop(job_id, host_count):
+def bad_stop(job_id, host_count, index):
     conn = socket.create_connection((host, port), timeout=10)
     conn.settimeout(10)
     kind, _ = read_frame(conn)
     assert kind == CHALLENGE, kind
-    conn.sendall(frame(HELLO, struct.pack(">IIB", 1, host_count, 0) + job_id.encode()))
+    conn.sendall(frame(HELLO, struct.pack(">IIQB", index, host_count, 7, 0) + job_id.encode()))
     kind, _ = read_frame(conn)
     if kind != WELCOME:
         print(f"stranger: bad-stop: no WELCOME (frame type {kind})", flush=True)
         return 1
     cause = b"boom\nforged: the job stops\x1b[31m red"
-    conn.sendall(frame(STOP, struct.pack(">iii", 256, 1, -1) + cause))
+    conn.sendall(frame(STOP, struct.pack(">iii", 256, index, -1) + cause))
     try:
         while True:
             kind, _ = read_frame(conn)
@@ -201,5 +202,5 @@ elif mode == "silent":
 elif mode == "flood":
     sys.exit(flood(float(sys.argv[4])))
 elif mode == "bad-stop":
-    sys.exit(bad_stop(sys.argv[4], int(sys.argv[5])))
+    sys.exit(bad_stop(sys.argv[4], int(sys.argv[5]), int(sys.argv[6]) if len(sys.argv) > 6 else 1))
 sys.exit(f"stranger: unknown mode {mode}")

@@ -224,6 +224,14 @@ net::Nonce nonce_of(std::string_view bytes) {
   return nonce;
 }
 
+// The big-endian u64 at the front of `bytes` (0 when it is shorter).
+uint64_t u64_at(std::string_view bytes) {
+  wire::PayloadReader reader(bytes);
+  uint64_t value = 0;
+  (void)reader.u64(value);
+  return value;
+}
+
 const net::Auth& auth() {
   static const net::Auth a = *net::Auth::from_secret(kSecretText);
   return a;
@@ -255,18 +263,25 @@ void attack_server(Loop& loop, uint8_t flags, std::string bytes) {
   settle(loop);
   const std::string challenge = receive(peer.get());
   // With the secret, the peer proves it in its HELLO: u32 index, u32 count,
-  // u8 1, the 32-byte tag, the 32-byte nonce, then the job id.
-  if ((flags & kPeerSigns) != 0 && challenge.size() == wire::kHeaderSize + 32) {
-    if (auto hello = first_frame(bytes); hello && hello->type == Type::kHello && hello->size >= 9 + 64) {
+  // u64 instance, u8 1, the 32-byte tag, the 32-byte nonce, then the job id.
+  if ((flags & kPeerSigns) != 0 && challenge.size() == wire::kHeaderSize + 40) {
+    if (auto hello = first_frame(bytes); hello && hello->type == Type::kHello && hello->size >= 17 + 64) {
       const std::string_view payload = std::string_view(bytes).substr(hello->at, hello->size);
       wire::PayloadReader reader(payload);
       uint32_t index = 0, count = 0;
+      uint64_t instance = 0;
       (void)reader.u32(index);
       (void)reader.u32(count);
+      (void)reader.u64(instance);
       const net::Handshake handshake{nonce_of(std::string_view(challenge).substr(wire::kHeaderSize)),
-                                     nonce_of(payload.substr(9 + 32, 32)), index, count, payload.substr(9 + 64)};
+                                     nonce_of(payload.substr(17 + 32, 32)),
+                                     index,
+                                     count,
+                                     u64_at(std::string_view(challenge).substr(wire::kHeaderSize + 32)),
+                                     instance,
+                                     payload.substr(17 + 64)};
       const net::Tag tag = auth().client_tag(handshake);
-      std::copy(tag.begin(), tag.end(), bytes.begin() + static_cast<std::ptrdiff_t>(hello->at + 9));
+      std::copy(tag.begin(), tag.end(), bytes.begin() + static_cast<std::ptrdiff_t>(hello->at + 17));
     }
   }
   send_all(peer.get(), bytes);
@@ -329,12 +344,17 @@ void attack_client(Loop& loop, uint8_t flags, const std::string& bytes) {
   settle(loop);
   const std::string hello = receive(peer.get());
   std::string rest = bytes.substr(first);
-  if ((flags & kPeerSigns) != 0 && challenge && challenge->type == Type::kChallenge && challenge->size == 32 &&
-      hello.size() == wire::kHeaderSize + 9 + 64 + std::string_view(kJobId).size()) {
+  if ((flags & kPeerSigns) != 0 && challenge && challenge->type == Type::kChallenge && challenge->size == 40 &&
+      hello.size() == wire::kHeaderSize + 17 + 64 + std::string_view(kJobId).size()) {
     if (auto welcome = first_frame(rest); welcome && welcome->type == Type::kWelcome && welcome->size == 32) {
       const std::string_view payload = std::string_view(hello).substr(wire::kHeaderSize);
       const net::Handshake handshake{nonce_of(std::string_view(bytes).substr(challenge->at, 32)),
-                                     nonce_of(payload.substr(9 + 32, 32)), 1, 2, kJobId};
+                                     nonce_of(payload.substr(17 + 32, 32)),
+                                     1,
+                                     2,
+                                     u64_at(std::string_view(bytes).substr(challenge->at + 32)),
+                                     u64_at(payload.substr(8)),
+                                     kJobId};
       const net::Tag tag = auth().server_tag(handshake);
       std::copy(tag.begin(), tag.end(), rest.begin() + static_cast<std::ptrdiff_t>(welcome->at));
     }

@@ -118,7 +118,7 @@ def command_lines():
         items = ["plan"] + [l.replace("@CASE@", CASE_DIR) for l in lines_of(case / "args")]
         items += ["$" + l.replace("@CASE@", CASE_DIR) for l in lines_of(case / "env")]
         corpus.add(case.name, "".join(escape(i) + "\n" for i in items))
-    cli = (ROOT / "init" / "cli.cpp").read_text()
+    cli = (ROOT / "init" / "exec" / "options.cpp").read_text()
     words = []
     for name in re.findall(r'\.name = "([a-z][a-z-]*)"', cli):
         words += [f"--{name}", f"--{name}=", "$TRAINIT_" + name.upper().replace("-", "_") + "="]
@@ -129,7 +129,7 @@ def command_lines():
 
 
 # The wire format (src/net/PROTOCOL.md).
-MAGIC, VERSION = 0x54524954, 2
+MAGIC, VERSION = 0x54524954, 3
 CHALLENGE, HELLO, WELCOME, REFUSE, CHECKIN, GO, STOP, RELEASE, HEARTBEAT, FINISHED, RESTART = range(1, 12)
 JOB_ID = b"ma-job-fuzz"  # what tests/fuzz/control.cpp's hosts run
 
@@ -145,8 +145,9 @@ def stop(code=3, host=1, rank=5, cause=b"rank 5 exited 3"):
 def control():
     corpus = Corpus("control")
     # Flags (tests/fuzz/control.cpp): 1 attack a client, 2 secret, 4 the peer signs, 8 host 0 checked in.
-    plain_hello = frame(HELLO, struct.pack(">IIB", 1, 2, 0) + JOB_ID)
-    signed_hello = frame(HELLO, struct.pack(">IIB", 1, 2, 1) + bytes(32) + bytes(range(32)) + JOB_ID)
+    instance = 0x1234567890ABCDEF  # the peer's trainit
+    plain_hello = frame(HELLO, struct.pack(">IIQB", 1, 2, instance, 0) + JOB_ID)
+    signed_hello = frame(HELLO, struct.pack(">IIQB", 1, 2, instance, 1) + bytes(32) + bytes(range(32)) + JOB_ID)
     gen = struct.pack(">I", 1)
     client_says = [frame(CHECKIN), frame(FINISHED), frame(HEARTBEAT), frame(STOP, stop()),
                    frame(RESTART, gen + stop()), frame(CHECKIN, gen), frame(FINISHED, gen)]
@@ -156,15 +157,16 @@ def control():
             corpus.add(f"server-{flags}-hello-then-{i}", bytes([flags]) + hello + message)
         corpus.add(f"server-{flags}-all", bytes([flags]) + hello + b"".join(client_says))
     corpus.add("server-2-unsigned", bytes([2]) + signed_hello)
-    corpus.add("server-0-wrong-job", bytes([0]) + frame(HELLO, struct.pack(">IIB", 1, 2, 0) + b"other-job"))
-    corpus.add("server-0-host-0", bytes([0]) + frame(HELLO, struct.pack(">IIB", 0, 2, 0) + JOB_ID))
+    corpus.add("server-0-wrong-job", bytes([0]) + frame(HELLO, struct.pack(">IIQB", 1, 2, instance, 0) + b"other-job"))
+    corpus.add("server-0-host-0", bytes([0]) + frame(HELLO, struct.pack(">IIQB", 0, 2, instance, 0) + JOB_ID))
+    corpus.add("server-0-short-instance", bytes([0]) + frame(HELLO, struct.pack(">IIIB", 1, 2, 7, 0) + JOB_ID))
     corpus.add("server-0-checkin-first", bytes([0]) + frame(CHECKIN))
-    corpus.add("server-0-version-1", bytes([0]) + frame(HELLO, struct.pack(">IIB", 1, 2, 0) + JOB_ID, version=1))
+    corpus.add("server-0-version-2", bytes([0]) + frame(HELLO, struct.pack(">IIB", 1, 2, 0) + JOB_ID, version=2))
     corpus.add("server-0-bad-magic", bytes([0]) + frame(HELLO, b"", magic=0x48545450))
     corpus.add("server-0-too-long", bytes([0]) + struct.pack(">IHHI", MAGIC, VERSION, HELLO, 5000))
     corpus.add("server-0-control-byte", bytes([0]) + plain_hello + frame(STOP, stop(cause=b"line\nbreak")))
 
-    nonce = bytes(range(100, 132))
+    nonce = bytes(range(100, 132)) + struct.pack(">Q", 0xFEDCBA0987654321)  # and host 0's instance
     server_says = [frame(GO), frame(GO, gen), frame(HEARTBEAT), frame(STOP, stop(host=0)),
                    frame(RESTART, gen + stop(host=0)), frame(RELEASE, struct.pack(">i", 0)),
                    frame(RELEASE, struct.pack(">i", 3))]

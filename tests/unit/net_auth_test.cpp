@@ -20,7 +20,7 @@ class NetAuth : public ::testing::Test {
     auto auth = Auth::from_secret("s3cret");
     ASSERT_TRUE(auth.ok());
     auth_ = *auth;
-    handshake_ = Handshake{Auth::nonce(), Auth::nonce(), 1, 2, "job-7"};
+    handshake_ = Handshake{Auth::nonce(), Auth::nonce(), 1, 2, 0x1111, 0x2222, "job-7"};
   }
   Auth auth_;
   Handshake handshake_;
@@ -55,6 +55,20 @@ TEST_F(NetAuth, AProofIsForItsHostAndJobOnly) {
   count.host_count = 3;
   job.job_id = "job-8";
   for (const Handshake& other : {index, count, job}) {
+    EXPECT_FALSE(auth_.client_tag_ok(bytes(client), other));
+    EXPECT_FALSE(auth_.server_tag_ok(bytes(server), other));
+  }
+}
+
+// A trainit that came back after dying is another instance: neither side
+// can pass off the one before's proof as its own.
+TEST_F(NetAuth, AProofIsForBothSidesInstancesOnly) {
+  const Tag client = auth_.client_tag(handshake_);
+  const Tag server = auth_.server_tag(handshake_);
+  Handshake host0 = handshake_, host1 = handshake_;
+  host0.server_instance = 0x3333;
+  host1.client_instance = 0x4444;
+  for (const Handshake& other : {host0, host1}) {
     EXPECT_FALSE(auth_.client_tag_ok(bytes(client), other));
     EXPECT_FALSE(auth_.server_tag_ok(bytes(server), other));
   }

@@ -340,7 +340,7 @@ class NetControlInvalidFromHost0 : public NetControl, public ::testing::WithPara
     in_addr from{};
     EXPECT_TRUE(step_until(loop_, [&] { return net::accept_tcp(listener_.get(), accepted, from) == 0; }));
     auto host0 = std::make_unique<RawPeer>(std::move(accepted));
-    EXPECT_TRUE(host0->send(hand::frame(hand::kChallenge, std::string(32, 'n'))));
+    EXPECT_TRUE(host0->send(hand::frame(hand::kChallenge, hand::challenge())));
     const auto hello = read_frames(loop_, *host0, 1);
     EXPECT_TRUE(!hello.empty() && hello[0].type == hand::kHello);
     EXPECT_TRUE(host0->send(hand::frame(hand::kWelcome)));

@@ -293,7 +293,7 @@ TEST_F(NetControl, AClientThatStopsRespondingIsLost) {
   wire::Frame frame;
   ASSERT_TRUE(step_until(loop_, [&] { return peer.next(frame); }));
   ASSERT_EQ(frame.type, wire::Type::kChallenge);
-  ASSERT_TRUE(peer.send(wire::Type::kHello, wire::PayloadWriter().u32(1).u32(2).u8(0).bytes("job-7").data()));
+  ASSERT_TRUE(peer.send(wire::Type::kHello, wire::PayloadWriter().u32(1).u32(2).u64(7).u8(0).bytes("job-7").data()));
   ASSERT_TRUE(step_until(loop_, [&] { return peer.next(frame); }));
   ASSERT_EQ(frame.type, wire::Type::kWelcome);
   const auto welcomed = Clock::now();
@@ -308,7 +308,7 @@ TEST_F(NetControl, AClientThatStopsRespondingIsLost) {
 
 // Host 0 played by hand on `listener` for the client `one`: the challenge,
 // its HELLO, the welcome. The connection, or nullptr where a step failed.
-std::unique_ptr<RawPeer> welcome_by_hand(Loop& loop, int listener, Client& one) {
+std::unique_ptr<RawPeer> welcome_by_hand(Loop& loop, int listener, Client& one, uint64_t instance = 9) {
   Fd accepted;
   in_addr from{};
   if (!step_until(loop, [&] { return net::accept_tcp(listener, accepted, from) == 0; })) {
@@ -316,7 +316,7 @@ std::unique_ptr<RawPeer> welcome_by_hand(Loop& loop, int listener, Client& one) 
   }
   auto host0 = std::make_unique<RawPeer>(std::move(accepted));
   wire::Frame frame;
-  if (!host0->send(wire::Type::kChallenge, std::string(32, 'n')) ||
+  if (!host0->send(wire::Type::kChallenge, net::encode_challenge(net::Nonce{}, instance)) ||
       !step_until(loop, [&] { return host0->next(frame); }) || frame.type != wire::Type::kHello ||
       !host0->send(wire::Type::kWelcome) || !step_until(loop, [&] { return one.channel->connected(); })) {
     return nullptr;
@@ -377,11 +377,12 @@ TEST_F(NetControl, AClientLosesHost0WhenItStopsResponding) {
 // peer_loss, to come back.
 
 // Host 1 played by hand through its handshake; true once welcomed.
-bool join_by_hand(Loop& loop, RawPeer& peer, unsigned index, unsigned count) {
+bool join_by_hand(Loop& loop, RawPeer& peer, unsigned index, unsigned count, uint64_t instance = 7) {
   wire::Frame frame;
   return peer.connected() && step_until(loop, [&] { return peer.next(frame); }) &&
          frame.type == wire::Type::kChallenge &&
-         peer.send(wire::Type::kHello, wire::PayloadWriter().u32(index).u32(count).u8(0).bytes("job-7").data()) &&
+         peer.send(wire::Type::kHello,
+                   wire::PayloadWriter().u32(index).u32(count).u64(instance).u8(0).bytes("job-7").data()) &&
          step_until(loop, [&] { return peer.next(frame); }) && frame.type == wire::Type::kWelcome;
 }
 
@@ -434,6 +435,107 @@ TEST_F(NetControl, AClientThatReconnectsWithinTheGraceIsNotLost) {
     step_for(loop_, 100ms);
   }
   EXPECT_TRUE(server_seen_.lost.empty());
+}
+
+// A host's trainit killed and started again within the reconnect grace
+// comes back as another instance: once the barrier let ranks start, the
+// ones of the trainit before died with it, and the host is lost (not taken
+// for the same host reconnecting). The same instance reconnecting is not.
+TEST_F(NetControl, AHostThatComesBackAsAnotherTrainitAfterTheBarrierIsLost) {
+  start_server(2);
+  auto first = std::make_unique<RawPeer>(server_->port());
+  ASSERT_TRUE(join_by_hand(loop_, *first, 1, 2, 5));
+  ASSERT_TRUE(first->send(wire::Type::kCheckIn));
+  server_->check_in();
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.go == 1; }));
+  first.reset();
+  RawPeer again(server_->port());
+  ASSERT_TRUE(join_by_hand(loop_, again, 1, 2, 5));
+  step_for(loop_, 50ms);
+  EXPECT_TRUE(server_seen_.lost.empty()) << "the same trainit reconnecting";
+  RawPeer anew(server_->port());
+  ASSERT_TRUE(join_by_hand(loop_, anew, 1, 2, 6));
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !server_seen_.lost.empty(); }, 1s));
+  EXPECT_EQ(server_seen_.lost, std::vector<unsigned>{1});
+  EXPECT_EQ(server_seen_.lost_why.at(0), "its trainit started anew after the ranks started: the one before it died");
+  // The stop its loss brings reaches the new one, which gets no GO.
+  server_->stop({69, 0, -1, "host 1 lost"});
+  ASSERT_TRUE(anew.send(wire::Type::kCheckIn));
+  wire::Frame frame;
+  bool stopped = false;
+  bool went = false;
+  step_until(
+      loop_,
+      [&] {
+        while (anew.next(frame)) {
+          stopped = stopped || frame.type == wire::Type::kStop;
+          went = went || frame.type == wire::Type::kGo;
+        }
+        return false;
+      },
+      200ms);
+  EXPECT_TRUE(stopped);
+  EXPECT_FALSE(went);
+}
+
+// Before the barrier let any rank start, another trainit of a host takes
+// the place of the one before: no loss, but its check-in counts only once
+// it checks in itself.
+TEST_F(NetControl, AHostThatComesBackAsAnotherTrainitBeforeTheBarrierChecksInAnew) {
+  start_server(2);
+  auto first = std::make_unique<RawPeer>(server_->port());
+  ASSERT_TRUE(join_by_hand(loop_, *first, 1, 2, 5));
+  ASSERT_TRUE(first->send(wire::Type::kCheckIn));
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.checked_in.size() == 1; }));
+  first.reset();
+  RawPeer anew(server_->port());
+  ASSERT_TRUE(join_by_hand(loop_, anew, 1, 2, 6));
+  server_->check_in();
+  step_for(loop_, 100ms);
+  EXPECT_EQ(server_seen_.go, 0) << "the trainit before checked in, not this one";
+  ASSERT_TRUE(anew.send(wire::Type::kCheckIn));
+  ASSERT_TRUE(step_until(loop_, [&] { return server_seen_.go == 1; }));
+  EXPECT_TRUE(server_seen_.lost.empty());
+}
+
+// The same of host 0, as a client sees it: another trainit there after the
+// barrier is host 0 lost, and this host does not check in with it; before
+// the barrier it is host 0, and this host checks in with it again.
+TEST_F(NetControl, AClientLosesAHost0ThatComesBackAsAnotherTrainitAfterTheBarrier) {
+  Fd listener;
+  ASSERT_EQ(net::listen_tcp(0, listener), 0);
+  Client& one = add_client(config(1, 2), static_cast<uint16_t>(net::local_port(listener.get())));
+  std::unique_ptr<RawPeer> host0 = welcome_by_hand(loop_, listener.get(), one, 8);
+  ASSERT_NE(host0, nullptr);
+  one.channel->check_in();
+  host0.reset();  // before the barrier: another trainit, no loss
+  host0 = welcome_by_hand(loop_, listener.get(), one, 9);
+  ASSERT_NE(host0, nullptr);
+  wire::Frame frame;
+  ASSERT_TRUE(step_until(loop_, [&] { return host0->next(frame) && frame.type == wire::Type::kCheckIn; }))
+      << "no check-in with host 0's new trainit before the barrier";
+  ASSERT_TRUE(host0->send(wire::Type::kGo));
+  ASSERT_TRUE(step_until(loop_, [&] { return one.seen.go == 1; }));
+  EXPECT_TRUE(one.seen.lost.empty());
+  host0.reset();
+  host0 = welcome_by_hand(loop_, listener.get(), one, 10);
+  ASSERT_NE(host0, nullptr);
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return !one.seen.lost.empty(); }, 1s));
+  EXPECT_EQ(one.seen.lost, std::vector<unsigned>{0});
+  EXPECT_EQ(one.seen.lost_why.at(0), "its trainit started anew after the ranks started: the one before it died");
+  bool checked_in = false;
+  step_until(
+      loop_,
+      [&] {
+        while (host0->next(frame)) {
+          checked_in = checked_in || frame.type == wire::Type::kCheckIn;
+        }
+        return false;
+      },
+      200ms);
+  EXPECT_FALSE(checked_in) << "this host checked in with a host 0 whose ranks never met its own";
 }
 
 // A client's STOP: host 0 is told (and stops its own ranks) before the other
@@ -641,7 +743,7 @@ TEST_F(NetControl, AHost0WithoutTheSecretIsNotTrusted) {
   in_addr from{};
   ASSERT_TRUE(step_until(loop_, [&] { return net::accept_tcp(listener.get(), accepted, from) == 0; }));
   RawPeer host0(std::move(accepted));
-  ASSERT_TRUE(host0.send(wire::Type::kChallenge, std::string(32, 'n')));
+  ASSERT_TRUE(host0.send(wire::Type::kChallenge, net::encode_challenge(net::Nonce{}, 9)));
   wire::Frame frame;
   ASSERT_TRUE(step_until(loop_, [&] { return host0.next(frame); }));
   ASSERT_TRUE(host0.send(wire::Type::kWelcome));

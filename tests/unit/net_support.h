@@ -185,7 +185,7 @@ inline in_addr loopback_n(uint32_t n) {
 namespace hand {
 
 inline constexpr uint32_t kMagic = 0x54524954;  // "TRIT"
-inline constexpr uint16_t kVersion = 2;         // the version under test
+inline constexpr uint16_t kVersion = 3;         // the version under test
 inline constexpr uint16_t kChallenge = 1, kHello = 2, kWelcome = 3, kRefuse = 4, kCheckIn = 5, kGo = 6, kStop = 7,
                           kRelease = 8, kHeartbeat = 9, kFinished = 10, kRestart = 11;
 
@@ -210,9 +210,15 @@ inline std::string stop(int32_t code, int32_t host, int32_t rank, std::string_vi
 inline std::string restart(uint32_t generation, int32_t code, int32_t host, int32_t rank, std::string_view cause) {
   return be32(generation) + stop(code, host, rank, cause);
 }
-// HELLO without a secret: host index, host count, "no secret", job id.
-inline std::string hello(uint32_t index, uint32_t count, std::string_view job_id) {
-  return be32(index) + be32(count) + std::string(1, '\0') + std::string(job_id);
+// HELLO without a secret: host index, host count, instance, "no secret",
+// job id.
+inline std::string hello(uint32_t index, uint32_t count, std::string_view job_id, uint64_t instance = 7) {
+  return be32(index) + be32(count) + be32(static_cast<uint32_t>(instance >> 32)) +
+         be32(static_cast<uint32_t>(instance)) + std::string(1, '\0') + std::string(job_id);
+}
+// CHALLENGE: a nonce of 32 bytes, host 0's instance.
+inline std::string challenge(char nonce = 'n', uint64_t instance = 9) {
+  return std::string(32, nonce) + be32(static_cast<uint32_t>(instance >> 32)) + be32(static_cast<uint32_t>(instance));
 }
 
 struct Frame {

@@ -18,7 +18,7 @@ FrameReader::Status feed(FrameReader& reader, std::string_view bytes, Frame& fra
 
 TEST(NetWire, HeaderIsMagicVersionTypeLengthBigEndian) {
   const std::string bytes = encode(Type::kStop, "abc");
-  EXPECT_EQ(bytes, std::string("TRIT\0\2\0\7\0\0\0\3abc", 15));
+  EXPECT_EQ(bytes, std::string("TRIT\0\3\0\7\0\0\0\3abc", 15));
 }
 
 TEST(NetWire, FramesComeOutWholeWhateverTheyArriveIn) {
@@ -56,19 +56,19 @@ TEST(NetWire, OtherVersionIsRefused) {
   FrameReader reader;
   Frame frame;
   std::string why;
-  // Version 1, the one before: its handshake's tags cover less.
-  EXPECT_EQ(feed(reader, std::string("TRIT\0\1", 6), frame, why), FrameReader::Status::kBad);
-  EXPECT_NE(why.find("version 1"), std::string::npos);
+  // Version 2, the one before: its handshake knows no instances.
+  EXPECT_EQ(feed(reader, std::string("TRIT\0\2", 6), frame, why), FrameReader::Status::kBad);
+  EXPECT_NE(why.find("version 2"), std::string::npos);
   FrameReader newer;
-  EXPECT_EQ(feed(newer, std::string("TRIT\0\3", 6), frame, why), FrameReader::Status::kBad);
-  EXPECT_NE(why.find("version 3"), std::string::npos);
+  EXPECT_EQ(feed(newer, std::string("TRIT\0\4", 6), frame, why), FrameReader::Status::kBad);
+  EXPECT_NE(why.find("version 4"), std::string::npos);
 }
 
 TEST(NetWire, UnknownTypeIsRefused) {
   FrameReader reader;
   Frame frame;
   std::string why;
-  EXPECT_EQ(feed(reader, std::string("TRIT\0\2\0\x63", 8), frame, why), FrameReader::Status::kBad);
+  EXPECT_EQ(feed(reader, std::string("TRIT\0\3\0\x63", 8), frame, why), FrameReader::Status::kBad);
   EXPECT_NE(why.find("unknown frame type 99"), std::string::npos);
 }
 
@@ -76,10 +76,10 @@ TEST(NetWire, LengthOverTheLimitIsRefusedBeforeThePayloadArrives) {
   FrameReader reader(kMaxHelloFrame);
   Frame frame;
   std::string why;
-  EXPECT_EQ(feed(reader, std::string("TRIT\0\2\0\2\0\0\x10\x01", 12), frame, why), FrameReader::Status::kBad);
+  EXPECT_EQ(feed(reader, std::string("TRIT\0\3\0\2\0\0\x10\x01", 12), frame, why), FrameReader::Status::kBad);
   EXPECT_NE(why.find("4097 bytes"), std::string::npos);
   FrameReader big;
-  EXPECT_EQ(feed(big, std::string("TRIT\0\2\0\2\0\x01\0\x01", 12), frame, why), FrameReader::Status::kBad);
+  EXPECT_EQ(feed(big, std::string("TRIT\0\3\0\2\0\x01\0\x01", 12), frame, why), FrameReader::Status::kBad);
   EXPECT_EQ(feed(big, std::string(), frame, why), FrameReader::Status::kBad);
 }
 
