@@ -323,7 +323,19 @@ Result<Cluster> cluster_from_env(const Environment& env, const FileSystem& fs) {
     auto v = volcano_view(env, fs);
     if (!v && !winner)
       return v.error();
-    if (!v) {
+    if (!v && modelarts) {
+      // ModelArts sets VC_TASK_INDEX too, as its index's fallback: only a
+      // value other than the index it took is worth a word.
+      for (std::string_view name : {"VC_TASK_INDEX", "VK_TASK_INDEX"}) {
+        auto value = env.get(name);
+        if (!value || parse_decimal(*value) == winner->index)
+          continue;
+        auto index = parse_decimal(*value);
+        c.disagreements.push_back(fmt::format("{} says host {} (ModelArts: host {})", name,
+                                              index ? std::to_string(*index) : quote_for_message(*value),
+                                              winner->index));
+      }
+    } else if (!v) {
       c.disagreements.push_back(fmt::format("Volcano's variables ignored: {}", v.error().message));
     } else if (winner) {
       losers.push_back(std::move(v->view));

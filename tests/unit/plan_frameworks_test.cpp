@@ -172,13 +172,28 @@ TEST(ClusterSources, ModelArtsWinsAndEveryDisagreeingValueIsReported) {
   ASSERT_EQ(c->disagreements.size(), 1U);
   EXPECT_EQ(c->disagreements[0], "PET_NNODES says 3 hosts (ModelArts: 2)");
 
-  vars.push_back({"VC_TASK_INDEX", "0"});  // Volcano's, with no host list: ignored, and said so
+  // ModelArts sets VC_TASK_INDEX too (its index's fallback): one that agrees
+  // is no disagreement; one that differs is, naming both values.
+  vars.push_back({"VC_TASK_INDEX", "0"});
   c = cluster_from_env(Environment(vars), fs);
   ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->disagreements.size(), 1U);
+  vars.back() = {"VC_TASK_INDEX", "1"};
+  c = cluster_from_env(Environment(vars), fs);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->index, 0U);
   ASSERT_EQ(c->disagreements.size(), 2U);
-  EXPECT_TRUE(std::any_of(c->disagreements.begin(), c->disagreements.end(), [](const std::string& d) {
-    return d.starts_with("Volcano's variables ignored: VC_TASK_INDEX is set, but");
-  }));
+  EXPECT_EQ(c->disagreements[0], "VC_TASK_INDEX says host 1 (ModelArts: host 0)");
+}
+
+// Without MA_TASK_INDEX, ModelArts' index is VC_TASK_INDEX: nothing to say.
+TEST(ClusterSources, ModelArtsTakesVcTaskIndexAsItsIndexWithoutADisagreement) {
+  MemoryFileSystem fs;
+  auto c = cluster_from_env(
+      Environment(std::vector<EnvVar>{{"MA_VJ_NAME", "j"}, {"MA_NUM_HOSTS", "2"}, {"VC_TASK_INDEX", "1"}}), fs);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->index, 1U);
+  EXPECT_TRUE(c->disagreements.empty()) << c->disagreements.at(0);
 }
 
 TEST(ClusterSources, VolcanoReadsItsHostFilesBeforeItsVariables) {
