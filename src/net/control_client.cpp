@@ -117,13 +117,12 @@ void ControlClient::on_connected(Fd fd) {
       loop_, std::move(fd), "control connection to " + endpoint_, wire::kMaxHelloFrame,
       [this](wire::Frame& frame) { on_frame(frame); },
       [this](const std::string& why, bool malformed) {
-        if (malformed) {
-          warn(fmt::format("control: closed the connection to host 0 at {}: {}", endpoint_, why));
-        } else {
-          log_debug("control: connection to host 0 at {} ended: {}", endpoint_, why);
-          if (state_ == State::kReady) {
-            on_closed_by_host0();
-          }
+        if (malformed) {  // a frame no host 0 sends: as any broken rule, 2 s before the next try
+          return protocol_error(why);
+        }
+        log_debug("control: connection to host 0 at {} ended: {}", endpoint_, why);
+        if (state_ == State::kReady) {
+          on_closed_by_host0();
         }
         retry(backoff());
       });

@@ -324,6 +324,28 @@ std::unique_ptr<RawPeer> welcome_by_hand(Loop& loop, int listener, Client& one, 
   return host0;
 }
 
+// Whatever breaks the protocol (here a header no host 0 sends) closes the
+// connection and the next try comes 2 s later, as for a refusal: a peer
+// that keeps answering garbage is not hammered every 10-500 ms.
+TEST_F(NetControl, AClientTriesAgain2sAfterHost0SentAFrameHeaderItDoesNotSend) {
+  Fd listener;
+  ASSERT_EQ(net::listen_tcp(0, listener), 0);
+  Client& one = add_client(config(1, 2), static_cast<uint16_t>(net::local_port(listener.get())));
+  (void)one;
+  Fd accepted;
+  in_addr from{};
+  ASSERT_TRUE(step_until(loop_, [&] { return net::accept_tcp(listener.get(), accepted, from) == 0; }));
+  RawPeer host0(std::move(accepted));
+  ASSERT_TRUE(host0.send(std::string_view("GET / HTTP/1.0\r\n\r\n")));
+  ASSERT_TRUE(step_until(loop_, [&] { return host0.closed(); }));
+  const auto closed = Clock::now();
+  Fd again;
+  ASSERT_TRUE(step_until(
+      loop_, [&] { return net::accept_tcp(listener.get(), again, from) == 0; }, 5s));
+  EXPECT_GE(Clock::now() - closed, 1900ms);
+  EXPECT_EQ(log_.count("control: closed the connection to host 0"), 1U) << log_.all();
+}
+
 // The same from host 0's side: a client whose host 0 sends part of a
 // frame and falls silent loses it after peer_loss.
 TEST_F(NetControl, AHost0ThatSendsPartOfAFrameAndFallsSilentIsLost) {
