@@ -294,8 +294,10 @@ std::string duration_text(double seconds) {
 }
 
 std::string render_status(const StatusView& status, double now) {
-  std::string text = fmt::format("state   {} since {} ({} ago)\n", one_line(status.state), utc_time(status.since),
-                                 duration_text(now - status.since));
+  const double age = now - status.since;
+  std::string text = fmt::format(
+      "state   {} since {} ({})\n", one_line(status.state), utc_time(status.since),
+      age > -1 ? duration_text(std::max(age, 0.0)) + " ago" : duration_text(-age) + " ahead of this machine's clock");
   if (!status.reason.empty()) {
     text += fmt::format("reason  {}\n", one_line(status.reason));
   }
@@ -341,8 +343,8 @@ CommandOutput status_command(int argc, const char* const* argv, const char* cons
     }
     if (!text && (text.error().errnum == EACCES || text.error().errnum == EPERM)) {
       return failed(exit_code::kNoPermission,
-                    fmt::format("cannot read the status file {}: permission denied (it is mode 0640: read it as "
-                                "trainit's user or group)",
+                    fmt::format("cannot read the status file {}: permission denied (trainit writes it mode 0640, "
+                                "in directories its user and group may search: read it as one of them)",
                                 one_line(*path)));
     }
     if (!text) {  // there, but no file to read (a directory, a FIFO, too large) or the disk failed

@@ -71,6 +71,18 @@ TEST(StatusCommand, ARunningJobIsShownForAPersonAndExits0) {
             "rank-1-local-1  1     13   running  -\n");
 }
 
+// A "since" ahead of this machine's clock (another machine's, or a clock
+// set back) is not "0 s ago": it says so.
+TEST(StatusCommand, ASinceAheadOfThisClockSaysSoRatherThanZeroSecondsAgo) {
+  MemoryFileSystem fs;
+  fs.add_file(kPath, running_json());
+  const CommandOutput out = run({"--status-file", kPath}, fs, {}, kSince - 5);
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_NE(out.out.find("state   running since 2026-01-05 12:00:03 UTC (5 s ahead of this machine's clock)\n"),
+            std::string::npos)
+      << out.out;
+}
+
 TEST(StatusCommand, AnEndedJobExitsWithItsCodeAndShowsItsCause) {
   MemoryFileSystem fs;
   fs.add_file(kPath, ended_json());
@@ -127,6 +139,10 @@ TEST(StatusCommand, AFileThatCannotBeReadExits77SayingWhyNot66) {
   const CommandOutput out = run({"--status-file", kPath}, fs);
   EXPECT_EQ(out.exit_code, exit_code::kNoPermission);
   EXPECT_NE(out.err.find("cannot read the status file /run/trainit/status.json: permission denied"), std::string::npos)
+      << out.err;
+  // Not "it is mode 0640": a directory on the way may be what refuses.
+  EXPECT_NE(out.err.find("trainit writes it mode 0640, in directories its user and group may search"),
+            std::string::npos)
       << out.err;
   EXPECT_EQ(out.err.find("no status file"), std::string::npos) << out.err;
 }
