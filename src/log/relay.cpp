@@ -23,13 +23,16 @@ struct LogRelay::Rank {
   std::string prefix;
   std::string path;
   Fd pipe;  // read end, O_NONBLOCK
-  Fd file;  // closed after the first failure: console only from then on
+  Fd file;  // closed after the first failure but a full disk: console only from then on
   SourceHandle io;
   std::string held;     // whole lines the console had no room for, at most kHeldTail bytes
   std::string partial;  // the unterminated line, at most kMaxLine bytes
   size_t pipe_size = 0;
   uint64_t bytes = 0;
   uint64_t spliced = 0;
+  uint64_t lost = 0;       // bytes the file could not take while its disk was full
+  bool full = false;       // the last write found the disk full; the next one tries again
+  bool refilled = false;   // a write went in after the disk was full: to be said
   bool splice = false;     // the pipe goes to the file by splice(2); the file is off O_APPEND
   bool no_splice = false;  // the file refused splice(2): reads and writes for good
   bool paused = false;     // its pipe is out of the loop's watch until resume_ fires
@@ -58,6 +61,12 @@ bool set_append(const Fd& fd, bool on) {
 // descriptor is O_APPEND after all): the bytes stay in the pipe.
 bool splice_refused(int e) {
   return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP;
+}
+
+// A disk (or quota) full for now: the file is kept, and written again once
+// there is room (a log deleted, a quota raised), not given up for the job.
+bool disk_full(int e) {
+  return e == ENOSPC || e == EDQUOT;
 }
 
 // Moves `fd` above 2 when trainit was started with a standard descriptor
@@ -251,10 +260,18 @@ ssize_t LogRelay::read_once(Rank& rank) {
   if (console_ != nullptr) {
     to_console(rank, data, static_cast<size_t>(n), queued);
   }
+  if (rank.refilled) {  // said once the console's record is closed, as a failure is
+    rank.refilled = false;
+    log_info("log file {}: written again; {} byte{} of the rank's output so far could not go in (the disk was full)",
+             rank.path, rank.lost, rank.lost == 1 ? "" : "s");
+  }
   if (file_error != 0) {  // reported once the console's record is closed: the report may log
-    report(rank.index, Error{fmt::format("log file {}: write: {}; the rank's output goes to the console only",
-                                         rank.path, errno_string(file_error)),
-                             file_error});
+    report(rank.index,
+           Error{fmt::format("log file {}: write: {}; {}", rank.path, errno_string(file_error),
+                             disk_full(file_error) ? "the rank's output is kept out of it (the console still shows it) "
+                                                     "until there is room again, and counted"
+                                                   : "the rank's output goes to the console only"),
+                 file_error});
   }
   return n;
 }
@@ -285,8 +302,8 @@ ssize_t LogRelay::splice_once(Rank& rank) {
   if (e == EAGAIN) {
     return -EAGAIN;
   }
-  if (splice_refused(e)) {
-    stop_splicing(rank);
+  if (splice_refused(e) || disk_full(e)) {
+    stop_splicing(rank);  // full: read, so that the rank is not held, and written when there is room
     return -e;
   }
   rank.splice = false;
@@ -350,10 +367,18 @@ int LogRelay::to_file(Rank& rank, const char* data, size_t n) {
     if (w < 0 && errno == EINTR) {
       continue;
     }
+    if (w < 0 && disk_full(errno)) {
+      rank.lost += n;
+      const bool first = !rank.full;
+      rank.full = true;
+      return first ? errno : 0;  // said once a spell
+    }
     if (w <= 0) {
       rank.file.reset();
       return w < 0 ? errno : EIO;
     }
+    rank.refilled = rank.refilled || rank.full;
+    rank.full = false;
     data += w;
     n -= static_cast<size_t>(w);
   }
@@ -541,6 +566,10 @@ void LogRelay::close_rank(Rank& rank) {
   rank.closed = true;
   rank.io.reset();  // out of the epoll set before the descriptor closes
   rank.pipe.reset();
+  if (rank.full && rank.file) {
+    log_warning("log file {}: {} byte{} of the rank's output are not in it: the disk was full", rank.path, rank.lost,
+                rank.lost == 1 ? "" : "s");
+  }
   rank.file.reset();
   rank.splice = false;
   if (console_ == nullptr) {

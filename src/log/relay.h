@@ -43,9 +43,13 @@
 //     a '\n' added, at EOF or finish(); a line longer than kMaxLine is shown in
 //     kMaxLine pieces as it comes, each with a '\n' added. Bytes pass as they
 //     are (no UTF-8 check); lines of different ranks never interleave.
-//   - A log file that cannot be opened or written (ENOSPC, EROFS, EACCES, EIO,
-//     ...) is reported once for that rank through the error handler and kept in
-//     errors(); the rank goes on with the console only. So is anything but a
+//   - A log file that cannot be opened or written (EROFS, EACCES, EIO, ...) is
+//     reported once for that rank through the error handler and kept in
+//     errors(); the rank goes on with the console only. A full disk or quota
+//     (ENOSPC, EDQUOT) is reported once a spell: the file is kept, the pipe
+//     read (the rank is not held), what cannot go in counted, and written
+//     again once there is room (said at info level, with the bytes that did
+//     not go in; a warning at the rank's end if the disk is still full). So is anything but a
 //     regular file of one name found where the file goes (the directory is
 //     the job user's, PID 1 root): a symbolic or hard link, a FIFO (never
 //     waited on), a directory. The same holds once for

@@ -724,6 +724,39 @@ TEST(JobLogs, FullLogTmpfsDoesNotStopTheJobAndTheErrorIsReportedOncePerJob) {
   EXPECT_EQ(job::count(r.err, "No space left on device"), 1u) << r.transcript;
 }
 
+// A full disk is often brief (a checkpoint deleted, a quota raised): the
+// rank's file is kept and written again once there is room, not given up
+// for the rest of a job that may run for days; what could not go in is
+// counted and said.
+TEST(JobLogs, ARanksLogOnAFullDiskIsWrittenAgainOnceThereIsRoomAndTheLossIsSaid) {
+  TRAINIT_REQUIRE_ROOT();
+  Job job;
+  ASSERT_TRUE(write_file(job.table(), template1("completed", 1)));
+  Tmpfs tmpfs(job.log_dir(), "size=1m,mode=0755");
+  ASSERT_TRUE(tmpfs.error().empty()) << "mount -t tmpfs: " << tmpfs.error();
+  const std::string filler = job.log_dir() + "/filler";
+  {
+    int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    std::string block(4096, 'f');
+    while (::write(fd, block.data(), block.size()) > 0) {
+    }
+    EXPECT_EQ(errno, ENOSPC);
+    ::close(fd);
+  }
+  Trainit t(job.spec({}, {"print", "before", "ready", "wait-file", "go", "print", "after"}));
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_EQ(wait_ready(t, 1).at(0) > 0, true) << t.transcript();
+  ASSERT_TRUE(wait_err(t, "No space left on device")) << t.transcript();
+  ASSERT_EQ(::unlink(filler.c_str()), 0);
+  ASSERT_TRUE(job.release());
+  EXPECT_EQ(t.wait(10s), Exit::code(0)) << t.transcript();
+  const std::string log = job::slurp(job.log_file(0));
+  EXPECT_EQ(log.find("before"), std::string::npos) << log;
+  EXPECT_NE(log.find("after\n"), std::string::npos) << "the file was given up for good" << t.transcript();
+  EXPECT_EQ(job::count(t.err(), "written again;"), 1u) << t.transcript();
+}
+
 // Issue 5: "A log directory that cannot be written (full, read-only) is
 // reported once and the job goes on with the console."
 TEST(JobLogs, ReadOnlyLogDirectoryDoesNotStopTheJobAndIsReportedOncePerJob) {

@@ -745,6 +745,48 @@ TEST_F(LogRelayTest, FilesOnlyAFullFilesystemIsReportedOnceAndTheRankRunsToItsEn
   EXPECT_EQ(relay.spliced(0), got.size());
 }
 
+// A full disk is not the end of a rank's file: once there is room again
+// (here the filler removed), what the rank writes goes in again, and what
+// could not is counted; the pipe is read meanwhile, so the rank is not held.
+TEST_F(LogRelayTest, FilesOnlyARanksFileIsWrittenAgainOnceTheFullDiskHasRoom) {
+  const std::string mnt = mount_tmpfs("full", "size=1m");
+  if (mnt.empty()) {
+    GTEST_SKIP() << "mount(tmpfs) failed with EPERM: needs root (CAP_SYS_ADMIN)";
+  }
+  const std::string filler = mnt + "/filler";
+  std::string block(4096, 'f');
+  {
+    Fd fd(::open(filler.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_TRUE(fd);
+    while (::write(fd.get(), block.data(), block.size()) > 0) {
+    }
+  }
+  auto& relay = make_relay(-1);
+  const std::string file = mnt + "/rank0.log";
+  Fd out = add("[rank 0] ", file);
+  const std::string go = dir_ + "/go";
+  bool gone = false;
+  int status = -1;
+  watch(fork_rank(out,
+                  [&] {
+                    write_all(1, "lost\n", 5);
+                    for (int i = 0; i < 20000 && ::access(go.c_str(), F_OK) != 0; ++i) {
+                      ::usleep(1000);
+                    }
+                    write_all(1, "after\n", 6);
+                  }),
+        &gone, &status);
+  ASSERT_TRUE(step_until([&] { return relay.bytes(0) == 5; }));
+  ASSERT_EQ(reported_.size(), 1u);
+  EXPECT_EQ(reported_[0], std::make_pair(size_t{0}, ENOSPC));
+  ASSERT_EQ(::unlink(filler.c_str()), 0);
+  Fd(::open(go.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_TRUE(step_until([&] { return gone && relay.all_closed(); }));
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(read_file(file), "after\n");
+  EXPECT_EQ(reported_.size(), 1u) << "one report for the spell";
+}
+
 // An append-only file (chattr +a) cannot be switched off O_APPEND, which
 // splice(2) would need: its rank goes the read and write way.
 TEST_F(LogRelayTest, FilesOnlyAnAppendOnlyFileIsRelayedByReadsAndWrites) {
