@@ -434,8 +434,8 @@ bool ConsoleWriter::append_notices() noexcept {
     notice_pending_ = 0;
   }
   if (log_pending_ > 0) {
-    auto end = fmt::format_to_n(text, sizeof(text), "[trainit] {} lines of trainit's log not shown on the console\n",
-                                log_pending_);
+    auto end = fmt::format_to_n(text, sizeof(text), "[trainit] {} line{} of trainit's log not shown on the console\n",
+                                log_pending_, log_pending_ == 1 ? "" : "s");
     if (!append_notice(Stream::kErr, {text, std::min(end.size, sizeof(text))})) {
       return false;
     }
