@@ -123,7 +123,7 @@ class JobRunner {
         return;
       }
       hosts_.set_secret(std::move(*secret));
-      if (input_.options.mode == Mode::kAscend) {
+      if (waits_for_rank_table(input_.options.mode.value_or(Mode::kAscend), input_.env)) {
         machine_.go(State::kWaitRankTable, "trainit started");
         return;
       }
@@ -161,7 +161,9 @@ class JobRunner {
 
   void on_rank_table_ready(Plan plan) {
     plan_ = std::move(plan);
-    outcome_.set_host(plan_.rank_table->pod_name.empty() ? plan_.rank_table->server_id : plan_.rank_table->pod_name);
+    if (const RankTablePlan& table = *plan_.rank_table; !table.pod_name.empty() || !table.server_id.empty()) {
+      outcome_.set_host(table.pod_name.empty() ? table.server_id : table.pod_name);  // msrun's names none
+    }
     machine_.fire(Event::kDone, fmt::format("the rank table is complete: {} here of {}",
                                             count_of(plan_.processes.size(), "rank"), plan_.rank_table->rank_size));
   }

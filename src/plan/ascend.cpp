@@ -72,6 +72,43 @@ void add_dir(std::vector<std::string>& dirs, std::unordered_set<std::string>& se
 
 }  // namespace
 
+Result<TableState> read_rank_table(const PlanInput& input) {
+  auto location = input.env.rank_table_location(*input.fs);
+  if (!location)
+    return location.error();
+  TableState state;
+  RankTablePlan& rank_table = state.plan;
+  rank_table.source = location->path;
+  RankTableLimits limits;
+  limits.max_local_devices = input.options.max_local_devices;
+
+  auto text = input.fs->read_file(rank_table.source, limits.max_bytes);
+  if (!text) {
+    if (text.error().errnum != ENOENT)
+      return Error{fmt::format("cannot read the rank table: {}", text.error().message)};
+    rank_table.pending = "the file does not exist yet";
+    return state;
+  }
+  if (text->empty()) {
+    rank_table.pending = "the file is empty";
+    return state;
+  }
+  auto parsed = parse_rank_table(*text, rank_table.source, limits);
+  std::string().swap(*text);  // the table is parsed: its text is not kept while the plan is made
+  if (!parsed)
+    return parsed.error();
+  if (!parsed->table) {
+    rank_table.pending = fmt::format("its status is {}, not \"completed\"", quote_for_message(parsed->status, 64));
+    return state;
+  }
+  rank_table.ready = true;
+  rank_table.format = parsed->table->format;
+  rank_table.version = parsed->table->version;
+  rank_table.rank_size = parsed->table->rank_size;
+  state.table = std::move(parsed->table);
+  return state;
+}
+
 Result<Plan> plan_ascend(const PlanInput& input) {
   const Environment& env = input.env;
   const FileSystem& fs = *input.fs;
@@ -84,35 +121,13 @@ Result<Plan> plan_ascend(const PlanInput& input) {
   auto mount = env.mount_path();
   if (!mount)
     return mount.error();
-  auto location = env.rank_table_location(fs);
-  if (!location)
-    return location.error();
-
-  RankTablePlan rank_table;
-  rank_table.source = location->path;
-  RankTableLimits limits;
-  limits.max_local_devices = input.options.max_local_devices;
-
-  auto text = fs.read_file(rank_table.source, limits.max_bytes);
-  if (!text) {
-    if (text.error().errnum != ENOENT)
-      return Error{fmt::format("cannot read the rank table: {}", text.error().message)};
-    rank_table.pending = "the file does not exist yet";
+  auto state = read_rank_table(input);
+  if (!state)
+    return state.error();
+  RankTablePlan& rank_table = state->plan;
+  if (!state->table)
     return waiting_plan(std::move(rank_table));
-  }
-  if (text->empty()) {
-    rank_table.pending = "the file is empty";
-    return waiting_plan(std::move(rank_table));
-  }
-  auto parsed = parse_rank_table(*text, rank_table.source, limits);
-  std::string().swap(*text);  // the table is parsed: its text is not kept while the plan is made
-  if (!parsed)
-    return parsed.error();
-  if (!parsed->table) {
-    rank_table.pending = fmt::format("its status is {}, not \"completed\"", quote_for_message(parsed->status, 64));
-    return waiting_plan(std::move(rank_table));
-  }
-  const RankTable& table = *parsed->table;
+  const RankTable& table = *state->table;
 
   HostIdentity identity;
   identity.host_ip = std::string(env.current_host_ip().value_or(""));
@@ -125,10 +140,6 @@ Result<Plan> plan_ascend(const PlanInput& input) {
   if (!hosts)
     return hosts.error();
 
-  rank_table.ready = true;
-  rank_table.format = table.format;
-  rank_table.version = table.version;
-  rank_table.rank_size = table.rank_size;
   rank_table.server_id = host->server_id;
   rank_table.pod_name = host->pod_name;
 

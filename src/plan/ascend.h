@@ -29,4 +29,14 @@ namespace trainit {
 
 [[nodiscard]] Result<Plan> plan_ascend(const PlanInput& input);
 
+// The rank table where the environment puts it, as a plan waits on it: its
+// RankTablePlan (ready == false, with why, while it is missing, empty or not
+// "completed"; an error for one that is refused, EBADMSG for one that does
+// not parse, as one caught mid-write reads) and, once complete, the table.
+struct TableState {
+  RankTablePlan plan;
+  std::optional<RankTable> table;
+};
+[[nodiscard]] Result<TableState> read_rank_table(const PlanInput& input);
+
 }  // namespace trainit

@@ -9,6 +9,7 @@
 #include "base/number.h"
 #include "os/path.h"
 #include "os/text.h"
+#include "plan/ascend.h"
 #include "platform/cluster.h"
 
 namespace trainit {
@@ -397,6 +398,14 @@ Result<std::pair<Plan, Msrun>> msrun_plan(Mode mode, const PlanInput& input, con
     return m.error();
   plan.launch->master_port = m->port;
   plan.launch->rendezvous_timeout = m->timeout;
+  if (m->rank_table) {  // msrun networks from the table: usable once it is "completed", as the ranks' is
+    auto table = read_rank_table(input);
+    if (!table)
+      return table.error();
+    plan.states.insert(plan.states.begin(), State::kWaitRankTable);
+    plan.rank_table = std::move(table->plan);
+    plan.rank_table->rank_table_file = plan.rank_table->source;  // msrun's --rank_table_file, the ranks' too
+  }
   return std::pair{std::move(plan), *m};
 }
 
@@ -409,6 +418,8 @@ Result<Plan> plan_msrun(const PlanInput& input) {
   if (!planned)
     return planned.error();
   auto& [plan, m] = *planned;
+  if (plan.rank_table && !plan.rank_table->ready)
+    return std::move(plan);  // the waiting plan: nothing runs before the table is complete
   const std::vector<std::string> argv = python_command(input.argv, false, false, false);
   if (f.cluster.index == 0) {
     ProcessSpec sched = logged_process(f, "scheduler", "scheduler.log", "[scheduler] ");
@@ -443,6 +454,8 @@ Result<Plan> plan_msrun_exec(const PlanInput& input) {
   if (!planned)
     return planned.error();
   auto& [plan, m] = *planned;
+  if (plan.rank_table && !plan.rank_table->ready)
+    return std::move(plan);
   std::vector<std::string> argv{"msrun",
                                 fmt::format("--worker_num={}", f.cluster.hosts * f.nproc),
                                 fmt::format("--local_worker_num={}", f.nproc),

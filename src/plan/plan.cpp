@@ -120,6 +120,10 @@ Result<Plan> make_plan(const PlanInput& input) {
   }
 }
 
+bool waits_for_rank_table(Mode mode, const Environment& env) {
+  return mode == Mode::kAscend || ((mode == Mode::kMsrun || mode == Mode::kMsrunExec) && env.ms_ranktable_enable());
+}
+
 std::vector<EnvVar> child_base_env(const Environment& env) {
   std::vector<EnvVar> out;
   out.reserve(env.vars().size() + 8);

@@ -318,6 +318,10 @@ struct PlanInput {
 // hostfile and ssh config then hold the addresses; nothing else changes).
 [[nodiscard]] Result<Plan> make_plan(const PlanInput& input);
 
+// Whether a job of `mode` waits for the rank table before anything else:
+// the Ascend launch, and msrun told to network from it (MS_RANKTABLE_ENABLE).
+[[nodiscard]] bool waits_for_rank_table(Mode mode, const Environment& env);
+
 // The environment every planned process starts from: trainit's own, minus
 // its supervisor's variables and its own (base/env.h, the filter exec mode
 // uses too): a child must not talk to trainit's own supervisor in its name,

@@ -103,6 +103,33 @@ TEST(TorchrunMode, EachRankGetsTorchrunsWorkerEnvironmentAndNoPetVariable) {
   }
 }
 
+// msrun told to network from the rank table (MS_RANKTABLE_ENABLE=True)
+// waits for it as the Ascend launch does: nothing starts before the table
+// is "completed", then the scheduler and the worker each get its path.
+TEST(MsrunMode, WithMsRanktableEnableNothingStartsBeforeTheRankTableIsComplete) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string program = dir / "rank.sh";
+  ASSERT_TRUE(write_file(program, "#!/bin/sh\necho \"$MS_ROLE $RANK_TABLE_FILE\" >> " + (dir / "seen") + "\n"));
+  ASSERT_EQ(::chmod(program.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir / "table").c_str(), 0755), 0);
+  const std::string table = dir / "table/jobstart_hccl.json";
+  ASSERT_TRUE(write_file(table, job::template1("initializing", 1)));
+  Spec s;
+  s.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "MA_NUM_GPUS=1",
+           "MA_MOUNT_PATH=" + dir.path(), "MS_RANKTABLE_ENABLE=True", "RANK_TABLE_FILE=" + (dir / "table")};
+  s.args = {"--mode", "msrun", "--rank-table-timeout", "20", "--", program};
+  Trainit t(s);
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(wait_err(t, "not \"completed\"")) << t.transcript();
+  EXPECT_FALSE(std::filesystem::exists(dir / "seen")) << "a process started before the table was complete";
+  ASSERT_TRUE(job::replace_file(table, job::template1("completed", 1)));
+  EXPECT_EQ(t.wait(15s), Exit::code(0)) << t.transcript();
+  const std::string seen = slurp(dir / "seen");
+  EXPECT_EQ(count(seen, "MS_SCHED " + table + "\n"), 1U) << seen;
+  EXPECT_EQ(count(seen, "MS_WORKER " + table + "\n"), 1U) << seen;
+}
+
 // The job secret is PID 1's alone: once read, it is gone from the memory
 // /proc/1/environ shows (not just from environ[]), and no rank gets it.
 TEST(JobSecret, TheSecretLeavesPid1sEnvironmentBlockAndNoRankGetsIt) {
