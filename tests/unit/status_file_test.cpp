@@ -154,6 +154,12 @@ TEST(StatusFileWrite, AStatusThatCannotBeWrittenRemovesTheStaleOneInsteadOfLeavi
   }
   int wstatus = 0;
   ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  // Its SIGCHLD, pending where this thread blocks it, is no later test's.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  const timespec now{};
+  (void)::sigtimedwait(&chld, nullptr, &now);
   ASSERT_TRUE(WIFEXITED(wstatus));
   EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "2: the first write failed; 3: the second did not fail naming the removal; 4: "
                                         "the stale file is still there";
