@@ -163,7 +163,8 @@ class ExecSupervisor {
   }
 
   bool should_restart() {
-    if (options_.restart == Restart::kNo || (options_.restart == Restart::kOnFailure && code_ == 0)) {
+    // A code -e declares a success is no failure (systemd's SuccessExitStatus=).
+    if (options_.restart == Restart::kNo || (options_.restart == Restart::kOnFailure && exit_code() == 0)) {
       return false;
     }
     if (Clock::now() - started_at_ >= kHealthyRun) {

@@ -276,6 +276,18 @@ TEST(Restart, AProgramThatCannotBeStartedIsNotRestartedAndItsCodeIsTheExit) {
   EXPECT_LT(r.elapsed, 3s) << r.transcript;
 }
 
+// A code -e declares a success is no failure: on-failure does not restart
+// it (systemd's SuccessExitStatus= alike), and trainit exits 0.
+TEST(Restart, OnFailureDoesNotRestartACodeThatExitZeroDeclaresASuccess) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string file = dir / "runs";
+  Outcome r =
+      run(lifecycle_spec(dir, {"--restart", "on-failure", "--max-restarts", "2", "-e", "3"}, {"runs", file, "3"}));
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  EXPECT_EQ(lifecycle::read_runs(file).size(), 1u) << r.transcript;
+}
+
 // Starts `trainit ARGS -- lifecycle runs FILE 1` (fails at once, forever) and
 // sends SIGTERM in the 0.4 s backoff before the fourth run.
 void expect_sigterm_in_backoff_ends_restarting(std::vector<std::string> args) {
