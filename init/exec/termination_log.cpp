@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,6 +41,11 @@ Result<void> write_termination_log(const std::string& path, std::string_view lin
   auto failed = [&](int e, std::string_view why) {
     return Error{fmt::format("cannot write the termination message to {}: {}", path, why), e};
   };
+  // Written only where the file is there: none is none, whoever owns the
+  // directories on the way (in a user namespace "/" is an unmapped user's).
+  if (struct stat st{}; ::lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
+    return failed(ENOENT, "there is no such file");
+  }
   auto file = safe_fs::open_file(path, O_WRONLY);
   if (!file) {
     return failed(file.error().errnum, file.error().message);

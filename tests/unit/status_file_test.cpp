@@ -235,6 +235,21 @@ TEST(TerminationLog, IsNotCreatedWhereNoFileIsThere) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
+// No file is no file, whoever owns the directories on the way: in a user
+// namespace "/" belongs to an unmapped user, and a missing termination log
+// was a warning about "/" instead of the silence of a file not there.
+TEST(TerminationLog, NoFileUnderAnotherUsersDirectoryIsNoFileNotARefusal) {
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "giving a directory to another user needs root";
+  }
+  TempDir dir;
+  ASSERT_EQ(::mkdir((dir / "theirs").c_str(), 0755), 0);
+  ASSERT_EQ(::chown((dir / "theirs").c_str(), 4242, 4242), 0);
+  auto r = write_termination_log(dir / "theirs/termination-log", "x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().errnum, ENOENT) << r.error().message;
+}
+
 TEST(TerminationLog, RefusesALinkAFifoADirectoryAndAFileWithOtherNames) {
   TempDir dir;
   const std::string target = dir / "target";
