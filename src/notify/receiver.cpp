@@ -105,6 +105,11 @@ int NotifyReceiver::drain(const LineFn& fn) {
       return errno == EAGAIN ? datagrams : -errno;
     }
     const pid_t sender = sender_pid(msg);
+    if ((msg.msg_flags & MSG_TRUNC) != 0) {  // cut at 4 KiB, it could read as a message it never was
+      ++dropped_;
+      log_debug("NOTIFY_SOCKET: dropped a datagram of more than {} bytes from pid {}", sizeof buf, sender);
+      continue;
+    }
     if (served_ <= 0 || sender != served_) {
       ++dropped_;
       log_debug("NOTIFY_SOCKET: dropped a datagram from pid {} (serving pid {}; {} dropped)", sender, served_,

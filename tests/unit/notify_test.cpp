@@ -370,6 +370,23 @@ TEST(NotifyReceiver, DrainReadsEveryPendingDatagramInOrder) {
   EXPECT_EQ(r.drain(collect), 0);
 }
 
+// A datagram longer than the receiver takes is dropped whole, as systemd
+// drops it: its first 4 KiB cut at any byte could pass as a message it
+// never was ("READY=1" past the cut, a STATUS cut mid-character).
+TEST(NotifyReceiver, ADatagramTooLongToTakeWholeIsDroppedNotCut) {
+  NotifyReceiver r;
+  ASSERT_EQ(r.open(), 0);
+  r.serve(::getpid());
+  Lines lines;
+  auto collect = [&](std::string_view k, std::string_view v) { lines.emplace_back(k, v); };
+  SupervisorEnv env(r.address().c_str());
+  Notifier child = Notifier::from_environment();
+  ASSERT_EQ(child.send("STATUS=" + std::string(8000, 'a')), 0);
+  ASSERT_EQ(child.send("READY=1"), 0);
+  EXPECT_EQ(r.drain(collect), 1);
+  EXPECT_EQ(lines, (Lines{{"READY", "1"}}));
+}
+
 TEST(NotifyReceiver, AnEmptyDatagramCountsAndCallsNothing) {
   NotifyReceiver r;
   ASSERT_EQ(r.open(), 0);
