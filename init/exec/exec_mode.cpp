@@ -267,9 +267,25 @@ class ExecSupervisor {
     // PROGRAM's exit and its restart there is no PROGRAM to take it, and it
     // ends the restarting.
     const bool no_program = phase_ == Phase::kDraining || phase_ == Phase::kRestartWait;
-    if ((signo == SIGTERM || signo == SIGINT) && (!options_.forward_only || no_program)) {
+    const bool stop = signo == SIGTERM || signo == SIGINT;
+    if (stop && (!options_.forward_only || no_program)) {
       request_stop(signo);
+    } else if (stop && !stop_delay_ && phase_ == Phase::kRunning && options_.stop_delay > Duration::zero()) {
+      // --forward-only: PROGRAM alone gets it, after the delay all the same
+      // (a second one during it goes at once).
+      log_info("got {}; passing it on in {:.3f} s", signal_name(signo), seconds(options_.stop_delay));
+      stop_delay_ = loop_.add_timer(
+          Clock::now() + options_.stop_delay,
+          [this, signo] {
+            stop_delay_.reset();
+            forward(signo);
+            return 0;
+          },
+          "stop delay");
     } else {
+      if (stop) {
+        stop_delay_.reset();  // a second stop during the delay: now
+      }
       forward(signo);
     }
     return 0;

@@ -192,6 +192,24 @@ TEST(StopDelay, ChildAndDaemonGetSigtermOnlyAfterTheDelay) {
   }
 }
 
+// --forward-only passes SIGTERM to PROGRAM alone, as tini does; the delay
+// still comes first, as the option says.
+TEST(StopDelay, WithForwardOnlyTheSigtermIsForwardedAfterTheDelay) {
+  TRAINIT_REQUIRE_ROOT();
+  constexpr auto kDelay = 300ms;
+  TempDir dir;
+  Trainit t(lifecycle_spec(dir, {"--forward-only", "--stop-delay", "0.3"}, {"serve", "main", "exit", "0"}));
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line_starting("main ready")) << t.transcript();
+  const auto sent = Clock::now();
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  auto term = stamp(dir, "main.term");
+  ASSERT_TRUE(term) << t.transcript();
+  EXPECT_GE(*term - sent, kDelay) << "SIGTERM forwarded " << ms(*term - sent) << " ms after it was sent";
+  EXPECT_LT(*term - sent, kDelay + 300ms);
+}
+
 TEST(StopDelay, ASecondSigtermSkipsTheRestOfTheDelay) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
