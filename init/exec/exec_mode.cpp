@@ -68,6 +68,7 @@ class ExecSupervisor {
     spawn_options_.env = changed ? &child_env_ : nullptr;
     spawn_options_.grouping = Grouping::kProcessGroup;
     spawn_options_.foreground = true;
+    spawn_options_.pass_socket_activation = true;
     spawn_options_.signals = &pid1.parent_signals;
   }
 

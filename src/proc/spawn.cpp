@@ -42,9 +42,34 @@ int install(int from, int to) {
   return ::dup2(from, to) < 0 ? -1 : 0;
 }
 
+// "LISTEN_PID=" and room for any pid, written by the child (set_listen_pid).
+struct ListenPid {
+  char text[32] = "LISTEN_PID=";
+  char** slot = nullptr;  // the entry of the child's environment it replaces; null: none
+};
+
+// The child's own pid into `listen`, by hand: no allocation, no locale.
+void set_listen_pid(ListenPid& listen) {
+  if (listen.slot == nullptr) {
+    return;
+  }
+  char digits[16];
+  size_t n = 0;
+  for (auto pid = static_cast<unsigned long>(::getpid()); n == 0 || pid > 0; pid /= 10) {
+    digits[n++] = static_cast<char>('0' + pid % 10);
+  }
+  char* out = listen.text + sizeof("LISTEN_PID=") - 1;
+  while (n > 0) {
+    *out++ = digits[--n];
+  }
+  *out = '\0';
+  *listen.slot = listen.text;
+}
+
 // Runs in the vfork child, between vfork and exec, in our memory: only
 // system-call wrappers, no allocation, nothing that takes a lock.
-[[noreturn]] void child_main(const SpawnOptions& options, char* const* argv, char* const* envp, ChildFailure* failure) {
+[[noreturn]] void child_main(const SpawnOptions& options, char* const* argv, char* const* envp, ListenPid& listen,
+                             ChildFailure* failure) {
   switch (options.grouping) {
     case Grouping::kProcessGroup:
       if (::setpgid(0, 0) < 0) {
@@ -89,6 +114,7 @@ int install(int from, int to) {
       child_fail(failure, kCredentials, -r, exit_code::kOsError);
     }
   }
+  set_listen_pid(listen);
   ::execvpe(argv[0], argv, envp);
   child_fail(failure, kExec, errno, exec_failure_status(errno));
 }
@@ -121,6 +147,23 @@ Result<Spawned> spawn(const SpawnOptions& options) {
     env_storage = c_strings(*options.env);
     envp = env_storage.data();
   }
+  ListenPid listen;
+  if (options.pass_socket_activation) {
+    const std::string mine = fmt::format("LISTEN_PID={}", ::getpid());
+    for (size_t i = 0; envp[i] != nullptr; ++i) {
+      if (mine == envp[i]) {
+        if (env_storage.empty()) {  // the child rewrites its own copy, never environ
+          for (size_t j = 0; environ[j] != nullptr; ++j) {
+            env_storage.push_back(environ[j]);
+          }
+          env_storage.push_back(nullptr);
+          envp = env_storage.data();
+        }
+        listen.slot = &env_storage[i];
+        break;
+      }
+    }
+  }
 
   // vfork: no page tables to copy, no copy-on-write faults after, and we
   // resume only once the child has exec'd or failed. The child runs on our
@@ -132,7 +175,7 @@ Result<Spawned> spawn(const SpawnOptions& options) {
   // vfork is what posix_spawn uses; the child only makes system calls.
   pid_t pid = ::vfork();  // NOLINT(clang-analyzer-security.insecureAPI.vfork)
   if (pid == 0) {
-    child_main(options, argv.data(), envp, &failure);  // NOLINT(clang-analyzer-unix.Vfork)
+    child_main(options, argv.data(), envp, listen, &failure);  // NOLINT(clang-analyzer-unix.Vfork)
   }
   asm volatile("" : : : "memory");
   if (pid < 0) {

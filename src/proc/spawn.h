@@ -43,6 +43,10 @@ struct SpawnOptions {
   std::span<const int> inherit_fds;
   // Who the child runs as and its capabilities; nullptr: trainit's own.
   const Credentials* credentials = nullptr;
+  // Socket activation handed on: a LISTEN_PID naming trainit becomes the
+  // child's own pid, so that the child's sd_listen_fds() takes the
+  // LISTEN_FDS descriptors it inherits (exec mode's PROGRAM).
+  bool pass_socket_activation = false;
 };
 
 struct Spawned {

@@ -30,6 +30,27 @@ TEST(ExecMode, EveryExitCodeFrom0To255PassesThrough) {
   }
 }
 
+// Socket activation through trainit: the descriptors pass as they are, and
+// a LISTEN_PID that named trainit names PROGRAM, whose sd_listen_fds()
+// checks it (a restart's PROGRAM too); one that named another process stays.
+TEST(ExecMode, SocketActivationsListenPidNamesProgramInsteadOfTrainit) {
+  TRAINIT_REQUIRE_ROOT();
+  Spec spec = exec({"--", "/bin/sh", "-c", "echo \"$LISTEN_PID $$ $LISTEN_FDS\""});
+  spec.env.push_back("LISTEN_FDS=1");
+  spec.env.push_back("LISTEN_PID=1");  // trainit: PID 1 of its namespace
+  Outcome r = run(spec);
+  EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
+  const auto words = lines_of(r.out);
+  ASSERT_EQ(words.size(), 1U) << r.transcript;
+  const auto space = words[0].find(' ');
+  EXPECT_EQ(words[0].substr(0, space), words[0].substr(space + 1, words[0].rfind(' ') - space - 1)) << r.out;
+  EXPECT_EQ(words[0].substr(words[0].rfind(' ') + 1), "1") << r.out;
+
+  spec.env.back() = "LISTEN_PID=4242";  // not trainit's: not for PROGRAM either
+  r = run(spec);
+  EXPECT_EQ(r.out.rfind("4242 ", 0), 0U) << r.out;
+}
+
 TEST(ExecMode, ExitCodeOptionRemapsTheNamedCodesOnly) {
   TRAINIT_REQUIRE_ROOT();
   const std::string exitwith = helper_path("exitwith");
