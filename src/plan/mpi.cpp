@@ -118,6 +118,11 @@ Result<MpiInputs> read_inputs(const PlanInput& input) {
       in.authorized_keys = options.ssh_authorized_keys;
       if (!is_plain_path(in.authorized_keys))
         return not_plain("--ssh-authorized-keys", in.authorized_keys);
+    } else if (input.privileges && !input.privileges->home.empty()) {
+      // --user: mpirun's ssh logs in as that user, with that user's keys.
+      in.authorized_keys = join_path(input.privileges->home, ".ssh/authorized_keys");
+      if (!is_plain_path(in.authorized_keys))
+        return not_plain("the job user's home", input.privileges->home);
     } else {
       auto home = env.home();
       if (!home)
@@ -220,8 +225,8 @@ ProcessSpec plan_mpirun(const MpiInputs& in, const PlanInput& input, const MpiPl
   }
   p.argv.insert(p.argv.end(),
                 {"-mca", "pml", "ob1", "-mca", "btl", "^openib", "-mca", "plm_rsh_no_tree_spawn", "true"});
-  if (input.options.is_root)
-    p.argv.emplace_back("--allow-run-as-root");
+  if (input.options.is_root && (input.options.user.empty() || input.options.user == "root"))
+    p.argv.emplace_back("--allow-run-as-root");  // only where mpirun runs as root
   p.argv.insert(p.argv.end(), input.argv.begin(), input.argv.end());
   p.env = child_base_env(input.env);
   p.group = GroupPolicy::kSession;

@@ -40,6 +40,7 @@ class MpiPlanner : public ::testing::Test {
     input.env = Environment(std::move(vars));
     input.fs = &fs;
     input.peer_addresses = addresses;
+    input.privileges = privileges;
     return make_plan(input);
   }
 
@@ -61,6 +62,7 @@ class MpiPlanner : public ::testing::Test {
 
   MemoryFileSystem fs;
   PlanOptions options;
+  std::optional<PrivilegesPlan> privileges;  // --user's, as the caller settled them
   std::vector<std::string> addresses;
 };
 
@@ -157,6 +159,23 @@ TEST_F(MpiPlanner, AsRootMpirunMayRunAsRootAndSshdTakesRootsKeyButNoPassword) {
   EXPECT_NE(p.sshd->config.find("\nAllowUsers root\n"), std::string::npos);
   EXPECT_NE(p.sshd->config.find("\nAuthorizedKeysFile /root/.ssh/authorized_keys\n"), std::string::npos);
   EXPECT_EQ(p.dirs, (std::vector<std::string>{"/run/sshd", "/tmp/log"})) << "root's sshd needs /run/sshd";
+}
+
+// Root trainit, --user ma-user: mpirun's ssh logs in as ma-user, so sshd
+// takes ma-user's keys by default, and mpirun needs no root permission.
+TEST_F(MpiPlanner, AsRootWithUserSshdTakesTheJobUsersKeysAndMpirunIsNotAllowedRoot) {
+  options.is_root = true;
+  options.user = "ma-user";
+  privileges.emplace();
+  privileges->user = "ma-user (uid 1000, gid 100, groups 100)";
+  privileges->home = "/home/ma-user";
+  Plan p = planned(2, 0, {{"HOME", "/root"}});
+  ASSERT_TRUE(p.sshd.has_value());
+  EXPECT_NE(p.sshd->config.find("\nAllowUsers ma-user\n"), std::string::npos);
+  EXPECT_NE(p.sshd->config.find("\nAuthorizedKeysFile /home/ma-user/.ssh/authorized_keys\n"), std::string::npos)
+      << p.sshd->config;
+  const auto& argv = p.processes.at(0).argv;
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--allow-run-as-root"), argv.end());
 }
 
 TEST_F(MpiPlanner, NotRootOnlyTrainitsOwnUserMayLogIn) {
