@@ -129,7 +129,7 @@ class JobRunner {
       }
       auto plan = make_plan(input_);  // nothing to wait for: planned at once
       if (!plan) {
-        fail(kConfig, plan.error().message);
+        fail(plan.error().exit_code != 0 ? plan.error().exit_code : kConfig, plan.error().message);
         return;
       }
       plan_ = std::move(*plan);

@@ -15,7 +15,7 @@ CommandOutput run_plan_command(const PlanInput& input) {
   try {
     auto plan = make_plan(input);
     if (!plan) {
-      result.exit_code = exit_code::kConfig;
+      result.exit_code = plan.error().exit_code != 0 ? plan.error().exit_code : exit_code::kConfig;
       result.err = fmt::format("trainit: error: {}\n", one_line(plan.error().message));
       return result;
     }

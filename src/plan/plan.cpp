@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "base/env.h"
+#include "base/exit_code.h"
 #include "os/path.h"
 #include "os/text.h"
 #include "plan/ascend.h"
@@ -96,6 +97,28 @@ Result<Mode> resolve_mode(RequestedMode requested, const Environment& env) {
   return env.has_rank_table_variable() ? Mode::kAscend : Mode::kExec;
 }
 
+namespace {
+
+// Restarts a job mode cannot give, refused as a bad option (64), by the run
+// and `trainit plan` alike; an empty message when none is asked for.
+Error refused_restarts(const PlanOptions& options, const Plan& plan) {
+  if (plan.mode != Mode::kExec && options.restart == Restart::kAlways) {
+    return Error{fmt::format("--restart always (TRAINIT_RESTART) is exec mode's: a job that ended well is done (the {} "
+                             "mode restarts on-failure only)",
+                             mode_name(plan.mode)),
+                 0, exit_code::kUsage};
+  }
+  if (plan.mode == Mode::kMpi && plan.hosts && plan.hosts->hosts > 1 && options.job_restarts()) {
+    return Error{
+        "--restart on-failure (TRAINIT_RESTART) with --mode mpi on several hosts: not supported (the other "
+        "hosts' sshd and their mpirun-started processes do not start again); restart the job from outside",
+        0, exit_code::kUsage};
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<Plan> make_plan(const PlanInput& input) {
   try {
     if (input.argv.empty())
@@ -109,6 +132,8 @@ Result<Plan> make_plan(const PlanInput& input) {
                                                : plan_framework(*mode, input);
     if (!plan)
       return plan;
+    if (auto refused = refused_restarts(input.options, *plan); !refused.message.empty())
+      return refused;
     if (auto restarts = input.options.job_restarts(); restarts && plan->mode != Mode::kExec) {
       plan->restarts = restarts;  // exec mode restarts its own way
     }

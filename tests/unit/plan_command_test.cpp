@@ -70,6 +70,27 @@ TEST(PlanCommand, UsageErrorsExit64WithOneLine) {
                      "tensorflow (see trainit plan --help)");
 }
 
+// What a run refuses as a bad option, the plan refuses alike (64): --restart
+// always in a job mode, and restarts of an MPI job of several hosts.
+TEST(PlanCommand, RestartsAJobModeCannotGiveAreUsageErrorsAsInTheRun) {
+  const std::vector<EnvVar> one = {{"PATH", "/usr/bin"}, {"HOME", "/root"}, {"MA_VJ_NAME", "j"}};
+  std::vector<EnvVar> two = one;
+  two.push_back({"MA_NUM_HOSTS", "2"});
+  two.push_back({"MA_TASK_INDEX", "0"});
+  expect_usage_error(run({"--mode", "torchrun", "--restart", "always", "--", "x"}, one),
+                     "--restart always (TRAINIT_RESTART) is exec mode's: a job that ended well is done (the torchrun "
+                     "mode restarts on-failure only)");
+  EXPECT_EQ(run({"--mode", "mpi", "--", "x"},
+                {{"PATH", "/usr/bin"}, {"HOME", "/root"}, {"MA_VJ_NAME", "j"}, {"TRAINIT_RESTART", "always"}})
+                .exit_code,
+            64);
+  const CommandOutput mpi = run({"--mode", "mpi", "--restart", "on-failure", "--", "x"}, two);
+  EXPECT_EQ(mpi.exit_code, 64) << mpi.err;
+  EXPECT_NE(mpi.err.find("with --mode mpi on several hosts: not supported"), std::string::npos) << mpi.err;
+  EXPECT_EQ(run({"--mode", "mpi", "--restart", "on-failure", "--", "x"}, one).exit_code, 0) << "one host restarts";
+  EXPECT_EQ(run({"--mode", "torchrun", "--restart", "on-failure", "--", "x"}, two).exit_code, 0);
+}
+
 TEST(PlanCommand, HelpPrintsUsageAndExitsZero) {
   CommandOutput out = run({"--help"});
   EXPECT_EQ(out.exit_code, 0);
