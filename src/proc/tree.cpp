@@ -103,6 +103,31 @@ bool send_stop(pid_t target, int signo) {
   return true;
 }
 
+// As PID 1: the processes of our namespace that are no descendants of ours
+// (`docker exec`, `nsenter`: their parents are outside) get the signal too,
+// from the namespace's own /proc only. They are not waited for: not ours.
+int signal_strangers(int signo, const std::vector<pid_t>& seen, const std::function<bool(pid_t)>& skip) {
+  if (!proc_is_ours()) {
+    return 0;
+  }
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) {
+    return 0;
+  }
+  int signalled = 0;
+  while (const struct dirent* entry = ::readdir(dir)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (entry->d_name[0] < '1' || entry->d_name[0] > '9' || *end != '\0' || pid <= 1 ||
+        std::binary_search(seen.begin(), seen.end(), static_cast<pid_t>(pid)) || skip(static_cast<pid_t>(pid))) {
+      continue;
+    }
+    signalled += send_stop(static_cast<pid_t>(pid), signo) ? 1 : 0;
+  }
+  ::closedir(dir);
+  return signalled;
+}
+
 }  // namespace
 
 int signal_all_except(bool pid1, int signo, pid_t known_group, const std::function<bool(pid_t)>& skip) {
@@ -136,6 +161,9 @@ int signal_all_except(bool pid1, int signo, pid_t known_group, const std::functi
       return send_stop(-1, signo) ? 1 : 0;  // inside our own PID namespace: everything but us
     }
     return known_group > 0 && send_stop(-known_group, signo) ? 1 : 0;
+  }
+  if (pid1) {
+    signalled += signal_strangers(signo, seen, skip);
   }
   return signalled;
 }

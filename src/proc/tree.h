@@ -26,10 +26,12 @@ namespace trainit {
 // stopped process (SIGSTOP, `docker pause`) sees it now.
 //   - SIGKILL as PID 1: kill(-1, SIGKILL), which no process of our namespace
 //     escapes, not even one forked meanwhile.
-//   - Otherwise our descendants (as PID 1 every process of the namespace
-//     descends from us), walked again until a walk finds none it has not
-//     signalled (a child forked between reading /proc and the kill() is
-//     found by the next walk; at most kMaxWalks walks).
+//   - Otherwise our descendants, walked again until a walk finds none it
+//     has not signalled (a child forked between reading /proc and the
+//     kill() is found by the next walk; at most kMaxWalks walks); then, as
+//     PID 1, the namespace's other processes, those whose parents are
+//     outside it (`docker exec`, `nsenter`), from its own /proc: they get
+//     the signal, but are not trainit's to wait for.
 // When the walk finds none (no /proc), one sweep instead: kill(-1) as PID 1
 // (our namespace only; it reaches `skip` too), else `known_group`'s process
 // group (when > 0). Returns how many processes or groups were signalled.

@@ -77,5 +77,38 @@ TEST(Stop, StoppedChildSeesSigtermAndExitsWithinTheGrace) {
   EXPECT_TRUE(t.wait_line("got-term", 0s)) << t.transcript();
 }
 
+// As PID 1 trainit stops every process of its namespace, the ones that
+// entered it from outside too (`docker exec`, `nsenter`: their parents are
+// not trainit's descendants): they get the SIGTERM, not just the SIGKILL
+// of trainit's exit.
+TEST(Stop, AProcessThatEnteredTheNamespaceFromOutsideGetsTheSigtermToo) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string got = dir / "got-term";
+  Trainit t({.args = {"--grace", "5", "--", "/bin/sh", "-c", "echo ready; while :; do sleep 0.05; done"}});
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line("ready")) << t.transcript();
+  const std::string ns = "/proc/" + std::to_string(t.pid()) + "/ns/pid";
+  const std::string script =
+      "trap 'echo term > " + got + "; exit 0' TERM; echo > " + (dir / "in") + "; while :; do sleep 0.05; done";
+  const pid_t outsider = ::fork();
+  ASSERT_GE(outsider, 0);
+  if (outsider == 0) {
+    ::execl("/usr/bin/nsenter", "nsenter", ("--pid=" + ns).c_str(), "--", "/bin/sh", "-c", script.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = Clock::now() + kTimeout;
+  while (!std::filesystem::exists(dir / "in") && Clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir / "in")) << "nsenter did not run its shell";
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  (void)t.wait(10s);
+  int status = 0;
+  ASSERT_EQ(::waitpid(outsider, &status, 0), outsider);
+  EXPECT_TRUE(std::filesystem::exists(got)) << "the outsider got no SIGTERM" << t.transcript();
+}
+
 }  // namespace
 }  // namespace trainit::test
