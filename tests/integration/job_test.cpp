@@ -699,21 +699,28 @@ class Tmpfs {
   std::string error_;
 };
 
+// Fills the file system of `path` with the file `path`; false when it
+// could not (no file made, or another error than ENOSPC ended the writes).
+bool fill_up(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return false;
+  }
+  const std::string block(4096, 'f');
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  const bool full = errno == ENOSPC;
+  ::close(fd);
+  return full;
+}
+
 TEST(JobLogs, FullLogTmpfsDoesNotStopTheJobAndTheErrorIsReportedOncePerJob) {
   TRAINIT_REQUIRE_ROOT();
   Job job;
   ASSERT_TRUE(write_file(job.table(), template1("completed", 2)));
   Tmpfs tmpfs(job.log_dir(), "size=1m,mode=0755");
   ASSERT_TRUE(tmpfs.error().empty()) << "mount -t tmpfs: " << tmpfs.error();
-  {
-    int fd = ::open((job.log_dir() + "/filler").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    ASSERT_GE(fd, 0);
-    std::string block(64 << 10, 'f');
-    while (::write(fd, block.data(), block.size()) > 0) {
-    }
-    EXPECT_EQ(errno, ENOSPC);
-    ::close(fd);
-  }
+  ASSERT_TRUE(fill_up(job.log_dir() + "/filler"));
   Outcome r = run(job.spec({}, {"print", "hello", "lines", std::to_string(256 << 10), "print", "done"}), 20s);
   EXPECT_EQ(r.exit, Exit::code(0)) << r.transcript;
   for (unsigned rank = 0; rank < 2; ++rank) {
@@ -735,15 +742,7 @@ TEST(JobLogs, ARanksLogOnAFullDiskIsWrittenAgainOnceThereIsRoomAndTheLossIsSaid)
   Tmpfs tmpfs(job.log_dir(), "size=1m,mode=0755");
   ASSERT_TRUE(tmpfs.error().empty()) << "mount -t tmpfs: " << tmpfs.error();
   const std::string filler = job.log_dir() + "/filler";
-  {
-    int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    ASSERT_GE(fd, 0);
-    std::string block(4096, 'f');
-    while (::write(fd, block.data(), block.size()) > 0) {
-    }
-    EXPECT_EQ(errno, ENOSPC);
-    ::close(fd);
-  }
+  ASSERT_TRUE(fill_up(filler));
   Trainit t(job.spec({}, {"print", "before", "ready", "wait-file", "go", "print", "after"}));
   TRAINIT_ASSERT_STARTED(t);
   ASSERT_EQ(wait_ready(t, 1).at(0) > 0, true) << t.transcript();
