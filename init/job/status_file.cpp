@@ -132,7 +132,8 @@ Result<void> StatusFile::write() {
                  written.error().errnum};
   }
   if (write_file_atomically(path, text, 0640)) {
-    return {};
+    return Error{fmt::format("{}; written again in the room the old one left", written.error().message),
+                 written.error().errnum};
   }
   return Error{fmt::format("{}; the stale status file was removed", written.error().message), written.error().errnum};
 }

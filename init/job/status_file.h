@@ -59,7 +59,9 @@ struct StatusFile {
   std::optional<int> exit_code;
   std::vector<StatusRank> ranks;
 
-  // Rewrites the file; the error names the path.
+  // Rewrites the file; the error names the path. One that cannot be (a
+  // full disk) is removed rather than left stale, and written again in the
+  // room it leaves: the error then says which.
   Result<void> write();
   // How the job ended, in one line, once it has: its cause_line(), or for a
   // job that ended well "host NAME: every rank exited 0; exit 0".

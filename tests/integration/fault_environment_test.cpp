@@ -237,11 +237,13 @@ INSTANTIATE_TEST_SUITE_P(Modes, LogDirectory, ::testing::Values(Where{Mode::kAsc
 // --- the status file's directory full or read-only -----------------------------------
 
 // The status file's directory fails while the job runs (`fail` does it):
-// the status file keeps the last state it was written whole in, never half
-// of a later one, nothing of a failed write is left beside it, one line
-// says why, and the job ends as it would have, with its rank's code.
+// the status file is never half of a state, nothing of a failed write is
+// left beside it, one line says why, and the job ends as it would have, with
+// its rank's code. Full, the old file gives its room to the new one, and the
+// last state is there (`last`: "exit"); read-only, the last state written
+// whole stays ("running").
 template <typename Fail>
-void status_directory_failing_mid_job(Fail fail, std::string_view said) {
+void status_directory_failing_mid_job(Fail fail, std::string_view said, std::string_view last_state) {
   FaultJob job(Where{Mode::kAscend});  // before the mounts: they go first, then the job's directory
   PrivateMounts mounts;
   ASSERT_TRUE(mounts.error().empty()) << mounts.error();
@@ -264,7 +266,7 @@ void status_directory_failing_mid_job(Fail fail, std::string_view said) {
       << "not told once" << t.transcript();
   Json last = Json::parse(slurp(status), nullptr, false);
   EXPECT_FALSE(last.is_discarded()) << "half-written: '" << slurp(status) << "'";
-  EXPECT_EQ(last["state"], "running") << "a later state reached a directory that took nothing" << last.dump(2);
+  EXPECT_EQ(last["state"], last_state) << last.dump(2);
   for (const auto& entry : std::filesystem::directory_iterator(status_dir)) {
     const std::string name = entry.path().filename().string();
     EXPECT_TRUE(name == "status.json" || name == "filler") << "left in the directory: " << name;
@@ -272,17 +274,17 @@ void status_directory_failing_mid_job(Fail fail, std::string_view said) {
   fault::expect_last_transition_found_nothing_left(t);
 }
 
-TEST(StatusDirectory, FullMidJobKeepsTheLastWholeStatusAndTheJobEndsWithItsCode) {
+TEST(StatusDirectory, FullMidJobWritesTheLastStatusInTheRoomTheOldOneLeftAndTheJobEndsWithItsCode) {
   TRAINIT_REQUIRE_ROOT();
   status_directory_failing_mid_job([](PrivateMounts&, const std::string& dir) { ASSERT_TRUE(fill(dir)); },
-                                   "No space left on device");
+                                   "No space left on device", "exit");
 }
 
 TEST(StatusDirectory, ReadOnlyMidJobKeepsTheLastWholeStatusAndTheJobEndsWithItsCode) {
   TRAINIT_REQUIRE_ROOT();
   status_directory_failing_mid_job(
       [](PrivateMounts&, const std::string& dir) { ASSERT_EQ(PrivateMounts::remount_read_only(dir), ""); },
-      "Read-only file system");
+      "Read-only file system", "running");
 }
 
 }  // namespace
