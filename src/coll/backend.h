@@ -84,10 +84,13 @@ typedef struct trainit_coll_backend {
    * trainit::coll::dev::Call (device_algo.h), enqueued on `stream` (NULL:
    * the backend's own; CUDA: a cudaStream_t) as one launch of the device
    * algorithm; it returns once enqueued. The call's error lands in
-   * *call->status, memory from host_mapped(). query: 0 when the work
+   * *call->status, tagged with call->tag, memory from host_mapped(). query: 0 when the work
    * enqueued on stream is done, -EINPROGRESS while it runs, or the stream's
    * error. host_mapped: host memory the device reads and writes too (its
-   * address there in *device_view), for a call's status and abort words. */
+   * address there in *device_view), for the calls' abort word and status
+   * ring: the host writes its first 4 KiB only and just reads the rest,
+   * which the device writes (a backend may map that part read-only to the
+   * host, as the fake device does). */
   int (*launch)(const void* call, void* stream);
   int (*query)(void* stream);
   int (*host_mapped)(size_t bytes, void** host, void** device_view);

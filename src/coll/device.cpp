@@ -223,7 +223,7 @@ int prepare_launches(DeviceComm* d) {
     return 0;
   }
   void* host = nullptr;
-  const int r = b->host_mapped(sizeof(uint32_t) * 2 * kStatusWord, &host, &d->words_device);
+  const int r = b->host_mapped(dev::kWordsBytes, &host, &d->words_device);
   if (r < 0) {
     return fail(r, "cannot allocate the collectives' status words");
   }

@@ -16,17 +16,17 @@ struct DeviceComm {
   uint64_t quarter;                         // bytes of each of its in and out quarters
   unsigned char* peers[kMaxPeerSockRanks];  // every rank's staging; this rank's own at [rank]
   // Backends that launch (backend.h, ABI 4: all four entries): the abort
-  // word at [0] and the status at [kStatusWord], host memory the device sees
-  // at words_device; nullptr for a backend the host drives.
+  // word at [0] and the status ring (device_algo.h), host memory the device
+  // sees at words_device; nullptr for a backend the host drives.
   uint32_t* words;
   void* words_device;
+  uint32_t launched;        // the tag of the last call launched (0: none yet)
+  uint32_t reported;        // every error of the calls tagged up to it is reported
   int blocks;               // the slices of every piece: the same on every rank of a backend
   uint64_t one_shot_max;    // allreduce and reduce pieces larger go two-shot
   void* stream;             // trainit_comm_set_stream's: calls enqueue there and return (nullptr: none)
   struct Watcher* watcher;  // while a stream is set (device_stream.cpp)
 };
-
-inline constexpr int kStatusWord = 16;  // a line apart from the abort word
 
 // Waits until the work this process has issued on b's device is done
 // (signal, then wait): 0 or a negative errno.
@@ -35,8 +35,9 @@ int device_sync(const trainit_coll_backend* b);
 // Runs one collective on c's device: 0 or a negative errno.
 int device_call(trainit_comm* c, const DeviceCall& q);
 
-// Takes the error a launched call left (0: none), once.
-int32_t take_status(const DeviceComm* d);
+// The first error of a launched call not reported yet (0: none), once;
+// `done`: every call launched has ended, so none can fail any more.
+int32_t take_status(DeviceComm* d, bool done);
 
 // A stream-ordered call's error, seen: the arena is aborted; err.
 int stream_failed(trainit_comm* c, int err);

@@ -73,6 +73,13 @@ bool arguments_valid(const trainit_comm* c, const DeviceCall& q) {
   }
 }
 
+// Where the call tagged `tag` puts its error, in the view `words` of the
+// host's words.
+uint64_t* status_slot(void* words, uint32_t tag) {
+  return reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(words) + dev::kStatusRingOffset) +
+         tag % dev::kStatusSlots;
+}
+
 dev::Call make_call(const trainit_comm* c, const DeviceComm* d, const DeviceCall& q) {
   dev::Call a{};
   const bool valid = arguments_valid(c, q);
@@ -100,7 +107,8 @@ dev::Call make_call(const trainit_comm* c, const DeviceComm* d, const DeviceCall
   a.timeout_ns = c->timeout_ns;
   if (d->words_device != nullptr) {
     a.abort = static_cast<const volatile uint32_t*>(d->words_device);
-    a.status = static_cast<int32_t*>(d->words_device) + kStatusWord;
+    a.tag = d->launched + 1 != 0 ? d->launched + 1 : 1;
+    a.status = status_slot(d->words_device, a.tag);
   }
   a.desc = dev::descriptor(a);
   if (!valid) {  // it moves no data: any dtype and op the backend takes
@@ -230,11 +238,12 @@ int launched(trainit_comm* c, DeviceComm* d, const dev::Call& a) {
     coll_arena_abort(c->base, c->n);
     return r;
   }
+  d->launched = a.tag;
   if (d->stream != nullptr) {
     return 0;
   }
   r = await_launch(c, d);
-  const int32_t status = take_status(d);
+  const int32_t status = take_status(d, r == 0);
   r = r != 0 ? r : status;
   if (r != 0 && r != -EINVAL) {
     coll_arena_abort(c->base, c->n);
@@ -269,8 +278,23 @@ int device_sync(const trainit_coll_backend* b) {
   return r != 0 ? r : b->wait();
 }
 
-int32_t take_status(const DeviceComm* d) {
-  return __atomic_exchange_n(reinterpret_cast<int32_t*>(&d->words[kStatusWord]), 0, __ATOMIC_ACQ_REL);
+// Reads the ring only: the calls tagged after `reported`, oldest first (at
+// most a ring's worth: an older slot holds a later call's status by now).
+int32_t take_status(DeviceComm* d, bool done) {
+  const uint32_t pending = d->launched - d->reported;
+  const uint32_t first = pending > dev::kStatusSlots ? d->launched - dev::kStatusSlots : d->reported;
+  for (uint32_t i = 1; i <= pending && i <= dev::kStatusSlots; ++i) {
+    const uint32_t tag = first + i != 0 ? first + i : 1;
+    const uint64_t status = __atomic_load_n(status_slot(d->words, tag), __ATOMIC_ACQUIRE);
+    if (dev::status_tag(status) == tag) {
+      d->reported = tag;
+      return dev::status_error(status);
+    }
+  }
+  if (done) {
+    d->reported = d->launched;
+  }
+  return 0;
 }
 
 int stream_failed(trainit_comm* c, int err) {
@@ -285,7 +309,7 @@ int drain_calls(trainit_comm* c) {
 int device_call(trainit_comm* c, const DeviceCall& q) {
   DeviceComm* d = c->device;
   if (d->stream != nullptr) {  // an earlier stream-ordered call's error
-    if (const int32_t earlier = take_status(d); earlier != 0) {
+    if (const int32_t earlier = take_status(d, false); earlier != 0) {
       return stream_failed(c, earlier);
     }
   }

@@ -102,7 +102,8 @@ inline FoldFn host_fold(const Call& a, const Kernels* table) {
 
 // One thread's part of every block of the call, one block after the other
 // (each waits only on its own lines): the call's error, the same on every
-// thread of the block; thread 0 also puts it in *a.status.
+// thread of the block; thread 0 also puts it in *a.status, unless a
+// block of the call did first.
 template <class C>
 int run_blocks(C& chip, const Call& a) {
   Lanes<C> lanes(chip);
@@ -110,9 +111,11 @@ int run_blocks(C& chip, const Call& a) {
     Block<Lanes<C>> block(lanes, a, b);
     const int r = block.run();
     if (r != 0) {
-      int32_t none = 0;
-      if (chip.tid() == 0) {
-        (void)__atomic_compare_exchange_n(a.status, &none, r, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+      if (chip.tid() == 0 && a.status != nullptr) {
+        uint64_t seen = __atomic_load_n(a.status, __ATOMIC_RELAXED);
+        while (status_tag(seen) != a.tag && !__atomic_compare_exchange_n(a.status, &seen, status_of(a.tag, r), false,
+                                                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        }
       }
       return r;
     }

@@ -138,7 +138,7 @@ int trainit_comm_set_stream(trainit_comm* comm, void* stream) {
   }
   const bool streamed = d->stream != nullptr;
   d->stream = stream;
-  const int32_t earlier = take_status(d);
+  const int32_t earlier = take_status(d, r == 0);
   if (earlier != 0 && streamed) {
     (void)stream_failed(comm, earlier);
   }
@@ -157,7 +157,7 @@ int trainit_comm_query(trainit_comm* comm) {
   if (r == -EINPROGRESS) {
     return r;
   }
-  const int32_t status = take_status(d);
+  const int32_t status = take_status(d, r == 0);
   if (status != 0 && d->stream != nullptr) {
     return stream_failed(comm, status);
   }

@@ -70,7 +70,7 @@ struct Args {
 };
 
 // Rank `rank`'s call, as device_call.cpp makes it.
-dev::Call make_call(Node& node, int rank, const Args& q, int32_t* status) {
+dev::Call make_call(Node& node, int rank, const Args& q, uint64_t* status, uint32_t tag = 1) {
   dev::Call a{};
   a.kind = q.kind;
   a.dtype = q.dtype;
@@ -92,12 +92,13 @@ dev::Call make_call(Node& node, int rank, const Args& q, int32_t* status) {
   a.timeout_ns = node.timeout_ns;
   a.abort = reinterpret_cast<const volatile uint32_t*>(&node.abort);
   a.status = status;
+  a.tag = tag;
   a.desc = dev::descriptor(a);
   return a;
 }
 
-int call(Node& node, int rank, const Args& q, int32_t* status) {
-  const dev::Call a = make_call(node, rank, q, status);
+int call(Node& node, int rank, const Args& q, uint64_t* status, uint32_t tag = 1) {
+  const dev::Call a = make_call(node, rank, q, status, tag);
   return dev::run_on_threads(a, node.threads, dev::host_fold(a, kernels_scalar()));
 }
 
@@ -131,7 +132,7 @@ class CountedLanes {
 // Rank `rank`'s call in blocks of one thread: the bytes of memory it moved
 // (a failed call: none).
 uint64_t traffic_of_call(Node& node, int rank, const Args& q) {
-  int32_t status = 0;
+  uint64_t status = 0;
   const dev::Call a = make_call(node, rank, q, &status);
   dev::HostBlock block;
   block.barrier.emplace(1);
@@ -227,7 +228,7 @@ std::vector<std::string> run_all(const Shape& shape) {
             const auto r = static_cast<size_t>(rank);
             unsigned char* recv = bufs[r].data();
             const void* send = kind == dev::kBroadcast ? nullptr : in_place ? recv : sends[r].data();
-            int32_t status = 0;
+            uint64_t status = 0;
             return call(node, rank,
                         {kind, dtype, op, kind == dev::kReduce || kind == dev::kBroadcast ? root : 0, c, send, recv},
                         &status);
@@ -329,7 +330,7 @@ TEST(CollDeviceAlgo, RanksThatDisagreeAllGetEinvalAfterOneStepAndStayInStep) {
   std::vector<std::vector<float>> bufs(3, std::vector<float>(64, 1.0F));
   const auto rc = on_threads(3, [&](int rank) {
     float* buf = bufs[static_cast<size_t>(rank)].data();
-    int32_t status = 0;
+    uint64_t status = 0;
     // Rank 1 asks for another count; then rank 2's arguments are invalid.
     const int first =
         call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, rank == 1 ? 32U : 64U, buf, buf}, &status);
@@ -353,10 +354,10 @@ TEST(CollDeviceAlgo, AnAbortEndsTheWaitsOfRanksWhoseLastPeerNeverCameWithEconnab
   const int64_t start = now_ns();
   const auto rc = on_threads(2, [&](int rank) {  // rank 2 never calls
     float* buf = bufs[static_cast<size_t>(rank)].data();
-    int32_t status = 0;
+    uint64_t status = 0;
     const int r = call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 4096, buf, buf}, &status);
     ended[static_cast<size_t>(rank)] = now_ns();
-    return r == status ? r : 1;
+    return r == dev::status_error(status) && dev::status_tag(status) == 1 ? r : 1;
   });
   aborter.join();
   EXPECT_EQ(rc, std::vector<int>({-ECONNABORTED, -ECONNABORTED}));
@@ -369,14 +370,29 @@ TEST(CollDeviceAlgo, APeerThatNeverComesEndsTheCallWithEtimedoutAfterTheTimeout)
   Node node(2, 1024, 1);
   node.timeout_ns = 50'000'000;
   std::vector<float> buf(16, 1.0F);
-  int32_t status = 0;
+  uint64_t status = 0;
   const int64_t start = now_ns();
   const int r = call(node, 0, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 16, buf.data(), buf.data()}, &status);
   const int64_t ms = (now_ns() - start) / 1'000'000;
   EXPECT_EQ(r, -ETIMEDOUT);
-  EXPECT_EQ(status, -ETIMEDOUT);
+  EXPECT_EQ(status, dev::status_of(1, -ETIMEDOUT));
   EXPECT_GE(ms, 50);
   EXPECT_LT(ms, 2000);
+}
+
+// The status slot a call shares with the call a ring's length before it:
+// that call's error is replaced, one of this call's own is kept.
+TEST(CollDeviceAlgo, AFailedCallTagsItsErrorReplacingAnEarlierCallsAndKeepsTheFirstOfItsOwn) {
+  Node node(2, 1024, 2);
+  node.timeout_ns = 20'000'000;
+  std::vector<float> buf(16, 1.0F);
+  const Args alone{dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 16, buf.data(), buf.data()};
+  uint64_t status = dev::status_of(7, -EIO);
+  EXPECT_EQ(call(node, 0, alone, &status, 7 + dev::kStatusSlots), -ETIMEDOUT);
+  EXPECT_EQ(status, dev::status_of(7 + dev::kStatusSlots, -ETIMEDOUT));
+  status = dev::status_of(9, -EINVAL);
+  EXPECT_EQ(call(node, 0, alone, &status, 9), -ETIMEDOUT);
+  EXPECT_EQ(status, dev::status_of(9, -EINVAL));
 }
 
 TEST(CollDeviceAlgo, ACallOfNoElementsStillAgreesAndTakesItsStep) {
@@ -384,7 +400,7 @@ TEST(CollDeviceAlgo, ACallOfNoElementsStillAgreesAndTakesItsStep) {
   std::vector<float> bufs(2 * 8, 2.0F);
   const auto rc = on_threads(2, [&](int rank) {
     float* buf = bufs.data() + rank * 8;
-    int32_t status = 0;
+    uint64_t status = 0;
     const int empty = call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 0, nullptr, nullptr}, &status);
     const int next = call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 8, buf, buf}, &status);
     return empty == 0 && next == 0 && buf[7] == 4.0F ? 0 : 1;

@@ -4,6 +4,7 @@
 // chip); copies, reduces and folds wait for it to drain, as on a device's
 // one stream.
 #include <pthread.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -120,18 +121,89 @@ int query(void*) {
   return busy ? -EINPROGRESS : 0;
 }
 
-// Host memory is the device's here.
+// Host memory the device sees: one memfd mapped twice, the device's view
+// read-write, the host's read-write for its first page only (the abort
+// word) and read-only past it, where the device writes (device_algo.h): a
+// host that writes there faults here, as its write could undo the device's
+// over PCIe.
+namespace {
+
+struct Mapped {
+  void* host;
+  void* device;
+  size_t bytes;
+};
+constexpr int kMaxMapped = 64;
+Mapped mapped[kMaxMapped];
+pthread_mutex_t mapped_lock = PTHREAD_MUTEX_INITIALIZER;
+
+}  // namespace
+
 int host_mapped(size_t bytes, void** host, void** device_view) {
-  if (host == nullptr || device_view == nullptr) {
+  if (host == nullptr || device_view == nullptr || bytes == 0) {
     return -EINVAL;
   }
-  *host = std::calloc(1, bytes == 0 ? 1 : bytes);
-  *device_view = *host;
-  return *host == nullptr ? -ENOMEM : 0;
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  bytes = (bytes + page - 1) / page * page;
+  const int fd = memfd_create("trainit-fakedev-words", MFD_CLOEXEC);
+  if (fd < 0) {
+    return -errno;
+  }
+  void* dev = MAP_FAILED;
+  void* mine = MAP_FAILED;
+  int r = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : -errno;
+  if (r == 0) {
+    dev = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    mine = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    r = dev == MAP_FAILED || mine == MAP_FAILED ? -ENOMEM : 0;
+  }
+  if (r == 0 && bytes > page && mprotect(static_cast<char*>(mine) + page, bytes - page, PROT_READ) != 0) {
+    r = -errno;
+  }
+  close(fd);
+  pthread_mutex_lock(&mapped_lock);
+  int at = 0;
+  while (r == 0 && at < kMaxMapped && mapped[at].host != nullptr) {
+    ++at;
+  }
+  r = r == 0 && at == kMaxMapped ? -ENOMEM : r;
+  if (r == 0) {
+    mapped[at] = Mapped{mine, dev, bytes};
+  }
+  pthread_mutex_unlock(&mapped_lock);
+  if (r != 0) {
+    if (dev != MAP_FAILED) {
+      munmap(dev, bytes);
+    }
+    if (mine != MAP_FAILED) {
+      munmap(mine, bytes);
+    }
+    return r;
+  }
+  *host = mine;
+  *device_view = dev;
+  return 0;
 }
 
 int free_host_mapped(void* host) {
-  std::free(host);
+  if (host == nullptr) {
+    return 0;
+  }
+  pthread_mutex_lock(&mapped_lock);
+  Mapped found{};
+  for (Mapped& m : mapped) {
+    if (m.host == host) {
+      found = m;
+      m = Mapped{};
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mapped_lock);
+  if (found.host == nullptr) {
+    return -EINVAL;  // not host_mapped memory
+  }
+  munmap(found.device, found.bytes);
+  munmap(found.host, found.bytes);
   return 0;
 }
 
