@@ -15,7 +15,8 @@
 #     same sizes on GPU 0 (the physical limit line), with the floor of one
 #     tiny launch and a stream synchronize measured in the same run; then
 #     the same allreduce for a few settings of TRAINIT_COLL_DEVICE_BLOCKS,
-#     TRAINIT_COLL_DEVICE_ONE_SHOT and TRAINIT_COLL_DEVICE_STAGING, 2 ranks
+#     TRAINIT_COLL_DEVICE_ONE_SHOT and TRAINIT_COLL_DEVICE_STAGING, and one
+#     driven from the host (TRAINIT_COLL_DEVICE_LAUNCH=0), 2 ranks
 #     (gpu_allreduce sweep): what the defaults are tuned by;
 #  4. where python3 has torch with a GPU: a trainit job of 2 Python ranks
 #     (--mode torchrun, --preflight devices) that reduce CUDA tensors

@@ -32,6 +32,7 @@ inline constexpr DocumentedVariable kDocumentedVariables[] = {
     {"TRAINIT_COLL_DEVICE_STAGING", true},   // a device communicator's staging bytes: the ranks read it
     {"TRAINIT_COLL_DEVICE_ONE_SHOT", true},  // the largest device allreduce a rank makes in one step
     {"TRAINIT_COLL_DEVICE_BLOCKS", true},    // the blocks a device call is split between
+    {"TRAINIT_COLL_DEVICE_LAUNCH", true},    // 0: a device call is driven from the host, not launched
     {"TRAINIT_COLL_DEVICE", true},           // the device a backend plugin opens, over the platform's variables
     {"TRAINIT_COLL_PEER_FDS", false},        // set by trainit for each rank: a socket to each local peer
     {"TRAINIT_COLL_LIBRARY", true},          // libtrainit_coll.so's path for the Python module in the ranks

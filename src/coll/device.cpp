@@ -111,7 +111,7 @@ struct PeerHello {
   // What shapes every call's steps: ranks that differ would wait on steps
   // their peers never take.
   int32_t blocks;
-  int32_t unused;  // no padding goes out
+  int32_t launches;  // 1: calls are launched (TRAINIT_COLL_DEVICE_LAUNCH), 0: driven from the host
   uint64_t one_shot_max;
   // What sizes the staging: ranks that differ would be refused at the
   // exchange, one after another, and a rank's refusal could free its
@@ -130,6 +130,7 @@ int greet_peers(const trainit_comm* c, const DeviceComm* d) {
   mine.rank = c->rank;
   mine.size = c->n;
   mine.blocks = d->blocks;
+  mine.launches = d->words != nullptr ? 1 : 0;
   mine.one_shot_max = d->one_shot_max;
   mine.quarter = d->quarter;
   for (int p = 0; p < c->n; ++p) {
@@ -160,7 +161,8 @@ int greet_peers(const trainit_comm* c, const DeviceComm* d) {
       return fail(-EPROTO, "a peer socket does not lead to that local rank of this communicator");
     }
     if (differ == nullptr) {
-      differ = theirs.quarter != mine.quarter             ? "TRAINIT_COLL_DEVICE_STAGING"
+      differ = theirs.launches != mine.launches           ? "TRAINIT_COLL_DEVICE_LAUNCH"
+               : theirs.quarter != mine.quarter           ? "TRAINIT_COLL_DEVICE_STAGING"
                : theirs.blocks != mine.blocks             ? "TRAINIT_COLL_DEVICE_BLOCKS"
                : theirs.one_shot_max != mine.one_shot_max ? "TRAINIT_COLL_DEVICE_ONE_SHOT"
                                                           : nullptr;
@@ -209,16 +211,39 @@ int blocks_of(const trainit_coll_backend* b, uint64_t quarter) {
   return want < fits ? want : fits;
 }
 
+// TRAINIT_COLL_DEVICE_LAUNCH: 1 (or unset) where a backend can launch, 0
+// to drive its calls from the host anyway (what ranks sharing one GPU
+// without MPS may prefer: there the driver runs one rank's kernel at a
+// time, and a kernel that waits for a peer's waits out its time slice).
+// 1, 0, or -EINVAL (said why).
+int launch_wanted() {
+  const char* v = std::getenv("TRAINIT_COLL_DEVICE_LAUNCH");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) {
+    return 1;
+  }
+  if (std::strcmp(v, "0") == 0) {
+    return 0;
+  }
+  char why[128];
+  (void)std::snprintf(why, sizeof why, "TRAINIT_COLL_DEVICE_LAUNCH=\"%.40s\" is neither 0 nor 1", v);
+  return fail(-EINVAL, why);
+}
+
 // A backend that launches has its four entries (backend.h) and a status
 // and abort word for its calls (words); one without them, or with only some,
-// is driven from the host, one block.
+// or told not to launch, is driven from the host, one block.
 int prepare_launches(DeviceComm* d) {
   const trainit_coll_backend* b = d->b;
   d->blocks = blocks_of(b, d->quarter);  // checked whichever runs the blocks
   if (d->blocks < 0) {
     return d->blocks;
   }
-  if (b->launch == nullptr || b->query == nullptr || b->host_mapped == nullptr || b->free_host_mapped == nullptr) {
+  const int launch = launch_wanted();
+  if (launch < 0) {
+    return launch;
+  }
+  if (launch == 0 || b->launch == nullptr || b->query == nullptr || b->host_mapped == nullptr ||
+      b->free_host_mapped == nullptr) {
     d->blocks = 1;
     return 0;
   }

@@ -184,9 +184,10 @@ struct Case {
   Kind kind;
   size_t count;  // per rank: all (allreduce, reduce, broadcast), recvcount, sendcount
   bool in_place;
-  size_t staging;   // TRAINIT_COLL_DEVICE_STAGING: small ones make many pieces
-  size_t one_shot;  // TRAINIT_COLL_DEVICE_ONE_SHOT (0: the default): small ones make allreduce two-shot
-  int blocks = 0;   // TRAINIT_COLL_DEVICE_BLOCKS (0: the backend's)
+  size_t staging;            // TRAINIT_COLL_DEVICE_STAGING: small ones make many pieces
+  size_t one_shot;           // TRAINIT_COLL_DEVICE_ONE_SHOT (0: the default): small ones make allreduce two-shot
+  int blocks = 0;            // TRAINIT_COLL_DEVICE_BLOCKS (0: the backend's)
+  bool host_driven = false;  // TRAINIT_COLL_DEVICE_LAUNCH=0
 };
 
 const char* kind_name(Kind k) {
@@ -298,7 +299,13 @@ void expect_device_equals_host(Backend backend, int n, const Case& k) {
     if (k.blocks != 0) {
       setenv("TRAINIT_COLL_DEVICE_BLOCKS", std::to_string(k.blocks).c_str(), 1);
     }
+    if (k.host_driven) {
+      setenv("TRAINIT_COLL_DEVICE_LAUNCH", "0", 1);
+    }
     Pair p = join(name, rank, n, backend, mock.path);
+    // Calls driven from the host take no stream.
+    CHILD_CHECK(!k.host_driven || trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == -EOPNOTSUPP,
+                "set_stream on a communicator told not to launch");
     for (int dtype = 0; dtype < kDtypes; ++dtype) {
       for (int op = 0; op < (reduces(k.kind) ? kOps : 1); ++op) {
         check_one(p, k, dtype, op, rank, n, static_cast<uint32_t>(dtype * 31 + op));
@@ -471,8 +478,20 @@ TEST(DeviceComm, SevenBlocksSplitEveryCollectiveAndEachStillEqualsTheHostBitForB
   expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllgather, 1500, true, 65536, 0, 7});
 }
 
+// A backend that launches, told not to, runs the same algorithm driven from
+// the host over its copy and fold, one block: the host's results still.
+TEST(DeviceComm, AFakeDeviceToldNotToLaunchDrivesEveryCollectiveFromTheHostAndStillEqualsTheHost) {
+  expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllreduce, 5000, true, 65536, 0, 0, true});
+  expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllreduce, 3000, false, 16384, 64, 0, true});
+  expect_device_equals_host(Backend::kFakedev, 2, {Kind::kReduce, 777, false, 16384, 0, 0, true});
+  expect_device_equals_host(Backend::kFakedev, 3, {Kind::kReduceScatter, 1500, true, 16384, 0, 0, true});
+  expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllgather, 1500, false, 16384, 0, 0, true});
+  expect_device_equals_host(Backend::kFakedev, 2, {Kind::kBroadcast, 2500, false, 4096, 0, 0, true});
+}
+
 // Each rank's init with its own settings: 0 for a communicator, else -EINVAL
-// naming TRAINIT_COLL_DEVICE_BLOCKS (3), _STAGING (5) or _ONE_SHOT (6), else 4.
+// naming TRAINIT_COLL_DEVICE_BLOCKS (3), _STAGING (5), _ONE_SHOT (6) or
+// _LAUNCH (7), else 4.
 std::vector<int> init_with(int n, const std::function<void(int)>& set, Backend backend = Backend::kFakedev) {
   const std::string name = unique_name("settings");
   const MockDir mock;
@@ -494,6 +513,7 @@ std::vector<int> init_with(int n, const std::function<void(int)>& set, Backend b
     return why.find("TRAINIT_COLL_DEVICE_BLOCKS") != std::string::npos     ? 3
            : why.find("TRAINIT_COLL_DEVICE_STAGING") != std::string::npos  ? 5
            : why.find("TRAINIT_COLL_DEVICE_ONE_SHOT") != std::string::npos ? 6
+           : why.find("TRAINIT_COLL_DEVICE_LAUNCH") != std::string::npos   ? 7
                                                                            : 4;
   });
 }
@@ -516,6 +536,21 @@ TEST(DeviceComm, RanksWithStagingOfDifferentSizesFailInitWithEinvalOnEveryRankNa
                 Backend::kAscend),
             (std::vector<int>{5, 5, 5}));
   EXPECT_EQ(init_with(2, [](int) { setenv("TRAINIT_COLL_DEVICE_STAGING", "65536", 1); }), (std::vector<int>{0, 0}));
+}
+
+TEST(DeviceComm, RanksThatDisagreeOnLaunchingOrSayNeither0Nor1FailInitWithEinvalNamingTheVariable) {
+  // 7: -EINVAL naming TRAINIT_COLL_DEVICE_LAUNCH (init_with).
+  EXPECT_EQ(init_with(3, [](int rank) { setenv("TRAINIT_COLL_DEVICE_LAUNCH", rank == 1 ? "0" : "1", 1); }),
+            (std::vector<int>{7, 7, 7}));
+  for (const char* bad : {"yes", "2", " 0", "off"}) {
+    EXPECT_EQ(init_with(1, [&](int) { setenv("TRAINIT_COLL_DEVICE_LAUNCH", bad, 1); }), (std::vector<int>{7}))
+        << "TRAINIT_COLL_DEVICE_LAUNCH=\"" << bad << "\"";
+  }
+  EXPECT_EQ(init_with(2, [](int) { setenv("TRAINIT_COLL_DEVICE_LAUNCH", "0", 1); }), (std::vector<int>{0, 0}));
+  // Ascend drives its calls from the host whatever it says, and checks it.
+  EXPECT_EQ(init_with(
+                2, [](int) { setenv("TRAINIT_COLL_DEVICE_LAUNCH", "1", 1); }, Backend::kAscend),
+            (std::vector<int>{0, 0}));
 }
 
 TEST(DeviceComm, ADeviceBlockCountOutsideOneTo32FailsInitWithEinvalNamingIt) {
