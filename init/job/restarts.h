@@ -4,9 +4,15 @@
 // every host follows its count.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
+#include <functional>
 #include <string>
 
+#include "base/log.h"
+#include "base/time.h"
 #include "job/hosts.h"
+#include "loop/loop.h"
 #include "plan/plan.h"
 
 namespace trainit {
@@ -45,8 +51,40 @@ class Restarts {
   // Host 0 begins start `generation` (1, 2, ...) everywhere.
   void follow(unsigned generation) { done_ = generation - 1; }
 
-  // spawn, again: the workers learn which start this is
-  // (TORCHELASTIC_RESTART_COUNT, where the plan sets it).
+  // Entering spawn: `spawn` now for the first start; for a restart's, once
+  // its backoff has passed, as exec mode's restarts wait: 0.1 s, doubling
+  // for each start in a row that ran less than kHealthyRun, at most 10 s (a
+  // failing job is not started again at once, for ever).
+  void start(Loop& loop, Plan& plan, std::function<void()> spawn) {
+    if (!pending_) {
+      started_ = Clock::now();
+      spawn();
+      return;
+    }
+    using namespace std::chrono_literals;
+    quick_ = Clock::now() - started_ >= kHealthyRun ? 0 : quick_;
+    const Duration backoff = std::min<Duration>(100ms * (1LL << std::min(quick_, 20U)), 10s);
+    ++quick_;
+    log_info("starting the job again in {:.1f} s (restart {})", seconds(backoff), next_of_limit());
+    begin(plan);
+    backoff_ = loop.add_timer(
+        Clock::now() + backoff,
+        [this, spawn = std::move(spawn)] {
+          backoff_.reset();
+          started_ = Clock::now();
+          spawn();
+          return 0;
+        },
+        "job restart backoff");
+  }
+  // A stop while a restart waits: nothing starts.
+  void cancel() { backoff_.reset(); }
+
+ private:
+  static constexpr Duration kHealthyRun = std::chrono::seconds(10);
+
+  // The workers learn which start this is (TORCHELASTIC_RESTART_COUNT,
+  // where the plan sets it).
   void begin(Plan& plan) {
     pending_ = false;
     ++done_;
@@ -59,11 +97,13 @@ class Restarts {
     }
   }
 
- private:
   const Plan& plan_;
   HostsPhase& hosts_;
   unsigned done_ = 0;
   bool pending_ = false;
+  unsigned quick_ = 0;           // restarts in a row whose start ran less than kHealthyRun
+  Clock::time_point started_{};  // the ranks' last spawn
+  SourceHandle backoff_;         // timer: a restart's spawn
 };
 
 }  // namespace trainit

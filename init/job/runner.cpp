@@ -271,11 +271,10 @@ class JobRunner {
 
   // --- spawn, running ------------------------------------------------------
 
+  // A restart's start waits out its backoff first (a stop meanwhile ends
+  // the job: stopping cancels it).
   void enter_spawn() {
-    if (restarts_.pending()) {
-      restarts_.begin(plan_);
-    }
-    spawn_.enter();
+    restarts_.start(loop_, plan_, [this] { spawn_.enter(); });
   }
 
   void enter_running() {
@@ -343,6 +342,7 @@ class JobRunner {
   // --- stopping, reaping, exit ---------------------------------------------
 
   void enter_stopping() {
+    restarts_.cancel();  // stopped while waiting to start again: nothing starts
     outcome_.notifier().send("STOPPING=1");
     spawn_.stop();  // a preflight under way: its processes are killed now (the loop reaps them)
     if (!loop_.has_children()) {

@@ -176,6 +176,41 @@ TEST(JobRestart, AFailingRankRestartsTheWholeJobWhichThenSucceeds) {
   EXPECT_EQ(env_file(dir / "env.0")["TORCHELASTIC_MAX_RESTARTS"], "2");
 }
 
+// A job that fails at once is not started again at once, for ever: as in
+// exec mode, 0.1 s before the first restart, doubling while each run lasts
+// under 10 s (at most 10 s).
+TEST(JobRestart, AJobThatKeepsFailingStartsAgainAfterABackoffThatDoubles) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string program = write_rank_script(dir, 1, 3);  // rank 1 fails on starts 0, 1 and 2
+  const auto start = Clock::now();
+  Trainit t(torchrun_spec(dir, {"--restart", "on-failure", "--max-restarts", "3"}, {}, program));
+  TRAINIT_ASSERT_STARTED(t);
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+  EXPECT_GE(Clock::now() - start, 700ms) << "0.1 + 0.2 + 0.4 s of backoff";
+  EXPECT_NE(t.err().find("starting the job again in 0.1 s (restart 1 of 3)"), std::string::npos) << t.transcript();
+  EXPECT_NE(t.err().find("starting the job again in 0.2 s (restart 2 of 3)"), std::string::npos) << t.transcript();
+  EXPECT_NE(t.err().find("starting the job again in 0.4 s (restart 3 of 3)"), std::string::npos) << t.transcript();
+  EXPECT_EQ(count(slurp(dir / "starts"), "\n"), 8U) << "2 ranks × 4 starts";
+}
+
+// SIGTERM while the job waits out its backoff ends it at once with 143:
+// nothing starts again.
+TEST(JobRestart, SigtermDuringTheBackoffEndsTheJobWith143AndNothingStartsAgain) {
+  TRAINIT_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string program = write_rank_script(dir, 1, 100);  // always fails
+  Trainit t(torchrun_spec(dir, {"--restart", "on-failure"}, {}, program));
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(wait_err(t, "starting the job again in 0.8 s (restart 4 of unlimited)")) << t.transcript();
+  const size_t starts = count(slurp(dir / "starts"), "\n");
+  ASSERT_EQ(t.signal(SIGTERM), 0);
+  const auto sent = Clock::now();
+  EXPECT_EQ(t.wait(), Exit::code(143)) << t.transcript();
+  EXPECT_LT(Clock::now() - sent, 700ms) << "the backoff held the stop";
+  EXPECT_EQ(count(slurp(dir / "starts"), "\n"), starts) << "a start after the stop" << t.transcript();
+}
+
 TEST(JobRestart, RestartsRunOutAndTheJobExitsWithTheFailingRanksCode) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
