@@ -37,6 +37,9 @@ constexpr Duration kHealthyRun = 10s;
 // How long the rest of the processes wait for their stop signal after PROGRAM
 // got its own (see stop_everyone).
 constexpr Duration kSweepDelay = 1ms;
+// PROGRAM's STATUS is passed on (and logged) at most once a period: the
+// latest wins, so a flood costs the supervisor ten messages a second.
+constexpr Duration kStatusPeriod = 100ms;
 
 class ExecSupervisor {
  public:
@@ -395,12 +398,34 @@ class ExecSupervisor {
         log_info("'{}' reports it is ready", options_.command[0]);
         notifier_.send("READY=1");
       } else if (key == "STATUS") {
-        log_info("'{}' reports status: {}", options_.command[0], value);
-        notifier_.status(value);
+        child_status_.assign(value);
+        pass_status();
       }
     }) < 0
                ? -EIO
                : 0;
+  }
+
+  // PROGRAM's latest STATUS, unless one went out less than kStatusPeriod
+  // ago: then the timer passes the latest on when the period ends.
+  void pass_status() {
+    if (status_timer_) {
+      status_waiting_ = true;
+      return;
+    }
+    status_waiting_ = false;
+    log_info("'{}' reports status: {}", options_.command[0], child_status_);
+    notifier_.status(child_status_);
+    status_timer_ = loop_.add_timer(
+        Clock::now() + kStatusPeriod,
+        [this] {
+          status_timer_.reset();
+          if (status_waiting_) {
+            pass_status();
+          }
+          return 0;
+        },
+        "PROGRAM's status period");
   }
 
   const Options& options_;
@@ -411,7 +436,9 @@ class ExecSupervisor {
   NotifyReceiver receiver_;
   std::vector<std::string> child_env_;
   SpawnOptions spawn_options_;
-  SourceHandle signals_, child_, restart_timer_, stop_delay_, child_notify_;
+  SourceHandle signals_, child_, restart_timer_, stop_delay_, child_notify_, status_timer_;
+  std::string child_status_;     // PROGRAM's latest STATUS
+  bool status_waiting_ = false;  // it came within the period: the timer passes it on
   SourceHandle sweep_;
   int sweep_signal_ = SIGTERM;
   bool sweep_pending_ = false;

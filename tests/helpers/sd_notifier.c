@@ -13,6 +13,10 @@
  *   sd_notifier exit CODE
  *                   sends "STATUS=pid P" (P: its pid), prints "pid P sent
  *                   RC" and exits CODE (a run of a restarted program)
+ *   sd_notifier flood N
+ *                   sends "STATUS=step 1" … "STATUS=step N" as fast as it
+ *                   can, then "STATUS=done", prints "flooded RC" (the last
+ *                   send's) and exits 0 at the end of stdin
  *
  * RC is sd_notify()'s return value: > 0 sent, 0 no NOTIFY_SOCKET, < 0 -errno. */
 #include <stdio.h>
@@ -37,6 +41,20 @@ int main(int argc, char** argv) {
     say(line);
     return atoi(argv[2]);
   }
+  if (argc == 3 && strcmp(argv[1], "flood") == 0) {
+    const int n = atoi(argv[2]);
+    for (int i = 1; i <= n; ++i) {
+      char status[64];
+      snprintf(status, sizeof(status), "STATUS=step %d", i);
+      (void)sd_notify(0, status);
+    }
+    snprintf(line, sizeof(line), "flooded %d\n", sd_notify(0, "STATUS=done"));
+    say(line);
+    char buf[256];
+    while (read(STDIN_FILENO, buf, sizeof(buf)) > 0) {
+    }
+    return 0;
+  }
   if (argc == 2 && strcmp(argv[1], "from-child") == 0) {
     pid_t child = fork();
     if (child < 0)
@@ -50,7 +68,7 @@ int main(int argc, char** argv) {
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
       return 2;
   } else if (argc != 1) {
-    fprintf(stderr, "usage: sd_notifier [from-child | exit CODE]\n");
+    fprintf(stderr, "usage: sd_notifier [from-child | exit CODE | flood N]\n");
     return 2;
   }
   const char* socket = getenv("NOTIFY_SOCKET");

@@ -187,6 +187,39 @@ TEST(Notify, ReadyNotifySendsReadyOnlyWhenTheChildSaysSoThroughSdNotify) {
   EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
 }
 
+// A PROGRAM that floods its STATUS costs the supervisor (and trainit's log)
+// one message per 100 ms at most, and its latest status still arrives.
+TEST(Notify, AFloodOfStatusFromTheChildIsPassedOnAtMostTenTimesASecondEndingWithTheLatest) {
+  TRAINIT_REQUIRE_ROOT();
+  NotifyListener l(unique_abstract("status-flood"));
+  ASSERT_EQ(l.error(), "");
+  Spec spec{.args = {"--ready", "notify", "--", helper_path("sd_notifier"), "flood", "3000"}};
+  spec.env.push_back(l.variable());
+  const auto began = Clock::now();
+  Trainit t(spec);
+  TRAINIT_ASSERT_STARTED(t);
+  ASSERT_TRUE(t.wait_line_starting("flooded ")) << t.transcript();
+  EXPECT_TRUE(t.wait_line("flooded 1", 0s)) << "sd_notify failed" << t.transcript();
+  const auto sent = Clock::now();
+  ASSERT_TRUE(l.wait_for("STATUS=done", 0, 2s)) << "the latest status never arrived" << l.dump();
+  EXPECT_LT(Clock::now() - sent, 1s);
+  const auto took = Clock::now() - began;
+  size_t steps = 0;
+  for (const auto& m : l.messages()) {
+    steps += m.text.starts_with("STATUS=step ") ? 1 : 0;
+  }
+  // One at once, then at most one a 100 ms.
+  EXPECT_LE(steps, 2U + static_cast<size_t>(took / 100ms)) << l.dump();
+  size_t logged = 0;
+  for (size_t at = t.err().find("reports status"); at != std::string::npos;
+       at = t.err().find("reports status", at + 1)) {
+    ++logged;
+  }
+  EXPECT_LE(logged, steps + 1) << "the log took the flood" << t.transcript();
+  t.close_stdin();
+  EXPECT_EQ(t.wait(), Exit::code(0)) << t.transcript();
+}
+
 // NotifyAccess=main: the socket's abstract name reaches every process in the
 // network namespace, but only PROGRAM itself is heard. A forked child's
 // READY=1 (libsystemd's sd_notify, from the child's own pid) is dropped.
