@@ -150,6 +150,13 @@ class ExecSupervisor {
   }
 
   int on_child_exit(const siginfo_t& info) {
+    // PROGRAM's last status goes out now, before what trainit says of its
+    // end (restarting, draining, exited), never after it.
+    if (status_waiting_) {
+      status_timer_.reset();
+      pass_status();
+    }
+    status_timer_.reset();
     code_ = exit_code::of(info);
     end_ = fmt::format("'{}' (pid {}) {}", options_.command[0], child_pid_,
                        info.si_code == CLD_EXITED ? fmt::format("exited with {}", info.si_status)

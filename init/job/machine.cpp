@@ -91,7 +91,10 @@ State next(State state, Event event, const Plan& plan) noexcept {
       if (event == Event::kDone) {
         return planned_after(state, plan);
       }
-      if (event == Event::kRankExited || event == Event::kRestart) {
+      if (event == Event::kRestart) {  // another host's, while this one spawns: it stops to meet them again
+        return state == State::kSpawn ? State::kStopping : state;
+      }
+      if (event == Event::kRankExited) {
         return state;
       }
       if (event == Event::kAllGone) {

@@ -52,37 +52,33 @@ class Restarts {
   void follow(unsigned generation) { done_ = generation - 1; }
 
   // Entering spawn: `spawn` now for the first start; for a restart's, once
-  // its backoff has passed, as exec mode's restarts wait: 0.1 s, doubling
-  // for each start in a row that ran less than kHealthyRun, at most 10 s (a
-  // failing job is not started again at once, for ever).
+  // its backoff has passed: 0.1 s before restart 1, doubling with each
+  // restart's number, at most 10 s (a job that fails at once is not started
+  // again at once, for ever). From the number alone, so that every host of
+  // a job waits alike.
   void start(Loop& loop, Plan& plan, std::function<void()> spawn) {
     if (!pending_) {
-      started_ = Clock::now();
       spawn();
       return;
     }
     using namespace std::chrono_literals;
-    quick_ = Clock::now() - started_ >= kHealthyRun ? 0 : quick_;
-    const Duration backoff = std::min<Duration>(100ms * (1LL << std::min(quick_, 20U)), 10s);
-    ++quick_;
+    const Duration backoff = std::min<Duration>(100ms * (1LL << std::min(done_, 20U)), 10s);
     log_info("starting the job again in {:.1f} s (restart {})", seconds(backoff), next_of_limit());
     begin(plan);
     backoff_ = loop.add_timer(
         Clock::now() + backoff,
         [this, spawn = std::move(spawn)] {
           backoff_.reset();
-          started_ = Clock::now();
           spawn();
           return 0;
         },
         "job restart backoff");
   }
-  // A stop while a restart waits: nothing starts.
+  // Leaving spawn (a stop, or another host's restart) while a restart
+  // waits: nothing starts.
   void cancel() { backoff_.reset(); }
 
  private:
-  static constexpr Duration kHealthyRun = std::chrono::seconds(10);
-
   // The workers learn which start this is (TORCHELASTIC_RESTART_COUNT,
   // where the plan sets it).
   void begin(Plan& plan) {
@@ -101,9 +97,7 @@ class Restarts {
   HostsPhase& hosts_;
   unsigned done_ = 0;
   bool pending_ = false;
-  unsigned quick_ = 0;           // restarts in a row whose start ran less than kHealthyRun
-  Clock::time_point started_{};  // the ranks' last spawn
-  SourceHandle backoff_;         // timer: a restart's spawn
+  SourceHandle backoff_;  // timer: a restart's spawn
 };
 
 }  // namespace trainit

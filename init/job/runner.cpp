@@ -103,7 +103,8 @@ class JobRunner {
         State::kWaitPeers, [this] { hosts_.wait_sshds(); }, {}, [this] { on_peer_timeout(); });
     machine_.set_work(
         State::kHostBarrier, [this] { hosts_.meet(); }, {}, [this] { on_barrier_timeout(); });
-    machine_.set_work(State::kSpawn, [this] { enter_spawn(); });
+    machine_.set_work(
+        State::kSpawn, [this] { enter_spawn(); }, [this] { restarts_.cancel(); });
     machine_.set_work(
         State::kRunning, [this] { enter_running(); }, [this] { spawn_.arena().stop_watching(); });
     machine_.set_work(State::kStopping, [this] { enter_stopping(); });
@@ -271,8 +272,8 @@ class JobRunner {
 
   // --- spawn, running ------------------------------------------------------
 
-  // A restart's start waits out its backoff first (a stop meanwhile ends
-  // the job: stopping cancels it).
+  // A restart's start waits out its backoff first (leaving spawn meanwhile
+  // cancels it).
   void enter_spawn() {
     restarts_.start(loop_, plan_, [this] { spawn_.enter(); });
   }
@@ -333,7 +334,9 @@ class JobRunner {
       return;  // already stopping to start again
     }
     log_warning("host {}: {}; restarting the job (restart {})", notice.host, notice.cause, generation);
-    if (state() == State::kRunning) {
+    // Running, or still spawning (or waiting out a backoff): what this host
+    // started stops, and it meets the others for the new start.
+    if (state() == State::kRunning || state() == State::kSpawn) {
       restarts_.set_pending(true);
       machine_.fire(Event::kRestart, fmt::format("host {} restarts the job", notice.host));
     }
@@ -342,7 +345,6 @@ class JobRunner {
   // --- stopping, reaping, exit ---------------------------------------------
 
   void enter_stopping() {
-    restarts_.cancel();  // stopped while waiting to start again: nothing starts
     outcome_.notifier().send("STOPPING=1");
     spawn_.stop();  // a preflight under way: its processes are killed now (the loop reaps them)
     if (!loop_.has_children()) {

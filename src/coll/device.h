@@ -20,8 +20,8 @@ struct DeviceComm {
   // sees at words_device; nullptr for a backend the host drives.
   uint32_t* words;
   void* words_device;
-  uint32_t launched;        // the tag of the last call launched (0: none yet)
-  uint32_t reported;        // every error of the calls tagged up to it is reported
+  uint64_t launched;        // the tag of the last call launched (0: none yet)
+  uint64_t reported;        // every error of the calls tagged up to it is reported
   int blocks;               // the slices of every piece: the same on every rank of a backend
   uint64_t one_shot_max;    // allreduce and reduce pieces larger go two-shot
   void* stream;             // trainit_comm_set_stream's: calls enqueue there and return (nullptr: none)

@@ -103,27 +103,29 @@ struct Call {
   int64_t timeout_ns;                 // 0: none
   const volatile uint32_t* abort;     // nonzero: every wait ends
   uint64_t* status;                   // where a block that fails puts status_of(tag, error) (first one wins)
-  uint32_t tag;                       // the call's, never 0 (the host's count of launches)
+  uint64_t tag;                       // the call's: the host's count of launches (from 1)
 };
 
 // The host's words, mapped into the device (backend.h, host_mapped): the
-// abort word the host writes at the start, the status ring the device
-// writes a page further. The host only reads the ring: over PCIe a host's
+// abort word the host writes on the first page, the status ring the device
+// writes on the second. The host only reads the ring: over PCIe a host's
 // read-modify-write of a word the device writes is no atomic, so a status
 // the host cleared could be the one the device had just put there. Launch
-// t writes slot t % kStatusSlots, the error tagged with t.
+// t writes slot t % kStatusSlots, its error tagged with t (48 bits: no
+// wrap); the host keeps at most kStatusSlots launches unread.
 inline constexpr size_t kStatusRingOffset = 4096;
-inline constexpr uint32_t kStatusSlots = 16;
+inline constexpr uint32_t kStatusSlots = 512;
 inline constexpr size_t kWordsBytes = kStatusRingOffset + kStatusSlots * sizeof(uint64_t);
+inline constexpr uint64_t kTagMask = (1ULL << 48) - 1;
 
-TRAINIT_HD uint64_t status_of(uint32_t tag, int err) {
-  return static_cast<uint64_t>(tag) << 32 | static_cast<uint32_t>(err);
+TRAINIT_HD uint64_t status_of(uint64_t tag, int err) {
+  return (tag & kTagMask) << 16 | static_cast<uint16_t>(-err);
 }
-TRAINIT_HD uint32_t status_tag(uint64_t status) {
-  return static_cast<uint32_t>(status >> 32);
+TRAINIT_HD uint64_t status_tag(uint64_t status) {
+  return status >> 16;
 }
 TRAINIT_HD int status_error(uint64_t status) {
-  return static_cast<int>(static_cast<uint32_t>(status));
+  return -static_cast<int>(status & 0xffff);
 }
 
 // The descriptor's layout: kind 4 bits, dtype 4, op 2, root 11, flags 21-23,

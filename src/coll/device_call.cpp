@@ -75,7 +75,7 @@ bool arguments_valid(const trainit_comm* c, const DeviceCall& q) {
 
 // Where the call tagged `tag` puts its error, in the view `words` of the
 // host's words.
-uint64_t* status_slot(void* words, uint32_t tag) {
+uint64_t* status_slot(void* words, uint64_t tag) {
   return reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(words) + dev::kStatusRingOffset) +
          tag % dev::kStatusSlots;
 }
@@ -107,7 +107,7 @@ dev::Call make_call(const trainit_comm* c, const DeviceComm* d, const DeviceCall
   a.timeout_ns = c->timeout_ns;
   if (d->words_device != nullptr) {
     a.abort = static_cast<const volatile uint32_t*>(d->words_device);
-    a.tag = d->launched + 1 != 0 ? d->launched + 1 : 1;
+    a.tag = d->launched + 1;
     a.status = status_slot(d->words_device, a.tag);
   }
   a.desc = dev::descriptor(a);
@@ -278,15 +278,12 @@ int device_sync(const trainit_coll_backend* b) {
   return r != 0 ? r : b->wait();
 }
 
-// Reads the ring only: the calls tagged after `reported`, oldest first (at
-// most a ring's worth: an older slot holds a later call's status by now).
+// Reads the ring only: the calls tagged after `reported`, oldest first
+// (device_call keeps them within the ring).
 int32_t take_status(DeviceComm* d, bool done) {
-  const uint32_t pending = d->launched - d->reported;
-  const uint32_t first = pending > dev::kStatusSlots ? d->launched - dev::kStatusSlots : d->reported;
-  for (uint32_t i = 1; i <= pending && i <= dev::kStatusSlots; ++i) {
-    const uint32_t tag = first + i != 0 ? first + i : 1;
+  for (uint64_t tag = d->reported + 1; tag <= d->launched; ++tag) {
     const uint64_t status = __atomic_load_n(status_slot(d->words, tag), __ATOMIC_ACQUIRE);
-    if (dev::status_tag(status) == tag) {
+    if (dev::status_tag(status) == (tag & dev::kTagMask)) {
       d->reported = tag;
       return dev::status_error(status);
     }
@@ -309,8 +306,12 @@ int drain_calls(trainit_comm* c) {
 int device_call(trainit_comm* c, const DeviceCall& q) {
   DeviceComm* d = c->device;
   if (d->stream != nullptr) {  // an earlier stream-ordered call's error
-    if (const int32_t earlier = take_status(d, false); earlier != 0) {
-      return stream_failed(c, earlier);
+    // A full ring of calls not known done: the stream drains first, so that
+    // this call's slot holds no status still unread.
+    const bool full = d->launched - d->reported >= dev::kStatusSlots;
+    const int drained = full ? await_launch(c, d) : 0;
+    if (const int32_t earlier = take_status(d, full && drained == 0); earlier != 0 || drained != 0) {
+      return stream_failed(c, earlier != 0 ? earlier : drained);
     }
   }
   const ShownInSlot shown(c, q.kind);

@@ -113,8 +113,9 @@ int run_blocks(C& chip, const Call& a) {
     if (r != 0) {
       if (chip.tid() == 0 && a.status != nullptr) {
         uint64_t seen = __atomic_load_n(a.status, __ATOMIC_RELAXED);
-        while (status_tag(seen) != a.tag && !__atomic_compare_exchange_n(a.status, &seen, status_of(a.tag, r), false,
-                                                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        while (status_tag(seen) != (a.tag & kTagMask) &&
+               !__atomic_compare_exchange_n(a.status, &seen, status_of(a.tag, r), false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED)) {
         }
       }
       return r;

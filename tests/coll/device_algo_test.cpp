@@ -70,7 +70,7 @@ struct Args {
 };
 
 // Rank `rank`'s call, as device_call.cpp makes it.
-dev::Call make_call(Node& node, int rank, const Args& q, uint64_t* status, uint32_t tag = 1) {
+dev::Call make_call(Node& node, int rank, const Args& q, uint64_t* status, uint64_t tag = 1) {
   dev::Call a{};
   a.kind = q.kind;
   a.dtype = q.dtype;
@@ -97,7 +97,7 @@ dev::Call make_call(Node& node, int rank, const Args& q, uint64_t* status, uint3
   return a;
 }
 
-int call(Node& node, int rank, const Args& q, uint64_t* status, uint32_t tag = 1) {
+int call(Node& node, int rank, const Args& q, uint64_t* status, uint64_t tag = 1) {
   const dev::Call a = make_call(node, rank, q, status, tag);
   return dev::run_on_threads(a, node.threads, dev::host_fold(a, kernels_scalar()));
 }

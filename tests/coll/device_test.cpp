@@ -730,6 +730,45 @@ TEST(DeviceComm, StreamOrderedCallsReturnOnceEnqueuedAndQueryReportsThemDoneWith
   }
 }
 
+// An error is reported however many calls follow it on the stream before
+// anyone asks: the third of 1,200 calls disagrees (-EINVAL), the rest
+// agree, and the error comes back from a later call or the query: -EINVAL
+// on the rank that sees it first, which ends the communicator, so a peer
+// that had not seen it yet gets -ECONNABORTED.
+TEST(DeviceComm, AStreamOrderedCallsErrorIsReportedAfterManyMoreCallsThanItsStatusRingHolds) {
+  const std::string name = unique_name("stream-many");
+  const auto status = run_ranks(
+      3,
+      [&](int rank) {
+        Pair p = join(name, rank, 3);
+        std::vector<float> ones(16, 1.0F);
+        void* buf = to_device(p.dev,
+                              Bytes(reinterpret_cast<const unsigned char*>(ones.data()),
+                                    reinterpret_cast<const unsigned char*>(ones.data() + ones.size())),
+                              ones.size() * 4);
+        CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
+        int first = 0;
+        for (int i = 0; i < 1200 && first == 0; ++i) {
+          const size_t count = i == 2 && rank == 1 ? 8 : 16;
+          first = trainit_allreduce(p.dev, buf, buf, count, TRAINIT_F32, TRAINIT_SUM);
+        }
+        const int64_t until = now_ns() + 20'000'000'000;
+        while (first == 0 && (first = trainit_comm_query(p.dev)) == -EINPROGRESS && now_ns() < until) {
+          first = 0;
+          usleep(100);
+        }
+        CHILD_CHECK(first == -EINVAL || first == -ECONNABORTED, "the first error reported: %s",
+                    trainit_strerror(first));
+        leave(p);
+        return first == -EINVAL ? 0 : 10;
+      },
+      60);
+  for (int s : status) {
+    EXPECT_TRUE(s == 0 || s == 10) << s;
+  }
+  EXPECT_NE(std::find(status.begin(), status.end(), 0), status.end()) << "no rank reported the -EINVAL";
+}
+
 TEST(DeviceComm, AStreamOrderedCallInFlightWhenAPeerIsKilledEndsWithEconnabortedWithin100ms) {
   expect_the_call_ends_within_100ms("stream-killed", true, Ending::kPeerKilled, enqueued_allreduce_of_1mib);
 }

@@ -202,7 +202,7 @@ TEST(JobRestart, SigtermDuringTheBackoffEndsTheJobWith143AndNothingStartsAgain) 
   const std::string program = write_rank_script(dir, 1, 100);  // always fails
   Trainit t(torchrun_spec(dir, {"--restart", "on-failure"}, {}, program));
   TRAINIT_ASSERT_STARTED(t);
-  ASSERT_TRUE(wait_err(t, "starting the job again in 0.8 s (restart 4 of unlimited)")) << t.transcript();
+  ASSERT_TRUE(wait_err(t, "starting the job again in 3.2 s (restart 6 of unlimited)", 30s)) << t.transcript();
   const size_t starts = count(slurp(dir / "starts"), "\n");
   ASSERT_EQ(t.signal(SIGTERM), 0);
   const auto sent = Clock::now();

@@ -201,8 +201,8 @@ TEST(Notify, AFloodOfStatusFromTheChildIsPassedOnAtMostTenTimesASecondEndingWith
   ASSERT_TRUE(t.wait_line_starting("flooded ")) << t.transcript();
   EXPECT_TRUE(t.wait_line("flooded 1", 0s)) << "sd_notify failed" << t.transcript();
   const auto sent = Clock::now();
-  ASSERT_TRUE(l.wait_for("STATUS=done", 0, 2s)) << "the latest status never arrived" << l.dump();
-  EXPECT_LT(Clock::now() - sent, 1s);
+  ASSERT_TRUE(l.wait_for("STATUS=done", 0, 4s)) << "the latest status never arrived" << l.dump();
+  EXPECT_LT(Clock::now() - sent, 2s);
   const auto took = Clock::now() - began;
   size_t steps = 0;
   for (const auto& m : l.messages()) {

@@ -76,7 +76,18 @@ TEST(Machine, ARestartStopsTheRanksLikeAFailureThenSpawnsAgain) {
   EXPECT_EQ(next(State::kStopping, Event::kRestart, plan), State::kStopping);
   EXPECT_EQ(next(State::kStopping, Event::kAllGone, plan), State::kReaping);
   EXPECT_EQ(next(State::kReaping, Event::kRestart, plan), State::kSpawn);
-  EXPECT_EQ(next(State::kSpawn, Event::kRestart, plan), State::kSpawn) << "no restart before the ranks run";
+  EXPECT_EQ(next(State::kWaitRankTable, Event::kRestart, plan), State::kWaitRankTable)
+      << "no restart before the ranks spawn";
+}
+
+// Another host's restart reaches a host still spawning (or waiting out its
+// restart's backoff): what it started stops, and it meets the others again.
+TEST(Machine, ARestartWhileSpawningStopsWhatWasStartedToMeetTheOthersAgain) {
+  Plan plan = ascend_plan();
+  plan.states = {State::kResolvePeers, State::kHostBarrier, State::kSpawn, State::kRunning};
+  EXPECT_EQ(next(State::kSpawn, Event::kRestart, plan), State::kStopping);
+  EXPECT_EQ(next(State::kReaping, Event::kRestart, plan), State::kHostBarrier);
+  EXPECT_EQ(next(State::kHostBarrier, Event::kRestart, plan), State::kHostBarrier);
 }
 
 TEST(Machine, DoneFollowsThePlansOwnOrder) {

@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(kThreads) collective(dev::Call a) {
     auto* status = reinterpret_cast<unsigned long long*>(a.status);
     const unsigned long long mine = dev::status_of(a.tag, r);
     unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(status);
-    while (dev::status_tag(seen) != a.tag) {
+    while (dev::status_tag(seen) != (a.tag & dev::kTagMask)) {
       const unsigned long long was = atomicCAS(status, seen, mine);
       seen = was == seen ? mine : was;
     }

@@ -123,9 +123,10 @@ int query(void*) {
 
 // Host memory the device sees: one memfd mapped twice, the device's view
 // read-write, the host's read-write for its first page only (the abort
-// word) and read-only past it, where the device writes (device_algo.h): a
-// host that writes there faults here, as its write could undo the device's
-// over PCIe.
+// word) and read-only past it, where the device writes (device_algo.h's
+// status ring, a 4 KiB page further: with larger pages the ring shares the
+// first and is not guarded): a host that writes there faults here, as its
+// write could undo the device's over PCIe.
 namespace {
 
 struct Mapped {
@@ -133,7 +134,7 @@ struct Mapped {
   void* device;
   size_t bytes;
 };
-constexpr int kMaxMapped = 64;
+constexpr int kMaxMapped = 256;
 Mapped mapped[kMaxMapped];
 pthread_mutex_t mapped_lock = PTHREAD_MUTEX_INITIALIZER;
 
