@@ -125,12 +125,13 @@ int trainit_device_copy(trainit_comm* comm, void* dst, const void* src, size_t b
  * its inputs and its use of the results with the stream. Such a call returns
  * the error of an earlier one, once (then nothing of it is enqueued), and
  * trainit_comm_query() says whether they are done: 0, -EINPROGRESS, or that
- * error (once). Such an error ends the communicator (its ranks may learn of
+ * error (once); at most 512 calls go unread, the next one waiting for the
+ * stream first. Such an error ends the communicator (its ranks may learn of
  * it at different calls): every later collective returns -ECONNABORTED (a
  * query: 0, nothing is in flight). A thread of the communicator's watches its peers
  * meanwhile: a dead peer or the init's stop ends a call in flight with -ECONNABORTED within 100 ms. NULL waits for the
  * calls in flight and goes back to calls that return done. -EOPNOTSUPP for a host communicator and a backend that
- * cannot launch (Ascend: its calls are driven from the host). */
+ * cannot launch (Ascend: its calls are driven from the host; any, with TRAINIT_COLL_DEVICE_LAUNCH=0). */
 int trainit_comm_set_stream(trainit_comm* comm, void* stream);
 int trainit_comm_query(trainit_comm* comm);
 
