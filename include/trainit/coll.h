@@ -128,7 +128,8 @@ int trainit_device_copy(trainit_comm* comm, void* dst, const void* src, size_t b
  * error (once); at most 512 calls go unread, the next one waiting for the
  * stream first. Such an error ends the communicator (its ranks may learn of
  * it at different calls): every later collective returns -ECONNABORTED (a
- * query: 0, nothing is in flight). A thread of the communicator's watches its peers
+ * query: no more errors, -EINPROGRESS until the calls it ended have ended, then 0; without a stream
+ * always 0). A thread of the communicator's watches its peers
  * meanwhile: a dead peer or the init's stop ends a call in flight with -ECONNABORTED within 100 ms. NULL waits for the
  * calls in flight and goes back to calls that return done. -EOPNOTSUPP for a host communicator and a backend that
  * cannot launch (Ascend: its calls are driven from the host; any, with TRAINIT_COLL_DEVICE_LAUNCH=0). */

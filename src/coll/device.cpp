@@ -57,25 +57,42 @@ const char* chosen_backend(const char* arg) {
   return env != nullptr && *env != '\0' ? env : "host";
 }
 
-// A positive byte count from the environment, at least min; else dflt.
-size_t env_bytes(const char* name, size_t dflt, size_t min) {
+// A byte count from the environment: dflt when unset or empty (or, where
+// `ignored_below` is set, under it); -EINVAL, said why, when it is not a
+// decimal count from `least` to kMaxEnvBytes.
+constexpr uint64_t kMaxEnvBytes = uint64_t{1} << 36;
+
+int64_t env_bytes(const char* name, size_t dflt, size_t least, size_t ignored_below = 0) {
   const char* v = std::getenv(name);
-  if (v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long n = std::strtoull(v, &end, 10);
-    if (errno == 0 && *end == '\0' && n >= min) {
-      return static_cast<size_t>(n);
-    }
+  if (v == nullptr || *v == '\0') {
+    return static_cast<int64_t>(dflt);
   }
-  return dflt;
+  uint64_t n = 0;
+  for (const char* at = v; n <= kMaxEnvBytes && *at != '\0'; ++at) {
+    n = *at >= '0' && *at <= '9' ? n * 10 + static_cast<uint64_t>(*at - '0') : kMaxEnvBytes + 1;
+  }
+  if (n < ignored_below) {
+    return static_cast<int64_t>(dflt);
+  }
+  if (n < least || n > kMaxEnvBytes) {
+    char why[160];
+    (void)std::snprintf(why, sizeof why, "%s=\"%.40s\" is not a byte count from %zu to %llu", name, v, least,
+                        static_cast<unsigned long long>(kMaxEnvBytes));
+    return fail(-EINVAL, why);
+  }
+  return static_cast<int64_t>(n);
 }
 
 // TRAINIT_COLL_DEVICE_STAGING: the step lines and four quarters, each a
-// multiple of dev::kQuarterAlign bytes.
-uint64_t quarter_bytes() {
-  const size_t bytes = env_bytes("TRAINIT_COLL_DEVICE_STAGING", kDefaultStaging, kMinStaging);
-  return (bytes - dev::kHeaderBytes) / 4 / dev::kQuarterAlign * dev::kQuarterAlign;
+// multiple of dev::kQuarterAlign bytes (values under kMinStaging are
+// ignored); or -EINVAL.
+int64_t quarter_bytes() {
+  const int64_t bytes = env_bytes("TRAINIT_COLL_DEVICE_STAGING", kDefaultStaging, kMinStaging, kMinStaging);
+  if (bytes < 0) {
+    return bytes;
+  }
+  return static_cast<int64_t>((static_cast<uint64_t>(bytes) - dev::kHeaderBytes) / 4 / dev::kQuarterAlign *
+                              dev::kQuarterAlign);
 }
 
 // What a socket's error means to the caller: a peer that went away is a
@@ -158,7 +175,15 @@ int greet_peers(const trainit_comm* c, const DeviceComm* d) {
     }
     if (len != sizeof theirs || fd >= 0 || theirs.magic != kPeerMagic || theirs.arena_id != mine.arena_id ||
         theirs.rank != p || theirs.size != c->n) {
-      return fail(-EPROTO, "a peer socket does not lead to that local rank of this communicator");
+      char why[160];
+      (void)std::snprintf(why, sizeof why,
+                          "local rank %d's socket does not lead to that local rank of this communicator (its "
+                          "hello is %s)",
+                          p,
+                          len != sizeof theirs || fd >= 0 || theirs.magic != kPeerMagic ? "no peer's hello"
+                          : theirs.arena_id != mine.arena_id                            ? "another arena's"
+                                                                                        : "another rank's");
+      return fail(-EPROTO, why);
     }
     if (differ == nullptr) {
       differ = theirs.launches != mine.launches           ? "TRAINIT_COLL_DEVICE_LAUNCH"
@@ -303,8 +328,14 @@ int attach_device(trainit_comm* c, const char* name) {
     return -ENOMEM;
   }
   d->b = b;
-  d->quarter = quarter_bytes();
-  d->one_shot_max = env_bytes("TRAINIT_COLL_DEVICE_ONE_SHOT", kDefaultOneShotMax, 1);
+  const int64_t quarter = quarter_bytes();
+  const int64_t one_shot = env_bytes("TRAINIT_COLL_DEVICE_ONE_SHOT", kDefaultOneShotMax, 1);
+  if (quarter < 0 || one_shot < 0) {
+    std::free(d);
+    return static_cast<int>(quarter < 0 ? quarter : one_shot);
+  }
+  d->quarter = static_cast<uint64_t>(quarter);
+  d->one_shot_max = static_cast<uint64_t>(one_shot);
   const size_t bytes = dev::kHeaderBytes + 4 * d->quarter;
   void* staging = nullptr;
   r = b->alloc(bytes, &staging);

@@ -50,6 +50,9 @@ bool arguments_valid(const trainit_comm* c, const DeviceCall& q) {
   }
   const size_t bytes = q.count * es;
   const size_t n = static_cast<size_t>(c->n);
+  if ((q.kind == kOpReduceScatter || q.kind == kOpAllgather) && q.count >= kMaxCount / n) {
+    return false;  // the whole, n parts, past the bound: as the host communicator says
+  }
   switch (q.kind) {
     case kOpAllreduce:
     case kOpReduce: {
@@ -296,6 +299,7 @@ int32_t take_status(DeviceComm* d, bool done) {
 
 int stream_failed(trainit_comm* c, int err) {
   coll_arena_abort(c->base, c->n);
+  c->device->reported = c->device->launched;  // once: what the calls in flight end with is this error's doing
   return err;
 }
 

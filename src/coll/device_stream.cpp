@@ -30,8 +30,13 @@ namespace {
 
 constexpr int64_t kPeriodNs = 2'000'000;
 
+constexpr int kGone = -2;  // a peer already reaped when the watch began
+
 bool a_peer_exited(const Watcher* w) {
   for (int p = 0; p < w->n; ++p) {
+    if (w->pidfds[p] == kGone) {
+      return true;
+    }
     if (w->pidfds[p] >= 0) {
       pollfd pfd{w->pidfds[p], POLLIN, 0};
       if (poll(&pfd, 1, 0) > 0) {
@@ -78,7 +83,7 @@ int start_watching(trainit_comm* c) {
   for (int p = 0; p < c->n; ++p) {
     const int32_t pid = arena_slot(c->base, p)->pid.load(std::memory_order_relaxed);
     const long fd = p == c->rank || pid <= 0 ? -1 : syscall(SYS_pidfd_open, pid, 0);
-    w->pidfds[p] = static_cast<int>(fd);
+    w->pidfds[p] = fd < 0 && p != c->rank && pid > 0 && errno == ESRCH ? kGone : static_cast<int>(fd);
   }
   const int r = pthread_create(&w->thread, nullptr, watch, w);
   if (r != 0) {
@@ -150,7 +155,7 @@ int trainit_comm_query(trainit_comm* comm) {
     return -EINVAL;
   }
   DeviceComm* d = comm->device;
-  if (d == nullptr || d->words == nullptr) {
+  if (d == nullptr || d->words == nullptr || d->stream == nullptr) {
     return 0;  // every call has returned done
   }
   const int r = d->b->query(d->stream);

@@ -553,6 +553,19 @@ TEST(DeviceComm, RanksThatDisagreeOnLaunchingOrSayNeither0Nor1FailInitWithEinval
             (std::vector<int>{0, 0}));
 }
 
+TEST(DeviceComm, AStagingOrOneShotThatIsNoByteCountFailsInitWithEinvalNamingIt) {
+  for (const char* bad : {"-1", "abc", "64k", "0x10000", "2199023257600", "99999999999999999999999"}) {
+    EXPECT_EQ(init_with(1, [&](int) { setenv("TRAINIT_COLL_DEVICE_STAGING", bad, 1); }), (std::vector<int>{5}))
+        << "TRAINIT_COLL_DEVICE_STAGING=\"" << bad << "\"";
+  }
+  for (const char* bad : {"-1", "x", "0", "1e6"}) {
+    EXPECT_EQ(init_with(1, [&](int) { setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", bad, 1); }), (std::vector<int>{6}))
+        << "TRAINIT_COLL_DEVICE_ONE_SHOT=\"" << bad << "\"";
+  }
+  // Under 4096 bytes of staging is ignored (the default), as documented.
+  EXPECT_EQ(init_with(1, [](int) { setenv("TRAINIT_COLL_DEVICE_STAGING", "100", 1); }), (std::vector<int>{0}));
+}
+
 TEST(DeviceComm, ADeviceBlockCountOutsideOneTo32FailsInitWithEinvalNamingIt) {
   for (const char* bad : {"0", "33", "-1", "4x", " 4"}) {
     EXPECT_EQ(init_with(1, [&](int) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", bad, 1); }), (std::vector<int>{3}))
@@ -794,6 +807,137 @@ TEST(DeviceComm, AStreamOrderedCallsErrorIsReportedOnceAndEndsTheCommunicatorOnE
     CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
     (void)trainit_comm_destroy(p.dev);
     (void)trainit_comm_destroy(p.host);
+    return 0;
+  });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
+}
+
+// Several calls wait on the stream when a peer dies: each ends with
+// -ECONNABORTED, and the error still comes once; the queries after it say 0
+// (the communicator is ended, nothing of it left to report), not one error
+// for each call that was in flight.
+TEST(DeviceComm, AStreamOrderedErrorIsReportedOnceHoweverManyCallsItEnded) {
+  const std::string name = unique_name("stream-error-once");
+  const auto status = run_ranks(2, [&](int rank) {
+    Pair p = join(name, rank, 2);
+    void* buf = to_device(p.dev, Bytes(256, 0), 256);
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
+    if (rank == 0) {  // one call, done, then gone
+      CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM) == 0, "enqueue");
+      while (trainit_comm_query(p.dev) == -EINPROGRESS) {
+        usleep(100);
+      }
+      raise(SIGKILL);
+    }
+    for (int i = 0; i < 6; ++i) {  // the first with rank 0's, five that wait for it
+      CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM) == 0, "enqueue %d", i);
+    }
+    int q = -EINPROGRESS;
+    const int64_t until = now_ns() + 20'000'000'000;
+    while ((q = trainit_comm_query(p.dev)) == -EINPROGRESS && now_ns() < until) {
+      usleep(100);
+    }
+    CHILD_CHECK(q == -ECONNABORTED, "the error: %s", trainit_strerror(q));
+    for (int i = 0; i < 5; ++i) {  // -EINPROGRESS while the calls it ended still end, then 0
+      while ((q = trainit_comm_query(p.dev)) == -EINPROGRESS && now_ns() < until) {
+        usleep(100);
+      }
+      CHILD_CHECK(q == 0, "query %d after the error: %s", i, trainit_strerror(q));
+    }
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    (void)trainit_comm_destroy(p.dev);
+    (void)trainit_comm_destroy(p.host);
+    return 0;
+  });
+  EXPECT_EQ(status[0], 128 + SIGKILL);
+  EXPECT_EQ(status[1], 0);
+}
+
+// A peer that died, and was reaped, before the stream was set is a dead
+// peer all the same: the stream's calls end with -ECONNABORTED, at once.
+TEST(DeviceComm, APeerReapedBeforeTheStreamWasSetEndsItsCallsWithEconnaborted) {
+  const std::string name = unique_name("stream-dead-first");
+  auto* shared = static_cast<std::atomic<int32_t>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  new (shared) std::atomic<int32_t>(0);
+  const auto status = run_ranks(3, [&](int rank) {
+    Pair p = join(name, rank, 3);
+    void* buf = to_device(p.dev, Bytes(64, 0), 64);
+    if (rank == 2) {
+      shared->store(static_cast<int32_t>(getpid()));
+      return 0;  // gone without a word; the test's parent reaps it
+    }
+    const int64_t until = now_ns() + 10'000'000'000;
+    while ((shared->load() == 0 || kill(shared->load(), 0) == 0) && now_ns() < until) {
+      usleep(1000);
+    }
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
+    const int64_t start = now_ns();
+    int r = trainit_allreduce(p.dev, buf, buf, 16, TRAINIT_F32, TRAINIT_SUM);
+    if (r == 0) {
+      while ((r = trainit_comm_query(p.dev)) == -EINPROGRESS && now_ns() < start + 5'000'000'000) {
+        usleep(200);
+      }
+    }
+    const int64_t ms = (now_ns() - start) / 1'000'000;
+    CHILD_CHECK(r == -ECONNABORTED, "rank %d: %s after %lld ms", rank, trainit_strerror(r), static_cast<long long>(ms));
+    CHILD_CHECK(ms < 1000, "rank %d: -ECONNABORTED after %lld ms", rank, static_cast<long long>(ms));
+    return 0;
+  });
+  munmap(shared, 4096);
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
+}
+
+// A query says whether this communicator's calls are done: one never given
+// a stream has none in flight, whatever another's stream holds.
+TEST(DeviceComm, AQueryOfACommunicatorWithoutAStreamIsZeroWhileAnothersCallsRun) {
+  const std::string name = unique_name("query-other");
+  const auto status = run_ranks(2, [&](int rank) {
+    Pair p = join(name, rank, 2);
+    trainit_comm* other = nullptr;
+    int r = trainit_comm_init_backend(&other, (name + "-other").c_str(), rank, 2, TRAINIT_FAKEDEV_PLUGIN);
+    CHILD_CHECK(r == 0, "second device init: %s", trainit_strerror(r));
+    constexpr size_t kCount = 1 << 18;
+    void* buf = to_device(p.dev, Bytes(kCount * 4, 0), kCount * 4);
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
+    for (int i = 0; i < 8; ++i) {
+      CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, kCount, TRAINIT_F32, TRAINIT_SUM) == 0, "enqueue");
+    }
+    r = trainit_comm_query(other);
+    CHILD_CHECK(r == 0, "the other communicator's query: %s", trainit_strerror(r));
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, nullptr) == 0, "drain");
+    CHILD_CHECK(trainit_comm_destroy(other) == 0, "destroy");
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    leave(p);
+    return 0;
+  });
+  for (int s : status) {
+    EXPECT_EQ(s, 0);
+  }
+}
+
+// A count whose whole (n parts of a reduce_scatter or an allgather) passes
+// the core's bound is refused as the host communicator refuses it: -EINVAL
+// on every rank, the communicator usable after.
+TEST(DeviceComm, ACountWhoseWholeIsPastTheBoundIsEinvalAndTheCommunicatorStaysUsable) {
+  const std::string name = unique_name("big-count");
+  const auto status = run_ranks(3, [&](int rank) {
+    Pair p = join(name, rank, 3);
+    void* buf = to_device(p.dev, Bytes(64, 0), 64);
+    const size_t huge = (size_t{1} << 40) / 3 + 1;
+    int r = trainit_reduce_scatter(p.dev, buf, buf, huge, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(r == -EINVAL, "reduce_scatter: %s", trainit_strerror(r));
+    r = trainit_allgather(p.dev, buf, buf, huge, TRAINIT_F32);
+    CHILD_CHECK(r == -EINVAL, "allgather: %s", trainit_strerror(r));
+    r = trainit_allreduce(p.dev, buf, buf, 16, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(r == 0, "the next call: %s", trainit_strerror(r));
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    leave(p);
     return 0;
   });
   for (int s : status) {
@@ -1077,6 +1221,9 @@ TEST(DeviceComm, ASocketLeadingToAnotherRankThanItsIndexIsRefusedWithEproto) {
         if (rank == 0) {
           CHILD_CHECK(r == -EPROTO, "rank 0 gave %s", trainit_strerror(r));
           CHILD_CHECK(std::strstr(trainit_backend_error(), "does not lead") != nullptr, "%s", trainit_backend_error());
+          CHILD_CHECK(std::strstr(trainit_backend_error(), "local rank 1's socket") != nullptr ||
+                          std::strstr(trainit_backend_error(), "local rank 2's socket") != nullptr,
+                      "the refusal names no rank: %s", trainit_backend_error());
         }
         return 0;
       },
