@@ -74,6 +74,12 @@ _DTYPES = {
     torch.int64: "int64",
     torch.uint8: "uint8",
 }
+class _Refused(RuntimeError):
+    """A call this rank refuses before the core: it still takes the call's
+    step, as an invalid one, so that its peers fail the call too (EINVAL)
+    and the ranks stay in step (see _refusing)."""
+
+
 # (ReduceOp, the core's name): ReduceOp values compare, they do not hash alike
 # across torch versions.
 _OPS = [
@@ -92,15 +98,15 @@ def _op_name(op, what):
         if op == reduce_op:
             return name
     shown = next((n for n in _OP_NAMES if hasattr(dist.ReduceOp, n) and op == getattr(dist.ReduceOp, n)), str(op))
-    raise RuntimeError("trainit backend: %s with %s: the core reduces with SUM, PRODUCT, MIN and MAX only"
-                       % (what, shown))
+    raise _Refused("trainit backend: %s with %s: the core reduces with SUM, PRODUCT, MIN and MAX only"
+                   % (what, shown))
 
 
 def _dtype_name(tensor, what):
     name = _DTYPES.get(tensor.dtype)
     if name is None:
-        raise RuntimeError("trainit backend: %s of %s: the core reduces %s only"
-                           % (what, tensor.dtype, ", ".join(str(d) for d in _DTYPES)))
+        raise _Refused("trainit backend: %s of %s: the core reduces %s only"
+                       % (what, tensor.dtype, ", ".join(str(d) for d in _DTYPES)))
     return name
 
 
@@ -173,6 +179,36 @@ def _exchange(store, key, rank, size, value):
     return [store.get("%s/%d" % (key, r)).decode() for r in range(size)]
 
 
+def _tensors_in(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from _tensors_in(a)
+
+
+def _refusing(method):
+    """An operation whose refusal (_Refused) on this rank alone must not put
+    the ranks out of step: the rank takes the call's step on the
+    communicator of its tensors' device as an invalid call (its peers' calls
+    then fail with EINVAL, as two ranks that disagree do), then raises."""
+
+    def run(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except _Refused:
+            device = next((t.device.type for t in _tensors_in(args)), "cpu")
+            try:
+                self._comm(device if device in ("cpu", "cuda", "npu") else "cpu").allreduce(None, op="refused")
+            except (CollError, RuntimeError):
+                pass  # the invalid step's own EINVAL, or a communicator already ended
+            raise
+
+    run.__name__ = method.__name__
+    run.__doc__ = method.__doc__
+    return run
+
+
 class ProcessGroupTrainit(dist.ProcessGroup):
     """The "trainit" backend's process group (see the module's text)."""
 
@@ -229,35 +265,49 @@ class ProcessGroupTrainit(dist.ProcessGroup):
                     and os.environ.get("WORLD_SIZE") == str(self.size())
                     and os.environ.get("RANK") == str(self.rank())
                     and (backend == "host" or os.environ.get("TRAINIT_COLL_PEER_FDS") is not None))
-        if from_env:
-            comm = Comm.from_env(backend=backend)
-            _ARENA_FREE[device_type] = False
-            self.joined_arena = self.joined_arena or device_type == "cpu"
-        else:
+        if not from_env:
             key = "trainit_coll/name/%s/%d" % (device_type, self._host)
             if self._local_rank == 0:
                 name = "torch-%s-%d" % (uuid.uuid4().hex[:16], self._host)
                 self._store.set(key, name)
             else:
                 name = self._store.get(key).decode()
-            comm = Comm(name, self._local_rank, size, backend=backend)
+        # The group's timeout bounds each call's waits, as gloo's does, unless
+        # TRAINIT_COLL_TIMEOUT says otherwise (the core reads it at init).
+        unset = not os.environ.get("TRAINIT_COLL_TIMEOUT") and self._timeout is not None
+        if unset:
+            os.environ["TRAINIT_COLL_TIMEOUT"] = "%.3f" % max(self._timeout.total_seconds(), 0.001)
+        try:
+            if from_env:
+                comm = Comm.from_env(backend=backend)
+                _ARENA_FREE[device_type] = False
+                self.joined_arena = self.joined_arena or device_type == "cpu"
+            else:
+                comm = Comm(name, self._local_rank, size, backend=backend)
+        finally:
+            if unset:
+                del os.environ["TRAINIT_COLL_TIMEOUT"]
         self._comms[device_type] = comm
         return comm
 
     def _device_comm(self, tensors):
         types = {t.device.type for t in tensors}
         if len(types) != 1:
-            raise RuntimeError("trainit backend: tensors on %s in one call" % ", ".join(sorted(types)))
+            raise _Refused("trainit backend: tensors on %s in one call" % ", ".join(sorted(types)))
+        if any(t.layout != torch.strided for t in tensors):
+            raise _Refused("trainit backend: a %s tensor: the core takes dense (strided) tensors only"
+                           % next(t.layout for t in tensors if t.layout != torch.strided))
         return self._comm(types.pop())
 
     @staticmethod
     def _one(tensors, what):
         if len(tensors) != 1:
-            raise RuntimeError("trainit backend: %s takes one tensor per rank, not %d" % (what, len(tensors)))
+            raise _Refused("trainit backend: %s takes one tensor per rank, not %d" % (what, len(tensors)))
         return tensors[0]
 
     # --- the operations -----------------------------------------------------
 
+    @_refusing
     def allreduce(self, tensors, opts=None):
         tensor = self._one(tensors, "all_reduce")
         op = _op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, "all_reduce")
@@ -277,6 +327,7 @@ class ProcessGroupTrainit(dist.ProcessGroup):
         buf.finish()
         return _Work(list(tensors))
 
+    @_refusing
     def broadcast(self, tensors, opts=None):
         tensor = self._one(tensors, "broadcast")
         root = opts.rootRank if opts is not None else 0
@@ -299,24 +350,26 @@ class ProcessGroupTrainit(dist.ProcessGroup):
         buf.finish()
         return _Work(list(tensors))
 
+    @_refusing
     def allgather(self, output_tensors, input_tensors, opts=None):  # noqa: ARG002
         tensor = self._one(input_tensors, "all_gather")
         outputs = self._one(output_tensors, "all_gather")
         if len(outputs) != self.size():
-            raise RuntimeError("trainit backend: all_gather into %d tensors for %d ranks" % (len(outputs), self.size()))
+            raise _Refused("trainit backend: all_gather into %d tensors for %d ranks" % (len(outputs), self.size()))
         for out in outputs:
             if out.dtype != tensor.dtype or out.numel() != tensor.numel():
-                raise RuntimeError("trainit backend: all_gather: an output of %s x %d for an input of %s x %d"
-                                   % (out.dtype, out.numel(), tensor.dtype, tensor.numel()))
+                raise _Refused("trainit backend: all_gather: an output of %s x %d for an input of %s x %d"
+                               % (out.dtype, out.numel(), tensor.dtype, tensor.numel()))
         gathered = self._gather(tensor)
         for r, out in enumerate(outputs):
             out.copy_(gathered[r].view_as(out))
-        return _Work(list(output_tensors))
+        return _Work(list(outputs))  # the gathered tensors, as gloo's future holds them
 
+    @_refusing
     def _allgather_base(self, output, input, opts=None):  # noqa: A002,ARG002 (torch's names)
         if output.numel() != input.numel() * self.size() or output.dtype != input.dtype:
-            raise RuntimeError("trainit backend: all_gather_into_tensor: output %s x %d, input %s x %d on %d ranks"
-                               % (output.dtype, output.numel(), input.dtype, input.numel(), self.size()))
+            raise _Refused("trainit backend: all_gather_into_tensor: output %s x %d, input %s x %d on %d ranks"
+                           % (output.dtype, output.numel(), input.dtype, input.numel(), self.size()))
         gathered = self._gather(input)
         output.copy_(gathered.reshape(output.shape))
         return _Work([output])
@@ -332,7 +385,7 @@ class ProcessGroupTrainit(dist.ProcessGroup):
             local = torch.empty((len(self._local_ranks), src.numel()), dtype=torch.uint8)
             comm.allgather(src, out=local)
             blocks = torch.empty((self.size(), src.numel()), dtype=torch.uint8)
-            if self._cross is not None:
+            if self._cross is not None and src.numel() > 0:  # gloo divides by an empty block's size
                 # Each leader sends its host's block, padded to the largest host.
                 most = max(self._host_of.count(h) for h in range(self._hosts))
                 padded = torch.zeros((most, src.numel()), dtype=torch.uint8)
@@ -345,25 +398,29 @@ class ProcessGroupTrainit(dist.ProcessGroup):
                         blocks[r] = hosts[h][i]
             comm.broadcast(blocks, root=0)
             out = blocks
+        if out.numel() == 0:  # no bytes to view as the dtype's elements
+            return torch.empty((self.size(), 0), dtype=tensor.dtype, device=tensor.device)
         return out.view(tensor.dtype).reshape(self.size(), -1)
 
+    @_refusing
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         output = self._one(output_tensors, "reduce_scatter")
         inputs = self._one(input_tensors, "reduce_scatter")
         if len(inputs) != self.size():
-            raise RuntimeError("trainit backend: reduce_scatter of %d tensors for %d ranks" % (len(inputs), self.size()))
+            raise _Refused("trainit backend: reduce_scatter of %d tensors for %d ranks" % (len(inputs), self.size()))
         for t in inputs:
             if t.dtype != output.dtype or t.numel() != output.numel():
-                raise RuntimeError("trainit backend: reduce_scatter: an input of %s x %d for an output of %s x %d"
-                                   % (t.dtype, t.numel(), output.dtype, output.numel()))
+                raise _Refused("trainit backend: reduce_scatter: an input of %s x %d for an output of %s x %d"
+                               % (t.dtype, t.numel(), output.dtype, output.numel()))
         flat = torch.cat([t.reshape(-1) for t in inputs])
         self._reduce_scatter_flat(output, flat, opts, "reduce_scatter")
         return _Work(list(output_tensors))
 
+    @_refusing
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002 (torch's names)
         if input.numel() != output.numel() * self.size() or input.dtype != output.dtype:
-            raise RuntimeError("trainit backend: reduce_scatter_tensor: output %s x %d, input %s x %d on %d ranks"
-                               % (output.dtype, output.numel(), input.dtype, input.numel(), self.size()))
+            raise _Refused("trainit backend: reduce_scatter_tensor: output %s x %d, input %s x %d on %d ranks"
+                           % (output.dtype, output.numel(), input.dtype, input.numel(), self.size()))
         self._reduce_scatter_flat(output, input.reshape(-1), opts, "reduce_scatter_tensor")
         return _Work([output])
 
@@ -387,6 +444,7 @@ class ProcessGroupTrainit(dist.ProcessGroup):
             ar.reduceOp = opts.reduceOp
         self.allreduce([tensor], ar)
 
+    @_refusing
     def reduce(self, tensors, opts=None):
         tensor = self._one(tensors, "reduce")
         root = opts.rootRank if opts is not None else 0
@@ -417,7 +475,7 @@ class ProcessGroupTrainit(dist.ProcessGroup):
 
     def _check_root(self, root, what):
         if not 0 <= root < self.size():
-            raise RuntimeError("trainit backend: %s from rank %d of a group of %d" % (what, root, self.size()))
+            raise _Refused("trainit backend: %s from rank %d of a group of %d" % (what, root, self.size()))
 
     # --- what the core does not do ------------------------------------------
 

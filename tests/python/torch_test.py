@@ -34,9 +34,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def ranks(n, body, timeout=60.0, env=None):
-    """Runs body(rank) in n forked ranks after init_process_group("trainit")
-    through env://; raises if a rank failed or did not finish in time."""
+def ranks(n, body, timeout=60.0, env=None, init=None):
+    """Runs body(rank) in n forked ranks after init_process_group("trainit",
+    **init) through env://; raises if a rank failed or did not finish in
+    time."""
     port = free_port()
     pids = []
     for r in range(n):
@@ -47,7 +48,7 @@ def ranks(n, body, timeout=60.0, env=None):
                 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), WORLD_SIZE=str(n))
                 for k, v in (env(r) if env else {}).items():
                     os.environ[k] = v
-                dist.init_process_group("trainit")
+                dist.init_process_group("trainit", **(init or {}))
                 body(r)
                 dist.destroy_process_group()
                 code = 0
@@ -342,12 +343,79 @@ def case_bad_calls_raise_errors_naming_the_operation():
         raises("send is not supported", lambda: dist.send(torch.ones(1), 1 - rank))
         raises("all_to_all_single is not supported", lambda: dist.all_to_all_single(torch.ones(2), torch.ones(2)))
         raises("all_gather into 3 tensors for 2 ranks", lambda: dist.all_gather([torch.ones(1)] * 3, torch.ones(1)))
+        raises("dense (strided) tensors only", lambda: dist.all_reduce(torch.ones(2).to_sparse()))
         # The ranks are still in step: a good call after the bad ones.
         t = torch.ones(2)
         dist.all_reduce(t)
         same(t, torch.full((2,), 2.0), "all_reduce after the refused calls")
 
     ranks(2, body)
+
+
+def case_a_call_one_rank_alone_refuses_fails_on_every_rank_and_the_next_calls_are_right():
+    # Rank 0 alone passes a bad call; rank 1's own is good. Both must fail it
+    # (rank 1 with the core's EINVAL), never pair rank 1's call with rank 0's
+    # next one.
+    def body(rank):
+        def fails(what, call):
+            try:
+                call()
+            except (RuntimeError, trainit_coll.CollError) as e:
+                return str(e)
+            raise AssertionError("rank %d: no error for %s" % (rank, what))
+
+        out = [torch.zeros(1) for _ in range(3 if rank == 0 else 2)]
+        why = fails("all_gather", lambda: dist.all_gather(out, torch.ones(1)))
+        check(rank == 1 or "all_gather into 3 tensors" in why, why)
+        op = dist.ReduceOp.AVG if rank == 1 else dist.ReduceOp.SUM
+        fails("all_reduce", lambda: dist.all_reduce(torch.ones(2), op=op))
+        root = 5 if rank == 0 else 0
+        fails("broadcast", lambda: dist.broadcast(torch.ones(2), src=root))
+        t = torch.full((3,), float(rank + 1))
+        dist.all_reduce(t)
+        same(t, torch.full((3,), 3.0), "rank %d: the all_reduce after the refused calls" % rank)
+        gathered = [torch.zeros(1) for _ in range(2)]
+        dist.all_gather(gathered, torch.full((1,), float(rank)))
+        same(torch.cat(gathered), torch.tensor([0.0, 1.0]), "rank %d: the all_gather after them" % rank)
+
+    ranks(2, body)
+
+
+def case_all_gathers_of_empty_tensors_give_empty_tensors():
+    def body(rank):
+        for dtype in (torch.float32, torch.int64, torch.uint8):
+            outs = [torch.ones(0, dtype=dtype) for _ in range(2)]
+            dist.all_gather(outs, torch.empty(0, dtype=dtype))
+            check(all(o.numel() == 0 and o.dtype == dtype for o in outs), "all_gather of %s" % dtype)
+            out = torch.empty(0, dtype=dtype)
+            dist.all_gather_into_tensor(out, torch.empty(0, dtype=dtype))
+            check(out.numel() == 0, "all_gather_into_tensor of %s" % dtype)
+        t = torch.ones(2)
+        dist.all_reduce(t)
+        same(t, torch.full((2,), 2.0), "rank %d: an all_reduce after them" % rank)
+
+    ranks(2, body)
+
+
+def case_the_groups_timeout_bounds_a_call_a_peer_never_makes():
+    import datetime
+
+    def body(rank):
+        if rank == 1:
+            time.sleep(8)  # never calls; alive, so only the timeout can end rank 0's wait
+            return
+        start = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(2))
+        except (RuntimeError, trainit_coll.CollError) as e:
+            took = time.monotonic() - start
+            check("timed out" in str(e) or "ETIMEDOUT" in str(e), "rank 0: %s" % e)
+            check(1.5 <= took < 6, "rank 0 raised after %.1f s (group timeout 2 s)" % took)
+            return
+        raise AssertionError("rank 0: an all_reduce its peer never made succeeded")
+
+    os.environ.pop("TRAINIT_COLL_TIMEOUT", None)
+    ranks(2, body, init={"timeout": datetime.timedelta(seconds=2)})
 
 
 def killed_mid_training(ddp):
