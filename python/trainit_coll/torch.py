@@ -300,6 +300,22 @@ class ProcessGroupTrainit(dist.ProcessGroup):
         return self._comm(types.pop())
 
     @staticmethod
+    def _across(comm, step, then_local=True):
+        """The leaders' gloo step between the host's core steps. Should it
+        fail, the leader takes the host's next core step (then_local) as an
+        invalid call, so that its host's ranks fail the call too rather than
+        pair it with the next one; then it raises."""
+        try:
+            step()
+        except Exception:
+            if then_local:
+                try:
+                    comm.allreduce(None, op="refused")
+                except (CollError, RuntimeError):
+                    pass
+            raise
+
+    @staticmethod
     def _one(tensors, what):
         if len(tensors) != 1:
             raise _Refused("trainit backend: %s takes one tensor per rank, not %d" % (what, len(tensors)))
@@ -322,10 +338,20 @@ class ProcessGroupTrainit(dist.ProcessGroup):
             if self._cross is not None:
                 cross = dist.AllreduceOptions()
                 cross.reduceOp = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-                self._cross.allreduce([buf.work], cross).wait()
+                self._across(comm, lambda: self._cross_allreduce(buf.work, cross))
             comm.broadcast(buf.work, root=0)
         buf.finish()
         return _Work(list(tensors))
+
+    def _cross_allreduce(self, tensor, cross):
+        # torch 1.13's gloo has no bfloat16: the hosts' partial sums cross
+        # as float32 and are rounded back once.
+        if tensor.dtype == torch.bfloat16:
+            wide = tensor.float()
+            self._cross.allreduce([wide], cross).wait()
+            tensor.copy_(wide)
+        else:
+            self._cross.allreduce([tensor], cross).wait()
 
     @_refusing
     def broadcast(self, tensors, opts=None):
@@ -344,7 +370,7 @@ class ProcessGroupTrainit(dist.ProcessGroup):
             if self._cross is not None:
                 cross = dist.BroadcastOptions()
                 cross.rootRank = root_host
-                self._cross.broadcast([data], cross).wait()
+                self._across(comm, lambda: self._cross.broadcast([data], cross).wait(), self._host != root_host)
             if self._host != root_host:
                 comm.broadcast(data, root=0)
         buf.finish()
@@ -391,7 +417,7 @@ class ProcessGroupTrainit(dist.ProcessGroup):
                 padded = torch.zeros((most, src.numel()), dtype=torch.uint8)
                 padded[: local.shape[0]] = local
                 hosts = [torch.empty_like(padded) for _ in range(self._hosts)]
-                self._cross.allgather([hosts], [padded]).wait()
+                self._across(comm, lambda: self._cross.allgather([hosts], [padded]).wait())
                 for h in range(self._hosts):
                     members = [r for r in range(self.size()) if self._host_of[r] == h]
                     for i, r in enumerate(members):

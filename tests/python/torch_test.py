@@ -298,6 +298,60 @@ def case_two_hosts_of_two_ranks_reduce_within_each_host_then_between_them():
     ranks(n, body, timeout=90, env=lambda r: {"TRAINIT_COLL_HOST": "host-%d" % (r % 2)})
 
 
+def case_two_hosts_reduce_bfloat16_and_gather_empty_tensors_and_stay_in_step():
+    # Between hosts the leaders use gloo, which in torch 1.13 has no
+    # bfloat16: the hosts' partial sums cross as float32 and round once back.
+    # Small integers are exact either way. Empty tensors cross as nothing.
+    n = 4
+
+    def body(rank):
+        x = torch.full((5,), float(rank + 1), dtype=torch.bfloat16)
+        dist.all_reduce(x)
+        same(x, torch.full((5,), 10.0, dtype=torch.bfloat16), "bfloat16 all_reduce over 2 hosts")
+        outs = [torch.ones(0) for _ in range(n)]
+        dist.all_gather(outs, torch.empty(0))
+        check(all(o.numel() == 0 for o in outs), "an empty all_gather over 2 hosts")
+        t = torch.full((3,), float(rank))
+        dist.all_reduce(t)
+        same(t, torch.full((3,), 6.0), "rank %d: the next all_reduce" % rank)
+
+    ranks(n, body, timeout=90, env=lambda r: {"TRAINIT_COLL_HOST": "host-%d" % (r % 2)})
+
+
+def case_two_hosts_whose_step_between_them_fails_fail_the_call_on_every_rank_and_stay_in_step():
+    # The leaders' gloo step fails (as a dead host's would make it): every
+    # rank of each host raises for that call, none pairs it with the next.
+    n = 4
+
+    class Failing:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def allreduce(self, *args, **kwargs):
+            raise RuntimeError("the step between the hosts failed (test)")
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    def body(rank):
+        pg = dist.distributed_c10d._get_default_group()
+        real = pg._cross
+        if real is not None:
+            pg._cross = Failing(real)
+        try:
+            dist.all_reduce(torch.ones(2))
+        except (RuntimeError, trainit_coll.CollError):
+            pass
+        else:
+            raise AssertionError("rank %d: the all_reduce whose step between the hosts failed succeeded" % rank)
+        pg._cross = real
+        t = torch.full((3,), float(rank))
+        dist.all_reduce(t)
+        same(t, torch.full((3,), 6.0), "rank %d: the next all_reduce" % rank)
+
+    ranks(n, body, timeout=90, env=lambda r: {"TRAINIT_COLL_HOST": "host-%d" % (r % 2)})
+
+
 def case_one_element_views_with_any_stride_move_in_every_operation():
     # x[:1, 1] of a (3, 2) tensor: shape (1,), stride (2,), which torch calls
     # contiguous, yet no byte view of it exists: copied in and back as any
