@@ -74,6 +74,8 @@ _DTYPES = {
     torch.int64: "int64",
     torch.uint8: "uint8",
 }
+
+
 class _Refused(RuntimeError):
     """A call this rank refuses before the core: it still takes the call's
     step, as an invalid one, so that its peers fail the call too (EINVAL)
