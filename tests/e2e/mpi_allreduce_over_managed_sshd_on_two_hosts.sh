@@ -38,11 +38,15 @@ run_job() {
   # A normal job draws no error or warning from Open MPI, on any host
   # (each orted and rank of host 1 used to miss host 0's -tune file). sshd's
   # own lines are left out: trainit's readiness probe may draw a
-  # "Connection reset" from it, which is no Open MPI complaint.
+  # "Connection reset" from it, which is no Open MPI complaint. So is
+  # mpirun's own race with the ssh child it forks: its setpgid() of the
+  # child after the child's exec fails with EACCES (POSIX says so), a
+  # warning a loaded machine draws now and then.
   local noise
   for i in 0 1; do
     noise=$(grep -iE 'unable to locate|warning|error|not found|^(\[mpirun\] )?-{20,}' "$E2E_DIR/h$i/out" |
-      grep -vE '^(trainit: |\[sshd\] )' || true)
+      grep -vE '^(trainit: |\[sshd\] )' |
+      grep -vE 'plm:rsh: Warning: setpgid\([0-9]+,[0-9]+\) failed in parent with errno=Permission denied' || true)
     [ -z "$noise" ] || fail "host $i: Open MPI complained on a normal job: $(echo "$noise" | head -3)"
   done
   expect_nothing_left

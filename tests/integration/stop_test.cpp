@@ -85,7 +85,11 @@ TEST(Stop, AProcessThatEnteredTheNamespaceFromOutsideGetsTheSigtermToo) {
   TRAINIT_REQUIRE_ROOT();
   TempDir dir;
   const std::string got = dir / "got-term";
-  Trainit t({.args = {"--grace", "5", "--", "/bin/sh", "-c", "echo ready; while :; do sleep 0.05; done"}});
+  // PROGRAM outlives the SIGTERM by 0.5 s: the outsider is not waited for,
+  // and trainit's exit would otherwise SIGKILL it before its trap runs
+  // (after its own sleep ends).
+  Trainit t({.args = {"--grace", "5", "--", "/bin/sh", "-c",
+                      "trap 'sleep 0.5; exit 0' TERM; echo ready; while :; do sleep 0.05; done"}});
   TRAINIT_ASSERT_STARTED(t);
   ASSERT_TRUE(t.wait_line("ready")) << t.transcript();
   const std::string ns = "/proc/" + std::to_string(t.pid()) + "/ns/pid";
