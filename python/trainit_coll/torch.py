@@ -189,6 +189,16 @@ def _tensors_in(args):
             yield from _tensors_in(a)
 
 
+def _invalid_step(comm):
+    """Takes a call's step on comm as an invalid call: its peers' same call
+    fails with EINVAL (as two ranks that disagree do), and the ranks stay in
+    step. Its own EINVAL, or a communicator already ended, is no news."""
+    try:
+        comm.allreduce(None, op="refused")
+    except (CollError, RuntimeError):
+        pass
+
+
 def _refusing(method):
     """An operation whose refusal (_Refused) on this rank alone must not put
     the ranks out of step: the rank takes the call's step on the
@@ -200,10 +210,7 @@ def _refusing(method):
             return method(self, *args, **kwargs)
         except _Refused:
             device = next((t.device.type for t in _tensors_in(args)), "cpu")
-            try:
-                self._comm(device if device in ("cpu", "cuda", "npu") else "cpu").allreduce(None, op="refused")
-            except (CollError, RuntimeError):
-                pass  # the invalid step's own EINVAL, or a communicator already ended
+            _invalid_step(self._comm(device if device in ("cpu", "cuda", "npu") else "cpu"))
             raise
 
     run.__name__ = method.__name__
@@ -311,10 +318,7 @@ class ProcessGroupTrainit(dist.ProcessGroup):
             step()
         except Exception:
             if then_local:
-                try:
-                    comm.allreduce(None, op="refused")
-                except (CollError, RuntimeError):
-                    pass
+                _invalid_step(comm)
             raise
 
     @staticmethod
