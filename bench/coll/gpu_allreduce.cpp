@@ -340,7 +340,9 @@ int check_calls(trainit_comm* dev, trainit_comm* host) {
   Rank me(dev, host);
   int failed = 0;
   uint64_t seed = 1;
-  // 1 MiB staging (TRAINIT_COLL_DEVICE_STAGING): 100003 elements go in pieces.
+  // 1 MiB staging (TRAINIT_COLL_DEVICE_STAGING): 100003 elements go in
+  // pieces; 256 KiB one-shot (TRAINIT_COLL_DEVICE_ONE_SHOT): of 100003,
+  // bytes go one-shot, wider elements two-shot.
   for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4097}, size_t{100003}}) {
     for (int dtype = 0; dtype < kDtypes; ++dtype) {
       for (const bool in_place : {false, true}) {
@@ -379,6 +381,7 @@ int check_killed_peer(trainit_comm* dev, int rank, int n) {
 
 int check(int n, int gpus) {
   setenv("TRAINIT_COLL_DEVICE_STAGING", "1048576", 1);
+  setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", "262144", 1);
   const std::string name = "gpu-check-" + std::to_string(getpid());
   const std::vector<int> st = run_ranks(n, kCheckDeadline, [&](int rank) {
     see_one_gpu(rank, gpus);
@@ -638,11 +641,16 @@ struct Setting {
   bool launch = true;  // TRAINIT_COLL_DEVICE_LAUNCH: false drives the calls from the host (one block)
 };
 constexpr size_t kStagingDefault = size_t{32} << 20;
-constexpr Setting kSweep[] = {
-    {1, 256 << 10, kStagingDefault},    {4, 256 << 10, kStagingDefault},    {8, 256 << 10, kStagingDefault},
-    {16, 256 << 10, kStagingDefault},   {32, 256 << 10, kStagingDefault},   {16, 64 << 10, kStagingDefault},
-    {16, 1 << 20, kStagingDefault},     {16, 4 << 20, kStagingDefault},     {16, 256 << 10, size_t{8} << 20},
-    {16, 256 << 10, size_t{128} << 20}, {32, 256 << 10, size_t{128} << 20}, {1, 256 << 10, kStagingDefault, false}};
+constexpr size_t kOneShotDefault = size_t{1} << 20;
+constexpr Setting kSweep[] = {{1, kOneShotDefault, kStagingDefault},
+                              {8, kOneShotDefault, kStagingDefault},
+                              {16, kOneShotDefault, kStagingDefault},
+                              {32, kOneShotDefault, kStagingDefault},
+                              {32, 256 << 10, kStagingDefault},
+                              {32, 4 << 20, kStagingDefault},
+                              {32, kOneShotDefault, size_t{8} << 20},
+                              {32, kOneShotDefault, size_t{128} << 20},
+                              {1, kOneShotDefault, kStagingDefault, false}};
 
 int sweep(int n, int gpus) {
   const std::vector<size_t> sizes = {0, 8, 9, 10, 13};  // 4 B, 256 KiB, 1 MiB, 4 MiB, 256 MiB

@@ -155,6 +155,10 @@ timeout 300 "$program" sweep 2 || die "the sweep failed (124: out of time)"
 echo "== a trainit job of 2 Python ranks reducing CUDA tensors"
 trainit=$build/init/trainit
 library=$build/src/coll/libtrainit_coll.so
+# The torch backend opens the plugin by name ("cuda"): beside the library
+# where it is installed, else on the loader's path, where a build tree's is.
+LD_LIBRARY_PATH=$(dirname "$plugin")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH
 if ! python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   echo "skipped: python3 has no torch that sees a GPU"
 elif [ ! -x "$trainit" ] || [ ! -f "$library" ]; then

@@ -21,12 +21,24 @@
 namespace trainit::coll::dev {
 
 // What a block's threads share: how many they are, the barrier they meet
-// at, and the slot thread 0 tells the others a wait's outcome in; set once,
-// before `go` (run_on_threads).
+// at and what its last phase ORed (barrier_or); set once by start(), before
+// `go` (run_on_threads).
 struct HostBlock {
+  // A phase's end, run once all threads arrived and before any leaves: the
+  // phase's OR, read by each thread before it arrives at the next one.
+  struct OrAll {
+    HostBlock* block;
+    void operator()() noexcept { block->ored = block->pending.exchange(0, std::memory_order_relaxed); }
+  };
+  void start(unsigned n) {
+    threads = n;
+    barrier.emplace(n, OrAll{this});
+  }
+
   unsigned threads = 1;
-  std::optional<std::barrier<>> barrier;
-  int slot = 0;
+  std::optional<std::barrier<OrAll>> barrier;
+  std::atomic<int> pending{0};
+  int ored = 0;
   std::atomic<bool> go{false};
 };
 
@@ -49,7 +61,13 @@ class HostChip {
   unsigned tid() const { return tid_; }
   unsigned threads() const { return block_.threads; }
   void barrier() { block_.barrier->arrive_and_wait(); }
-  int* slot() { return &block_.slot; }
+  int barrier_or(int v) {
+    if (v != 0) {
+      block_.pending.fetch_or(v, std::memory_order_relaxed);
+    }
+    block_.barrier->arrive_and_wait();
+    return block_.ored;
+  }
 
   static uint64_t load_acquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   static void store_release(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
@@ -158,8 +176,7 @@ int run_on_threads(const Call& a, unsigned threads, FoldFn fold) {
     }
     started = t;
   }
-  block.threads = started + 1;
-  block.barrier.emplace(block.threads);
+  block.start(started + 1);
   block.go.store(true, std::memory_order_release);
   block.go.notify_all();
   C chip(block, 0, fold, a.elem);

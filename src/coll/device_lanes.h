@@ -11,12 +11,14 @@
 //     thread is written (or read);
 //   - publish: thread 0, after that barrier, writes a first step's
 //     descriptor, fences and stores the step with release semantics;
-//   - wait and agrees: thread 0 loads the peers' steps with acquire
-//     semantics, puts the outcome in the block's shared slot, and the block
-//     meets again before every thread reads it.
+//   - wait and agrees: thread p (p < n) loads peer p's step with acquire
+//     semantics (then its descriptor), all peers at once, and the block
+//     meets at a barrier that ORs the threads' outcomes: one memory
+//     latency for every peer, not one a peer.
 // The chip C gives what differs (all callable where the lanes run):
 //   unsigned tid() const, threads() const;  void barrier();
-//   int* slot() — a block-shared int;
+//   int barrier_or(int v) — a barrier that returns the OR of every
+//     thread's v;
 //   static uint64_t load_acquire(const uint64_t*);
 //   static void store_release(uint64_t*, uint64_t);  static void fence();
 //   static uint32_t load_abort(const volatile uint32_t*);
@@ -63,45 +65,39 @@ class Lanes {
     }
   }
 
-  // Thread 0 waits until every peer published s (the abort word and the
-  // timeout read every C::kPollsPerCheck polls); the block learns the
-  // outcome.
+  // Thread p waits until peer p published s (with fewer threads than
+  // peers, peers p, p + threads, …; the abort word and the timeout read
+  // every C::kPollsPerCheck polls); the block learns the outcome.
   TRAINIT_HD int wait(int b, uint64_t s, const Call& a, int64_t start) {
-    c_.barrier();  // every thread has read the slot's previous outcome
-    if (c_.tid() == 0) {
-      int r = 0;
-      for (int p = 0; r == 0 && p < a.n; ++p) {
-        const uint64_t* seq = &line(a.staging[p], b)->seq;
-        for (uint32_t polls = 1; r == 0 && C::load_acquire(seq) < s; ++polls) {
-          if (polls % C::kPollsPerCheck == 0) {
-            if (C::load_abort(a.abort) != 0) {
-              r = -ECONNABORTED;
-            } else if (a.timeout_ns > 0 && C::now_ns() - start > a.timeout_ns) {
-              r = -ETIMEDOUT;
-            }
+    int why = 0;  // 1: aborted, 2: timed out
+    for (int p = static_cast<int>(c_.tid()); why == 0 && p < a.n; p += static_cast<int>(c_.threads())) {
+      const uint64_t* seq = &line(a.staging[p], b)->seq;
+      for (uint32_t polls = 1; why == 0 && C::load_acquire(seq) < s; ++polls) {
+        if (polls % C::kPollsPerCheck == 0) {
+          if (C::load_abort(a.abort) != 0) {
+            why = 1;
+          } else if (a.timeout_ns > 0 && C::now_ns() - start > a.timeout_ns) {
+            why = 2;
           }
-          C::relax(polls);
         }
+        C::relax(polls);
       }
-      *c_.slot() = r;
     }
-    c_.barrier();
-    return *c_.slot();
+    why = c_.barrier_or(why);
+    return (why & 1) != 0 ? -ECONNABORTED : (why & 2) != 0 ? -ETIMEDOUT : 0;
   }
 
-  // After wait(s): whether every rank's step s carried this descriptor.
+  // After wait(s): whether every rank's step s carried this descriptor
+  // (thread p reads peer p's).
   TRAINIT_HD bool agrees(int b, uint64_t s, const Call& a) {
-    c_.barrier();
-    if (c_.tid() == 0) {
-      bool ok = a.valid != 0;
-      for (int p = 0; p < a.n; ++p) {
-        const Line* l = line(a.staging[p], b);
-        ok = ok && C::load_peer(&l->desc[s & 1]) == a.desc && C::load_peer(&l->count[s & 1]) == a.count;
-      }
-      *c_.slot() = ok ? 1 : 0;
+    int differs = c_.tid() == 0 && a.valid == 0 ? 1 : 0;
+    for (int p = static_cast<int>(c_.tid()); p < a.n; p += static_cast<int>(c_.threads())) {
+      const Line* l = line(a.staging[p], b);
+      const uint64_t desc = C::load_peer(&l->desc[s & 1]);
+      const uint64_t count = C::load_peer(&l->count[s & 1]);
+      differs |= desc != a.desc || count != a.count ? 1 : 0;
     }
-    c_.barrier();
-    return *c_.slot() != 0;
+    return c_.barrier_or(differs) == 0;
   }
 
   // 16 bytes a thread where both ends and the length allow, else 4, else 1.
@@ -127,11 +123,26 @@ class Lanes {
   }
 
  private:
+  // Each thread kCopyUnroll words loaded before any is stored: as many
+  // loads in flight, where one at a time would leave a GPU's memory idle.
+  static constexpr unsigned kCopyUnroll = 4;
+
   template <class T>
   TRAINIT_HD void strided(unsigned char* d, const unsigned char* s, size_t words) {
     auto* to = reinterpret_cast<T*>(d);
     const auto* from = reinterpret_cast<const T*>(s);
-    for (size_t i = c_.tid(); i < words; i += c_.threads()) {
+    const size_t step = c_.threads();
+    size_t i = c_.tid();
+    for (; i + (kCopyUnroll - 1) * step < words; i += kCopyUnroll * step) {
+      T v[kCopyUnroll];
+      for (unsigned u = 0; u < kCopyUnroll; ++u) {
+        v[u] = C::load_peer(from + i + u * step);
+      }
+      for (unsigned u = 0; u < kCopyUnroll; ++u) {
+        to[i + u * step] = v[u];
+      }
+    }
+    for (; i < words; i += step) {
       to[i] = C::load_peer(from + i);
     }
   }

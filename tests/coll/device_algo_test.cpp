@@ -135,7 +135,7 @@ uint64_t traffic_of_call(Node& node, int rank, const Args& q) {
   uint64_t status = 0;
   const dev::Call a = make_call(node, rank, q, &status);
   dev::HostBlock block;
-  block.barrier.emplace(1);
+  block.start(1);
   dev::HostChip chip(block, 0, dev::host_fold(a, kernels_scalar()), a.elem);
   CountedLanes lanes(chip, a.elem);
   for (int b = 0; b < a.blocks; ++b) {

@@ -4,10 +4,11 @@
 //
 // Steps at system scope: a block's threads write the step's data, meet at
 // a barrier, and its thread 0 fences (__threadfence_system) and stores the
-// step with release semantics; a waiting block's thread 0 loads peers'
-// steps with acquire semantics, then the block meets again. Peers' staging
-// is read with loads that skip the L1 cache (ld.global.cg), which no other
-// SM (and no other process's kernel) keeps coherent. Every wait reads the
+// step with release semantics; in a waiting block, thread p loads peer p's
+// step with acquire semantics, all peers at once, then the block meets
+// again. Peers' staging is read with loads that skip the L1 cache
+// (ld.global.cg), which no other SM (and no other process's kernel) keeps
+// coherent. Every wait reads the
 // abort word (host memory the host side sets) every 1,024 polls and ends
 // after the call's timeout (the GPU's global timer).
 #include <cuda_runtime.h>
@@ -32,12 +33,12 @@ class GpuChip {
   using Vec16 = int4;
   static constexpr uint32_t kPollsPerCheck = 1024;
 
-  __device__ GpuChip(int op, int* slot) : op_(op), slot_(slot) {}
+  __device__ explicit GpuChip(int op) : op_(op) {}
 
   __device__ unsigned tid() const { return threadIdx.x; }
   __device__ unsigned threads() const { return blockDim.x; }
   __device__ void barrier() { __syncthreads(); }
-  __device__ int* slot() { return slot_; }
+  __device__ int barrier_or(int v) { return __syncthreads_or(v); }
 
   __device__ static uint64_t load_acquire(const uint64_t* p) {
     uint64_t v;
@@ -106,6 +107,11 @@ class GpuChip {
   using T = typename D::T;
   static constexpr size_t kPerVec = 16 / sizeof(T);
 
+  // Vectors a thread folds together: each source's kFoldUnroll loads in
+  // flight at once, not one; as many as 16 accumulators' registers allow
+  // (two blocks of kThreads must fit an SM: see collective()).
+  static constexpr unsigned kFoldUnroll = kPerVec >= 16 ? 1 : kPerVec >= 8 ? 2 : 4;
+
   template <int Op>
   __device__ static int fold_as(void* dst, void* also, const void* const* srcs, int n, size_t count, size_t first,
                                 size_t stride) {
@@ -116,52 +122,78 @@ class GpuChip {
     size_t done = 0;
     if ((bits & 15) == 0) {
       const size_t vecs = count / kPerVec;
-      for (size_t j = first; j < vecs; j += stride) {
-        fold_at<Op, kPerVec>(dst, also, srcs, n, j);
+      size_t j = first;
+      for (; j + (kFoldUnroll - 1) * stride < vecs; j += kFoldUnroll * stride) {
+        fold_at<Op, kPerVec, kFoldUnroll>(dst, also, srcs, n, j, stride);
+      }
+      for (; j < vecs; j += stride) {
+        fold_at<Op, kPerVec, 1>(dst, also, srcs, n, j, stride);
       }
       done = vecs * kPerVec;
     }
     for (size_t i = done + first; i < count; i += stride) {
-      fold_at<Op, 1>(dst, also, srcs, n, i);
+      fold_at<Op, 1, 1>(dst, also, srcs, n, i, stride);
     }
     return 0;
   }
 
-  // Elements [at * W, at * W + W): W of them a load (W * sizeof(T) is 16
-  // or the size of one).
-  template <int Op, size_t W>
-  __device__ static void fold_at(void* dst, void* also, const void* const* srcs, int n, size_t at) {
-    T in[W];
-    T out[W];
-    load_elements<W>(srcs[0], at, in);
+  // The U groups of W elements at [(at + u * stride) * W, … + W), u < U
+  // (W * sizeof(T) is 16 or the size of one): every source's U loads
+  // issued together, each element folded in rank order, and every source
+  // of an element read before it is written.
+  template <int Op, size_t W, unsigned U>
+  __device__ static void fold_at(void* dst, void* also, const void* const* srcs, int n, size_t at, size_t stride) {
+    T in[U][W];
+    T out[U][W];
+    for (unsigned u = 0; u < U; ++u) {
+      load_elements<W>(srcs[0], at + u * stride, in[u]);
+    }
     if constexpr (D::kInteger && (Op == TRAINIT_MIN || Op == TRAINIT_MAX)) {
-      for (size_t e = 0; e < W; ++e) {
-        out[e] = in[e];
-      }
-      for (int k = 1; k < n; ++k) {
-        load_elements<W>(srcs[k], at, in);
+      for (unsigned u = 0; u < U; ++u) {
         for (size_t e = 0; e < W; ++e) {
-          out[e] = apply<Op>(out[e], in[e]);
+          out[u][e] = in[u][e];
+        }
+      }
+#pragma unroll 4
+      for (int k = 1; k < n; ++k) {
+        for (unsigned u = 0; u < U; ++u) {
+          load_elements<W>(srcs[k], at + u * stride, in[u]);
+        }
+        for (unsigned u = 0; u < U; ++u) {
+          for (size_t e = 0; e < W; ++e) {
+            out[u][e] = apply<Op>(out[u][e], in[u][e]);
+          }
         }
       }
     } else {
-      decltype(D::load(in[0])) acc[W];
-      for (size_t e = 0; e < W; ++e) {
-        acc[e] = D::load(in[e]);
-      }
-      for (int k = 1; k < n; ++k) {
-        load_elements<W>(srcs[k], at, in);
+      decltype(D::load(in[0][0])) acc[U][W];
+      for (unsigned u = 0; u < U; ++u) {
         for (size_t e = 0; e < W; ++e) {
-          acc[e] = apply<Op>(acc[e], D::load(in[e]));
+          acc[u][e] = D::load(in[u][e]);
         }
       }
-      for (size_t e = 0; e < W; ++e) {
-        out[e] = D::store(acc[e]);
+#pragma unroll 4
+      for (int k = 1; k < n; ++k) {
+        for (unsigned u = 0; u < U; ++u) {
+          load_elements<W>(srcs[k], at + u * stride, in[u]);
+        }
+        for (unsigned u = 0; u < U; ++u) {
+          for (size_t e = 0; e < W; ++e) {
+            acc[u][e] = apply<Op>(acc[u][e], D::load(in[u][e]));
+          }
+        }
+      }
+      for (unsigned u = 0; u < U; ++u) {
+        for (size_t e = 0; e < W; ++e) {
+          out[u][e] = D::store(acc[u][e]);
+        }
       }
     }
-    store_elements<W>(dst, at, out);
-    if (also != nullptr) {
-      store_elements<W>(also, at, out);
+    for (unsigned u = 0; u < U; ++u) {
+      store_elements<W>(dst, at + u * stride, out[u]);
+      if (also != nullptr) {
+        store_elements<W>(also, at + u * stride, out[u]);
+      }
     }
   }
 
@@ -188,13 +220,14 @@ class GpuChip {
   }
 
   int op_;
-  int* slot_;
 };
 
+// Two blocks an SM (at most 64 registers a thread): every block of every
+// rank sharing one GPU must be resident at once, since a block waits for
+// its peers' blocks; device.cpp keeps ranks × blocks within that.
 template <class D>
-__global__ void __launch_bounds__(kThreads) collective(dev::Call a) {
-  __shared__ int slot;
-  GpuChip<D> chip(a.op, &slot);
+__global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
+  GpuChip<D> chip(a.op);
   dev::Lanes<GpuChip<D>> x(chip);
   dev::Block<dev::Lanes<GpuChip<D>>> block(x, a, static_cast<int>(blockIdx.x));
   const int r = block.run();
