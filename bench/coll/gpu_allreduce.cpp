@@ -29,7 +29,10 @@
 //     time · 2(N−1)/N (nccl-tests' definition), beside cudaMemcpy
 //     device-to-device on GPU 0 for the same sizes (bytes / time, copies
 //     timed with CUDA events) and the floor of one tiny launch and a stream
-//     synchronize: one markdown table.
+//     synchronize: one markdown table. Before it, two lines: what a
+//     cudaDeviceSynchronize costs with nothing queued (a synchronous call's
+//     first step), and an allreduce of no elements per N (the kernel's one
+//     step without data), synchronous and on a stream.
 //
 // The parent process never touches CUDA (the ranks are forked from it); the
 // GPU count, the GPU names and the cudaMemcpy rates come from children too.
@@ -438,11 +441,40 @@ int stream_calls(trainit_comm* dev, void* buf, size_t count, size_t calls, doubl
   return r != 0 ? r : q;
 }
 
+// An allreduce of 0 elements, 2,000 calls synchronous then 2,000 on a stream:
+// rank 0's mean µs of each into us[0] and us[1]. 0, or 1 said why.
+int steps_alone(trainit_comm* dev, void* buf, int rank, double* us) {
+  constexpr size_t kCalls = 2000;
+  int r = trainit_allreduce(dev, buf, buf, 0, TRAINIT_F32, TRAINIT_SUM);  // warm
+  r = r != 0 ? r : trainit_barrier(dev);
+  const bench::Ns t0 = bench::now_ns();
+  for (size_t c = 0; c < kCalls && r == 0; ++c) {
+    r = trainit_allreduce(dev, buf, buf, 0, TRAINIT_F32, TRAINIT_SUM);
+  }
+  const double took = static_cast<double>(bench::now_ns() - t0) / 1e3 / kCalls;
+  double on_stream = std::nan("");
+  if (r == 0 && (r = stream_calls(dev, buf, 0, kCalls, &on_stream)) == -EOPNOTSUPP) {
+    r = 0;  // calls driven from the host take no stream
+  }
+  if (r != 0) {
+    (void)std::fprintf(stderr, "rank %d: allreduce of no elements: %s\n", rank, trainit_strerror(r));
+    return 1;
+  }
+  if (rank == 0) {
+    us[0] = took;
+    us[1] = on_stream;
+  }
+  return 0;
+}
+
 // Rank 0's mean µs per call for each size of `sizes` (indices of size_at),
 // synchronous into us[k] and back to back on a stream into stream_us[k];
 // each rank runs `setup` first (a sweep's settings).
+//
+// steps_us, unless null: an allreduce of no elements (the call's one step:
+// the kernel's synchronisation without data), synchronous and on a stream.
 void bench_ranks(int n, int gpus, const std::vector<size_t>& sizes, const std::function<void()>& setup, double* us,
-                 double* stream_us) {
+                 double* stream_us, double* steps_us = nullptr) {
   static int runs = 0;
   const std::string name =
       "gpu-bench-" + std::to_string(getpid()) + "-" + std::to_string(n) + "-" + std::to_string(++runs);
@@ -455,6 +487,9 @@ void bench_ranks(int n, int gpus, const std::vector<size_t>& sizes, const std::f
     if (trainit_device_alloc(dev, kMaxBytes, &buf) != 0 ||
         trainit_device_copy(dev, buf, zeros.data(), kMaxBytes) != 0) {
       (void)std::fprintf(stderr, "rank %d: device_alloc of 256 MiB: %s\n", rank, trainit_backend_error());
+      return 1;
+    }
+    if (steps_us != nullptr && steps_alone(dev, buf, rank, steps_us) != 0) {
       return 1;
     }
     for (size_t k = 0; k < sizes.size(); ++k) {
@@ -508,8 +543,10 @@ void bench_ranks(int n, int gpus, const std::vector<size_t>& sizes, const std::f
 }
 
 // The floor under a synchronous call: one tiny launch (a 4-byte
-// cudaMemsetAsync) and a cudaStreamSynchronize, mean µs of 1,000.
-double launch_floor_us(void* a) {
+// cudaMemsetAsync) and a cudaStreamSynchronize, mean µs of 1,000; into
+// *idle_sync_us, a cudaDeviceSynchronize with nothing queued (what a
+// synchronous call does first), mean µs of 1,000.
+double launch_floor_us(void* a, double* idle_sync_us) {
   cudaStream_t stream = nullptr;
   if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
     return -1;
@@ -521,12 +558,18 @@ double launch_floor_us(void* a) {
     ok = cudaMemsetAsync(a, 0, 4, stream) == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
   }
   const double us = static_cast<double>(bench::now_ns() - t0) / 1e3 / kLaunches;
+  const bench::Ns t1 = bench::now_ns();
+  for (int k = 0; k < kLaunches && ok; ++k) {
+    ok = cudaDeviceSynchronize() == cudaSuccess;
+  }
+  *idle_sync_us = static_cast<double>(bench::now_ns() - t1) / 1e3 / kLaunches;
   (void)cudaStreamDestroy(stream);
   return ok ? us : -1;
 }
 
 // cudaMemcpy device to device on GPU 0: GB/s per size into gbps[i], the
-// launch floor into *floor_us, and the GPU's name.
+// launch floor and an idle cudaDeviceSynchronize into floor_us[0] and [1],
+// and the GPU's name.
 void bench_memcpy(double* gbps, double* floor_us, char* gpu_name, size_t name_len) {
   const std::vector<int> st = run_ranks(1, kCheckDeadline, [&](int) {
     see_one_gpu(0, 1);
@@ -542,7 +585,7 @@ void bench_memcpy(double* gbps, double* floor_us, char* gpu_name, size_t name_le
       return 1;
     }
     (void)std::snprintf(gpu_name, name_len, "%s", prop.name);
-    *floor_us = launch_floor_us(a);
+    floor_us[0] = launch_floor_us(a, &floor_us[1]);
     for (size_t i = 0; i < kSizes; ++i) {
       const size_t bytes = size_at(i);
       const size_t calls = calls_for(bytes);
@@ -580,7 +623,8 @@ void print_size(size_t bytes) {
 int bench_all(const std::vector<int>& ns, int gpus) {
   double* us = shared_array<double>(kSizes * ns.size());
   double* stream_us = shared_array<double>(kSizes * ns.size());
-  double* gbps = shared_array<double>(kSizes + 1);  // and the launch floor
+  double* gbps = shared_array<double>(kSizes + 2);  // and the launch floor, an idle synchronize
+  double* steps_us = shared_array<double>(2 * ns.size());
   char* gpu_name = shared_array<char>(256);
   std::vector<size_t> all(kSizes);
   for (size_t i = 0; i < kSizes; ++i) {
@@ -588,7 +632,7 @@ int bench_all(const std::vector<int>& ns, int gpus) {
   }
   for (size_t j = 0; j < ns.size(); ++j) {
     bench_ranks(
-        ns[j], gpus, all, [] {}, us + j * kSizes, stream_us + j * kSizes);
+        ns[j], gpus, all, [] {}, us + j * kSizes, stream_us + j * kSizes, steps_us + 2 * j);
   }
   bench_memcpy(gbps, gbps + kSizes, gpu_name, 256);
   std::printf(
@@ -596,8 +640,13 @@ int bench_all(const std::vector<int>& ns, int gpus) {
       "synchronous, and back to back on a stream (trainit_comm_set_stream; the stream drained at the end);\n"
       "busbw = bytes / time * 2(N-1)/N (synchronous); cudaMemcpy: device to device on GPU 0, bytes / time.\n"
       "The floor of a synchronous call, same run: one 4-byte cudaMemsetAsync and a cudaStreamSynchronize, "
-      "%.1f µs.\n\n| size ",
-      backend_name(), gpus, gpu_name, gbps[kSizes]);
+      "%.1f µs; a cudaDeviceSynchronize with nothing queued (a synchronous call's first step), %.1f µs.\n"
+      "The steps alone (an allreduce of 0 elements: one step, no data), same run:",
+      backend_name(), gpus, gpu_name, gbps[kSizes], gbps[kSizes + 1]);
+  for (size_t j = 0; j < ns.size(); ++j) {
+    std::printf(" N=%d %.1f µs, %.1f on a stream;", ns[j], steps_us[2 * j], steps_us[2 * j + 1]);
+  }
+  std::printf("\n\n| size ");
   for (const int n : ns) {
     std::printf("| N=%d µs | N=%d on a stream µs | N=%d busbw GB/s ", n, n, n);
   }
