@@ -214,18 +214,18 @@ void close_imports(DeviceComm* d, int n, int rank) {
 
 // The blocks a call's elements are split between (device_algo.h), for a
 // backend that launches: a GPU runs them side by side (a block of threads
-// each), 128 / n of them, at most dev::kMaxBlocks: the blocks of n ranks
-// sharing one GPU all resident at once (two an SM, and the smallest GPU
-// the kernels are built for has 108), since a block waits for its peers'
-// (on an H200 shared by 2 ranks, 32 blocks moved 256 MiB at 224 GB/s
-// busbw where 16 moved it at 143); the fake device runs them one after
-// the other, two of them, so that its tests cross blocks.
+// each), 64 / n of them, at most dev::kMaxBlocks: the blocks of n ranks
+// sharing one GPU all resident at once (two an SM, and the small GPUs the
+// kernels run on have 56 SMs or more: an A30, an L4), since a block waits
+// for its peers' (on an H200 shared by 2 ranks, 32 blocks moved 256 MiB at
+// 224 GB/s busbw where 16 moved it at 143); the fake device runs them one
+// after the other, two of them, so that its tests cross blocks.
 // TRAINIT_COLL_DEVICE_BLOCKS sets another count (1 … dev::kMaxBlocks),
 // the same on every rank (the hello checks it). Each region still holds a
 // reduce_scatter's element of every rank: at most that many. The count,
 // or -EINVAL (said why) for a malformed value.
 int blocks_of(const trainit_coll_backend* b, uint64_t quarter, int n) {
-  constexpr int kResidentBlocks = 128;
+  constexpr int kResidentBlocks = 64;
   const int per_rank = kResidentBlocks / (n < 1 ? 1 : n);
   int want = std::strcmp(b->name, "cuda") != 0 ? 2 : per_rank < dev::kMaxBlocks ? per_rank : dev::kMaxBlocks;
   if (const char* v = std::getenv("TRAINIT_COLL_DEVICE_BLOCKS"); v != nullptr && *v != '\0') {

@@ -66,7 +66,7 @@ class HostChip {
       block_.pending.fetch_or(v, std::memory_order_relaxed);
     }
     block_.barrier->arrive_and_wait();
-    return block_.ored;
+    return block_.ored != 0 ? 1 : 0;  // as a GPU's __syncthreads_or: whether any was, not their bits
   }
 
   static uint64_t load_acquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }

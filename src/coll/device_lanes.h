@@ -17,8 +17,9 @@
 //     latency for every peer, not one a peer.
 // The chip C gives what differs (all callable where the lanes run):
 //   unsigned tid() const, threads() const;  void barrier();
-//   int barrier_or(int v) — a barrier that returns the OR of every
-//     thread's v;
+//   int barrier_or(int v) — a barrier that returns nonzero where any
+//     thread's v was (as a GPU's __syncthreads_or: 1, not the OR of the
+//     values);
 //   static uint64_t load_acquire(const uint64_t*);
 //   static void store_release(uint64_t*, uint64_t);  static void fence();
 //   static uint32_t load_abort(const volatile uint32_t*);
@@ -83,8 +84,10 @@ class Lanes {
         C::relax(polls);
       }
     }
-    why = c_.barrier_or(why);
-    return (why & 1) != 0 ? -ECONNABORTED : (why & 2) != 0 ? -ETIMEDOUT : 0;
+    if (c_.barrier_or(why) == 0) {
+      return 0;
+    }
+    return c_.barrier_or(why & 1) != 0 ? -ECONNABORTED : -ETIMEDOUT;  // which, in a second barrier
   }
 
   // After wait(s): whether every rank's step s carried this descriptor

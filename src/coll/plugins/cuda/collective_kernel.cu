@@ -224,7 +224,7 @@ class GpuChip {
 
 // Two blocks an SM (at most 64 registers a thread): every block of every
 // rank sharing one GPU must be resident at once, since a block waits for
-// its peers' blocks; device.cpp keeps ranks × blocks within that.
+// its peers' blocks; device.cpp's default keeps ranks × blocks at 64.
 template <class D>
 __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
   GpuChip<D> chip(a.op);
