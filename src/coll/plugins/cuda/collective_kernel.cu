@@ -139,8 +139,9 @@ class GpuChip {
 
   // The U groups of W elements at [(at + u * stride) * W, … + W), u < U
   // (W * sizeof(T) is 16 or the size of one): every source's U loads
-  // issued together, each element folded in rank order, and every source
-  // of an element read before it is written.
+  // issued together (a single element's sources four at a time: a small
+  // call's fold is a chain of loads), each element folded in rank order,
+  // and every source of an element read before it is written.
   template <int Op, size_t W, unsigned U>
   __device__ static void fold_at(void* dst, void* also, const void* const* srcs, int n, size_t at, size_t stride) {
     T in[U][W];
@@ -154,7 +155,7 @@ class GpuChip {
           out[u][e] = in[u][e];
         }
       }
-#pragma unroll 4
+#pragma unroll(U == 1 ? 4 : 1)
       for (int k = 1; k < n; ++k) {
         for (unsigned u = 0; u < U; ++u) {
           load_elements<W>(srcs[k], at + u * stride, in[u]);
@@ -172,7 +173,7 @@ class GpuChip {
           acc[u][e] = D::load(in[u][e]);
         }
       }
-#pragma unroll 4
+#pragma unroll(U == 1 ? 4 : 1)
       for (int k = 1; k < n; ++k) {
         for (unsigned u = 0; u < U; ++u) {
           load_elements<W>(srcs[k], at + u * stride, in[u]);
