@@ -1,6 +1,6 @@
 #include "cmd/status_cmd.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #include "exec/exec_mode.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>

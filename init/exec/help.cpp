@@ -1,6 +1,6 @@
 // The texts trainit prints for -h, --version and -l: --help is made from the
 // option table (cli.h), so that every option and its variable is in it.
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <string>
 #include <string_view>

@@ -1,7 +1,7 @@
 // The option table: every option of trainit as one row (exec/cli.h,
 // OptionSpec): its names, its variables, how its value is read into Options,
 // and how `trainit plan` and the docs show it. cli.cpp parses with it.
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <span>
 #include <type_traits>

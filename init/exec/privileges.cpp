@@ -1,6 +1,6 @@
 #include "exec/privileges.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <linux/capability.h>
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 #include "job/arena_watch.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 

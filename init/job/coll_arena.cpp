@@ -1,7 +1,7 @@
 #include "job/coll_arena.h"
 
 #include <fcntl.h>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <linux/io_uring.h>
 #include <signal.h>
 #include <sys/mman.h>

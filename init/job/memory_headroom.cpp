@@ -1,6 +1,6 @@
 #include "job/memory_headroom.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <string>

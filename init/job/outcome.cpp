@@ -1,6 +1,6 @@
 #include "job/outcome.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <cerrno>
 

@@ -1,6 +1,6 @@
 #include "job/rank_table_wait.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>

@@ -1,6 +1,6 @@
 #include "job/spawn.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <malloc.h>
 #include <sys/stat.h>
 

@@ -1,6 +1,6 @@
 #include "job/sshd.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 #include "job/wait_report.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <utility>
 

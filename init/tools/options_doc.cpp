@@ -1,6 +1,6 @@
 #include "tools/options_doc.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <string_view>
 

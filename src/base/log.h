@@ -11,7 +11,7 @@
 // the line now (write_now()). Either way a log line never waits for a reader.
 #pragma once
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <string_view>
 

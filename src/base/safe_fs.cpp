@@ -1,7 +1,7 @@
 #include "base/safe_fs.h"
 
 #include <fcntl.h>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <linux/openat2.h>
 #include <sys/fsuid.h>
 #include <sys/random.h>

@@ -1,7 +1,7 @@
 #include "log/console.h"
 
 #include <fcntl.h>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>

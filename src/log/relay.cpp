@@ -1,7 +1,7 @@
 #include "log/relay.h"
 
 #include <fcntl.h>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>

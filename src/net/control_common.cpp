@@ -1,6 +1,6 @@
 #include "net/control_common.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,6 @@
 #include "net/probe.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <sys/epoll.h>
 
 #include <cerrno>

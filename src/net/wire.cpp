@@ -1,6 +1,6 @@
 #include "net/wire.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <cassert>
 

@@ -11,7 +11,7 @@
 // never fails the caller: a supervisor that went away costs a debug line.
 #pragma once
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <string>
 #include <string_view>

@@ -1,6 +1,6 @@
 #include "notify/receiver.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>

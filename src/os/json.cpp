@@ -1,6 +1,6 @@
 #include "os/json.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <cerrno>

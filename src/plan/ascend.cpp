@@ -1,6 +1,6 @@
 #include "plan/ascend.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <cerrno>
 #include <unordered_set>

@@ -1,6 +1,6 @@
 #include "plan/command.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <exception>
 

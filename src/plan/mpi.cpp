@@ -1,6 +1,6 @@
 #include "plan/mpi.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 

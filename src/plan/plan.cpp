@@ -1,6 +1,6 @@
 #include "plan/plan.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <exception>
 

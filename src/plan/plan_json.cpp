@@ -1,6 +1,6 @@
 #include "plan/plan_json.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <cctype>

@@ -1,6 +1,6 @@
 #include "platform/cluster.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <cctype>

@@ -1,6 +1,6 @@
 #include "platform/environment.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <cctype>

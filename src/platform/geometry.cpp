@@ -1,6 +1,6 @@
 #include "platform/geometry.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 

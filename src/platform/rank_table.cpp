@@ -1,6 +1,6 @@
 #include "platform/rank_table.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <exception>

@@ -10,7 +10,7 @@
 // Internal to the rank table readers.
 #pragma once
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <cstddef>
 #include <cstdint>

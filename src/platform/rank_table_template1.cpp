@@ -1,6 +1,6 @@
 #include "platform/rank_table_template1.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <limits>

@@ -1,6 +1,6 @@
 #include "proc/credentials.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <linux/securebits.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>

@@ -1,6 +1,6 @@
 #include "proc/signals.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <cerrno>

@@ -1,7 +1,7 @@
 #include "proc/spawn.h"
 
 #include <fcntl.h>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <termios.h>
 #include <unistd.h>
 
