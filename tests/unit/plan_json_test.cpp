@@ -43,9 +43,9 @@ TEST(PlanJson, PrintsTheSchemaAndKeysInAFixedOrder) {
   EXPECT_EQ(keys, (std::vector<std::string>{"schema", "mode", "signals", "states", "dirs", "files", "processes",
                                             "settings"}));
   EXPECT_EQ(doc["schema"], "trainit.plan/v1");
-  EXPECT_EQ(doc["states"], nlohmann::json::array({"spawn", "exit"}));
+  EXPECT_EQ(doc["states"], nlohmann::ordered_json::array({"spawn", "exit"}));
   EXPECT_TRUE(doc["processes"][0]["cwd"].is_null());
-  EXPECT_EQ(doc["processes"][0]["output"], nlohmann::json({{"mode", "inherit"}}));
+  EXPECT_EQ(doc["processes"][0]["output"], nlohmann::ordered_json({{"mode", "inherit"}}));
   EXPECT_EQ(doc["processes"][0]["group"], "process_group");
   EXPECT_TRUE(text.ends_with("}\n"));
 }
