@@ -254,6 +254,18 @@ def case_every_operation_matches_gloos_result():
     ranks(n, body)
 
 
+def on_two_hosts(n, body):
+    # Ranks 0, 2, … on "host-0" and 1, 3, … on "host-1" (TRAINIT_COLL_HOST).
+    ranks(n, body, timeout=90, env=lambda r: {"TRAINIT_COLL_HOST": "host-%d" % (r % 2)})
+
+
+def the_next_all_reduce_pairs(rank):
+    # Four ranks' next all_reduce after a failed or odd call: still in step.
+    t = torch.full((3,), float(rank))
+    dist.all_reduce(t)
+    same(t, torch.full((3,), 6.0), "rank %d: the next all_reduce" % rank)
+
+
 def case_two_hosts_of_two_ranks_reduce_within_each_host_then_between_them():
     # TRAINIT_COLL_HOST puts ranks on hosts: here 0 and 2 on one, 1 and 3 on
     # the other (not contiguous, as a launcher may number them), all on this
@@ -295,7 +307,7 @@ def case_two_hosts_of_two_ranks_reduce_within_each_host_then_between_them():
         for a, b in zip(train(None, seed=3, rank=rank), train(gloo, seed=3, rank=rank)):
             check(torch.allclose(a, b, rtol=1e-5, atol=1e-6), "rank %d: %s vs gloo's %s" % (rank, a, b))
 
-    ranks(n, body, timeout=90, env=lambda r: {"TRAINIT_COLL_HOST": "host-%d" % (r % 2)})
+    on_two_hosts(n, body)
 
 
 def case_two_hosts_reduce_bfloat16_and_gather_empty_tensors_and_stay_in_step():
@@ -311,11 +323,9 @@ def case_two_hosts_reduce_bfloat16_and_gather_empty_tensors_and_stay_in_step():
         outs = [torch.ones(0) for _ in range(n)]
         dist.all_gather(outs, torch.empty(0))
         check(all(o.numel() == 0 for o in outs), "an empty all_gather over 2 hosts")
-        t = torch.full((3,), float(rank))
-        dist.all_reduce(t)
-        same(t, torch.full((3,), 6.0), "rank %d: the next all_reduce" % rank)
+        the_next_all_reduce_pairs(rank)
 
-    ranks(n, body, timeout=90, env=lambda r: {"TRAINIT_COLL_HOST": "host-%d" % (r % 2)})
+    on_two_hosts(n, body)
 
 
 def case_two_hosts_whose_step_between_them_fails_fail_the_call_on_every_rank_and_stay_in_step():
@@ -345,11 +355,9 @@ def case_two_hosts_whose_step_between_them_fails_fail_the_call_on_every_rank_and
         else:
             raise AssertionError("rank %d: the all_reduce whose step between the hosts failed succeeded" % rank)
         pg._cross = real
-        t = torch.full((3,), float(rank))
-        dist.all_reduce(t)
-        same(t, torch.full((3,), 6.0), "rank %d: the next all_reduce" % rank)
+        the_next_all_reduce_pairs(rank)
 
-    ranks(n, body, timeout=90, env=lambda r: {"TRAINIT_COLL_HOST": "host-%d" % (r % 2)})
+    on_two_hosts(n, body)
 
 
 def case_one_element_views_with_any_stride_move_in_every_operation():
