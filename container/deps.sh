@@ -14,19 +14,18 @@
 # qemu-user; nothing is registered with binfmt_misc.
 set -eu
 
-BUILD="build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev libsodium-dev libcap-dev"
-# Every preset builds with Ninja, which picks its job count from the machine's
-# cores (a CMake build preset can only fix one). The demo preset builds the
-# trainit binary alone (libsystemd-dev is for a test helper only); unshare
-# runs the demo.
+BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev libsodium-dev libcap-dev"
+# The demo preset builds the trainit binary alone (libsystemd-dev is for a
+# test helper only), with Ninja, which picks its job count from the machine's
+# cores (a CMake build preset can only fix one); unshare runs the demo.
 DEMO="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsodium-dev libcap-dev ninja-build util-linux"
 TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
       python3 python3-dev python3-torch python3-numpy tini dumb-init catatonit openssh-server openssh-client openmpi-bin
       libopenmpi-dev systemd"
 # The fuzz preset: clang, and its libFuzzer and sanitizer runtimes (which
-# clang only recommends, and --no-install-recommends leaves out).
+# clang only recommends, and --no-install-recommends leaves out), built by Ninja.
 FUZZ="clang libclang-rt-14-dev ninja-build"
-CROSS="cmake ninja-build pkg-config nlohmann-json3-dev g++-aarch64-linux-gnu libfmt-dev:arm64 libsodium-dev:arm64 libcap-dev:arm64"
+CROSS="make cmake pkg-config nlohmann-json3-dev g++-aarch64-linux-gnu libfmt-dev:arm64 libsodium-dev:arm64 libcap-dev:arm64"
 CROSS_TEST="build-essential qemu-user-static libgtest-dev:arm64 libsystemd-dev:arm64"
 
 case "${1:-}" in
