@@ -62,6 +62,13 @@ inline constexpr const char* kNoPtrace = "ptrace is not emulated: every request 
 // not touch.
 inline constexpr const char* kHostEnvironBlock =
     "/proc/PID/environ shows qemu's own environment block, not the emulated program's copy";
+// It starts host threads of its own in every emulated process (one per
+// emulated thread, and its RCU thread): at a pids limit its thread creation
+// can fail first, and then it aborts the process (SIGABRT) where the
+// emulated fork would have returned EAGAIN.
+inline constexpr const char* kThreadsAtPidsLimit =
+    "at a pids limit qemu's own thread creation can fail first, and it aborts the emulated process (SIGABRT) instead "
+    "of the program's fork returning EAGAIN";
 }  // namespace emulation
 
 // The highest signal that can be sent: SIGRTMAX, less the two that

@@ -252,9 +252,7 @@ using RankThatForkBombs = FaultTest;
 
 TEST_P(RankThatForkBombs, IntoAPidsLimitEndsTheJobWithItsCodeAndLeavesTheCgroupEmpty) {
   TRAINIT_REQUIRE_ROOT();
-  if (GetParam().layout != Layout::kPid1) {
-    TRAINIT_SKIP_UNDER_EMULATION(emulation::kNoSubreaper);
-  }
+  TRAINIT_SKIP_UNDER_EMULATION(emulation::kThreadsAtPidsLimit);
   fault::PidsCgroup cgroup(kPidsMax);
   ASSERT_TRUE(cgroup.error().empty()) << "cannot fence the bomb in: " << cgroup.error();
   fault::Subreaper subreaper(GetParam().layout);
