@@ -53,9 +53,6 @@ if [ -n "$missing" ]; then
   # machine's own sshd): the e2e tests start their own, in their namespaces.
   policy=/usr/sbin/policy-rc.d
   [ -e "$policy" ] || { printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && trap 'rm -f "$policy"' EXIT; }
-  # dpkg without an fsync per unpacked file (as Debian's container images
-  # install): the full set brings hundreds of packages and tens of thousands
-  # of files. A machine that loses power mid-install reinstalls them.
   # shellcheck disable=SC2086
-  apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-unsafe-io $missing >/dev/null
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
