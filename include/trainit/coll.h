@@ -136,6 +136,25 @@ int trainit_device_copy(trainit_comm* comm, void* dst, const void* src, size_t b
 int trainit_comm_set_stream(trainit_comm* comm, void* stream);
 int trainit_comm_query(trainit_comm* comm);
 
+/* Registered windows (a device communicator whose backend launches: CUDA,
+ * the fake device). trainit_comm_register() maps buf, bytes of memory that
+ * trainit_device_alloc() returned (its start), into every local peer, and
+ * theirs into this rank: every rank calls it, in the same order as its
+ * other calls, with its own buffer of the same bytes. An allreduce in place
+ * of more than TRAINIT_COLL_DEVICE_ONE_SHOT bytes that lies in a window then
+ * reads and writes the ranks' buffers where they are (zero copy), in two
+ * steps; every rank must pass the same offset into the same window, as it
+ * passes the same count (ranks that differ all return -EINVAL). Up to 16
+ * windows. -EINVAL on every rank where any rank's buffer is not an
+ * allocation's start, sizes differ, is registered already or no slot is
+ * free (nothing kept); -EOPNOTSUPP for a host communicator and a backend the
+ * host drives. trainit_comm_deregister() (every rank, its own buffer of the
+ * same window) waits for the calls in flight, and returns once no peer maps
+ * buf any more: then it may be freed. trainit_comm_destroy() deregisters
+ * what is left. */
+int trainit_comm_register(trainit_comm* comm, void* buf, size_t bytes);
+int trainit_comm_deregister(trainit_comm* comm, void* buf);
+
 int trainit_comm_destroy(trainit_comm* comm);
 const char* trainit_strerror(int err);
 

@@ -87,6 +87,8 @@ class Comm {
     return trainit_device_copy(comm_, dst, src, bytes);
   }
   int set_stream(void* stream) noexcept { return trainit_comm_set_stream(comm_, stream); }
+  int register_window(void* buf, size_t bytes) noexcept { return trainit_comm_register(comm_, buf, bytes); }
+  int deregister_window(void* buf) noexcept { return trainit_comm_deregister(comm_, buf); }
   int query() noexcept { return trainit_comm_query(comm_); }
 
   // Destroys the communicator now: 0 or a negative errno.

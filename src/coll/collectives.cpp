@@ -362,10 +362,26 @@ struct Barrier {
   static int chunked(const Call&) { return 0; }
 };
 
+// An agreement: a barrier whose descriptor carries a value and whether
+// this rank can go on.
+struct Agreement {
+  Request request() const { return {kOpBarrier, 0, 0, 0, value, ok, 0, nullptr, nullptr}; }
+  static bool zero_copy_ok() { return false; }
+  static void direct(Window) {}
+  static void zero_copy(Window) {}
+  static int chunked(const Call&) { return 0; }
+  uint64_t value;
+  bool ok;
+};
+
 }  // namespace
 
 int trainit::coll::host_barrier(trainit_comm* comm) {
   return run(comm, Barrier{});
+}
+
+int trainit::coll::host_agree(trainit_comm* comm, uint64_t value, bool ok) {
+  return run(comm, Agreement{value, ok});
 }
 
 extern "C" {

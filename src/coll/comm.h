@@ -92,6 +92,10 @@ int64_t comm_now_ns();
 // tear-down meet at, with no device call in flight.
 int host_barrier(trainit_comm* c);
 
+// host_barrier that also fails (-EINVAL, on every rank) where any rank's ok
+// is false or its value (below 2^40) differs from another's.
+int host_agree(trainit_comm* c, uint64_t value, bool ok);
+
 // Communicators of host memory (the "host" backend), before device.cpp
 // chooses a backend: trainit_comm_init_from_env() and trainit_comm_init()
 // without TRAINIT_COLL_BACKEND. PID 1's preflight calls these, so that the

@@ -298,6 +298,7 @@ void device_destroy(trainit_comm* c) {
   // and every import is closed before any exporter frees.
   const bool live = !coll_arena_aborted(c->base) && host_barrier(c) == 0;
   close_imports(d, c->n, c->rank);
+  close_windows(d, c->n, c->rank);
   if (live && host_barrier(c) == 0) {
     (void)d->b->free(d->staging);
   }

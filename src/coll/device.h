@@ -10,6 +10,15 @@
 
 namespace trainit::coll {
 
+// A registered window (trainit_comm_register): one buffer of every rank's,
+// mapped by every peer until it is deregistered.
+inline constexpr int kMaxWindows = 16;
+struct DeviceWindow {
+  unsigned char* base;                      // this rank's buffer (nullptr: the slot is free)
+  uint64_t bytes;                           // every rank's alike
+  unsigned char* peers[kMaxPeerSockRanks];  // every rank's, as this rank maps it; its own at [rank]
+};
+
 struct DeviceComm {
   const trainit_coll_backend* b;
   unsigned char* staging;                   // this rank's (device_algo.h's layout)
@@ -20,12 +29,13 @@ struct DeviceComm {
   // sees at words_device; nullptr for a backend the host drives.
   uint32_t* words;
   void* words_device;
-  uint64_t launched;        // the tag of the last call launched (0: none yet)
-  uint64_t reported;        // every error of the calls tagged up to it is reported
-  int blocks;               // the slices of every piece: the same on every rank of a backend
-  uint64_t one_shot_max;    // allreduce and reduce pieces larger go two-shot
-  void* stream;             // trainit_comm_set_stream's: calls enqueue there and return (nullptr: none)
-  struct Watcher* watcher;  // while a stream is set (device_stream.cpp)
+  uint64_t launched;                  // the tag of the last call launched (0: none yet)
+  uint64_t reported;                  // every error of the calls tagged up to it is reported
+  int blocks;                         // the slices of every piece: the same on every rank of a backend
+  uint64_t one_shot_max;              // allreduce and reduce pieces larger go two-shot
+  void* stream;                       // trainit_comm_set_stream's: calls enqueue there and return (nullptr: none)
+  struct Watcher* watcher;            // while a stream is set (device_stream.cpp)
+  DeviceWindow windows[kMaxWindows];  // the same slots on every rank
 };
 
 // Waits until the work this process has issued on b's device is done
@@ -48,5 +58,12 @@ int drain_calls(trainit_comm* c);
 
 // Stops d's watcher, if any (device_stream.cpp).
 void stop_watching(DeviceComm* d);
+
+// The registered window holding [p, p + bytes) (device_window.cpp): its
+// slot, and p's offset in it; -1 when none does.
+int window_of(const DeviceComm* d, const void* p, uint64_t bytes, uint64_t* offset);
+
+// Closes this rank's imports of its peers' windows (the communicator's end).
+void close_windows(DeviceComm* d, int n, int rank);
 
 }  // namespace trainit::coll

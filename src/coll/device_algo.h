@@ -79,6 +79,7 @@ struct Line {
   uint64_t seq;       // the last step published
   uint64_t desc[2];   // a call's descriptor, at its first step s: [s & 1]
   uint64_t count[2];  // and its count
+  uint64_t where[2];  // and its Call::where
 };
 static_assert(sizeof(Line) <= kLineBytes);
 
@@ -104,7 +105,18 @@ struct Call {
   const volatile uint32_t* abort;     // nonzero: every wait ends
   uint64_t* status;                   // where a block that fails puts status_of(tag, error) (first one wins)
   uint64_t tag;                       // the call's: the host's count of launches (from 1)
+  // Zero copy (an allreduce in place on a registered window): where its
+  // buffer lies, window_where(slot, offset), the same on every rank, and
+  // every rank's buffer there as this rank maps it; where 0: staged.
+  uint64_t where;
+  unsigned char* window[kMaxRanks];
 };
+
+// A registered window's slot and a buffer's offset in it, as Call::where.
+inline constexpr uint64_t kWhereOffsetBits = 48;
+TRAINIT_HD uint64_t window_where(int slot, uint64_t offset) {
+  return static_cast<uint64_t>(slot + 1) << kWhereOffsetBits | (offset & ((1ULL << kWhereOffsetBits) - 1));
+}
 
 // The host's words, mapped into the device (backend.h, host_mapped): the
 // abort word the host writes on the first page, the status ring the device
@@ -133,6 +145,7 @@ TRAINIT_HD int status_error(uint64_t status) {
 // the count where the blocks are.
 inline constexpr uint64_t kDescInvalid = 1ULL << 21;
 inline constexpr uint64_t kDescTwoShot = 1ULL << 22;
+inline constexpr uint64_t kDescZeroCopy = 1ULL << 23;
 
 TRAINIT_HD uint64_t pack(uint32_t kind, int dtype, int op, int root) {
   const auto field = [](int v, int bits) { return static_cast<uint64_t>(v) & ((1ULL << bits) - 1); };
@@ -173,7 +186,7 @@ TRAINIT_HD bool two_shot(const Call& a) {
 // The descriptor of a call whose other fields are set.
 TRAINIT_HD uint64_t descriptor(const Call& a) {
   return pack(a.kind, a.dtype, a.op, a.root) | (a.valid != 0 ? 0 : kDescInvalid) | (two_shot(a) ? kDescTwoShot : 0) |
-         static_cast<uint64_t>(a.blocks & 0xff) << 24;
+         (a.where != 0 ? kDescZeroCopy : 0) | static_cast<uint64_t>(a.blocks & 0xff) << 24;
 }
 
 // What a call reads from send and writes to recv, in bytes (0: nothing).
@@ -237,6 +250,9 @@ class Block {
   TRAINIT_HD Block(X& x, const Call& a, int b) : x_(x), a_(a), b_(b), es_(a.elem) {}
 
   TRAINIT_HD int run() {
+    if (a_.where != 0) {
+      return zero_copy();
+    }
     const int64_t start = x_.now_ns();
     uint64_t s = x_.last_step(b_, a_);
     const uint64_t per = piece_elems(a_);
@@ -372,6 +388,46 @@ class Block {
     srcs[a_.rank] = a_.send + off(piece.lo + share.lo);
     unsigned char* also = writer() ? a_.recv + off(piece.lo + share.lo) : nullptr;
     return x_.fold(out(a_, a_.rank, s, b_) + off(share.lo), also, srcs, a_.n, share.len());
+  }
+
+  // Zero copy (Call::where): an allreduce in place on every rank's
+  // registered buffer, read and written where it lies, in two steps
+  // whatever its size. The first says every rank's input is there (and
+  // carries the descriptor). Then rank r folds share r of the block's
+  // elements from every rank's buffer, in rank order, and writes the result
+  // into every rank's buffer: only rank r touches share r of any buffer, so
+  // no rank waits for another's reads. The second says every share is
+  // written: no rank returns (and lets its caller reuse its buffer) before.
+  TRAINIT_HD int zero_copy() {
+    const int64_t start = x_.now_ns();
+    uint64_t s = x_.last_step(b_, a_) + 1;
+    int r = settle(0);
+    x_.publish(b_, s, a_, true);
+    r = r != 0 ? r : x_.wait(b_, s, a_, start);
+    if (r == 0 && !x_.agrees(b_, s, a_)) {
+      r = -EINVAL;
+    }
+    if (r != 0) {
+      return r;
+    }
+    const Range mine = part(a_.count, a_.blocks, b_, grain(a_));
+    const Range share = part(mine.len(), a_.n, a_.rank, grain(a_));
+    const uint64_t at = off(mine.lo + share.lo);
+    const uint64_t len = share.len();
+    const void* srcs[kMaxRanks] = {};
+    for (int p = 0; p < a_.n; ++p) {
+      srcs[p] = a_.window[p] + at;
+    }
+    // Into ranks 0 and 1's buffers as it folds; then, once every thread's
+    // fold is written, copied into the others'.
+    r = settle(x_.fold(a_.window[0] + at, a_.n > 1 ? a_.window[1] + at : nullptr, srcs, a_.n, len));
+    for (int p = 2; r == 0 && p < a_.n; ++p) {
+      r = x_.copy(a_.window[p] + at, a_.window[0] + at, off(len));
+    }
+    r = settle(r);
+    x_.publish(b_, ++s, a_, false);
+    const int waited = x_.wait(b_, s, a_, start);
+    return r != 0 ? r : waited;
   }
 
   // Two-shot, after step s + 1: a writer copies its peers' shares of step s.

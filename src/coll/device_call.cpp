@@ -83,6 +83,24 @@ uint64_t* status_slot(void* words, uint64_t tag) {
          tag % dev::kStatusSlots;
 }
 
+// Zero copy (device_algo.h): a launched two-shot allreduce in place whose
+// buffer lies in a registered window reads and writes the ranks' buffers
+// where they are; the ranks compare where at the call's first step.
+void place_in_window(const trainit_comm* c, const DeviceComm* d, const DeviceCall& q, dev::Call& a) {
+  uint64_t offset = 0;
+  if (a.valid == 0 || d->words == nullptr || q.kind != kOpAllreduce || q.send != q.recv || !dev::two_shot(a)) {
+    return;
+  }
+  const int slot = window_of(d, q.recv, a.count * a.elem, &offset);
+  if (slot < 0) {
+    return;
+  }
+  a.where = dev::window_where(slot, offset);
+  for (int p = 0; p < c->n; ++p) {
+    a.window[p] = d->windows[slot].peers[p] + offset;
+  }
+}
+
 dev::Call make_call(const trainit_comm* c, const DeviceComm* d, const DeviceCall& q) {
   dev::Call a{};
   const bool valid = arguments_valid(c, q);
@@ -113,6 +131,7 @@ dev::Call make_call(const trainit_comm* c, const DeviceComm* d, const DeviceCall
     a.tag = d->launched + 1;
     a.status = status_slot(d->words_device, a.tag);
   }
+  place_in_window(c, d, q, a);
   a.desc = dev::descriptor(a);
   if (!valid) {  // it moves no data: any dtype and op the backend takes
     a.dtype = TRAINIT_F32;
@@ -320,6 +339,7 @@ int device_call(trainit_comm* c, const DeviceCall& q) {
   }
   const ShownInSlot shown(c, q.kind);
   const dev::Call a = make_call(c, d, q);
+  c->zero_copy_calls += a.where != 0 ? 1 : 0;
   int r = d->stream == nullptr ? device_sync(d->b) : 0;  // the caller's work on its buffers is done
   if (r != 0) {
     coll_arena_abort(c->base, c->n);

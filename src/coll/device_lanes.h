@@ -60,6 +60,7 @@ class Lanes {
       if (first) {
         l->desc[s & 1] = a.desc;
         l->count[s & 1] = a.count;
+        l->where[s & 1] = a.where;
       }
       C::fence();
       C::store_release(&l->seq, s);
@@ -98,7 +99,8 @@ class Lanes {
       const Line* l = line(a.staging[p], b);
       const uint64_t desc = C::load_peer(&l->desc[s & 1]);
       const uint64_t count = C::load_peer(&l->count[s & 1]);
-      differs |= desc != a.desc || count != a.count ? 1 : 0;
+      const uint64_t where = C::load_peer(&l->where[s & 1]);
+      differs |= desc != a.desc || count != a.count || where != a.where ? 1 : 0;
     }
     return c_.barrier_or(differs) == 0;
   }

@@ -67,6 +67,9 @@ struct Args {
   const void* send;
   void* recv;
   bool valid = true;
+  // Zero copy: Call::where, and every rank's buffer (as this rank maps it).
+  uint64_t where = 0;
+  const std::vector<unsigned char*>* window = nullptr;
 };
 
 // Rank `rank`'s call, as device_call.cpp makes it.
@@ -93,6 +96,10 @@ dev::Call make_call(Node& node, int rank, const Args& q, uint64_t* status, uint6
   a.abort = reinterpret_cast<const volatile uint32_t*>(&node.abort);
   a.status = status;
   a.tag = tag;
+  a.where = q.where;
+  for (int p = 0; q.window != nullptr && p < node.n; ++p) {
+    a.window[p] = (*q.window)[static_cast<size_t>(p)];
+  }
   a.desc = dev::descriptor(a);
   return a;
 }
@@ -479,6 +486,155 @@ TEST(CollDeviceAlgo, EachRankLeavesWhatOnlyItReadsUnstaged) {
       EXPECT_EQ(outs[r][count - 1], static_cast<float>(n)) << n << " ranks, rank " << r;
     }
   }
+}
+
+// Zero copy: an allreduce in place on windows (the ranks' buffers, each
+// mapped by every peer) reads and writes them where they lie, each rank
+// folding its share of every block from every buffer in rank order and
+// writing it into all of them. Every dtype and op on three ranks; two and
+// four ranks, blocks of one and of three threads; each call followed by a
+// staged one on the same staging, so the steps of the two kinds interleave.
+TEST(CollDeviceAlgo, ZeroCopyAllreduceOnWindowsEqualsTheHostKernelsBetweenStagedCalls) {
+  struct ZeroCopyShape {
+    int n;
+    int blocks;
+    unsigned threads;
+    bool every_type;
+  };
+  std::vector<std::string> failures;
+  for (const ZeroCopyShape shape : {ZeroCopyShape{3, 2, 1, true}, {2, 3, 3, false}, {4, 1, 1, false}}) {
+    Node node(shape.n, 1024, shape.blocks);
+    node.one_shot_max = 64;
+    node.threads = shape.threads;
+    const auto un = static_cast<size_t>(shape.n);
+    const uint64_t count = 1001;
+    for (int dtype = 0; dtype < kDtypes; ++dtype) {
+      for (int op = 0; op < kOps; ++op) {
+        const Shape typed{shape.n, shape.blocks, 1024, 64, count, shape.every_type};
+        if (!in_shape(typed, dtype, op)) {
+          continue;
+        }
+        const size_t bytes = count * dtype_size(dtype);
+        std::vector<Bytes> inputs;
+        std::vector<Bytes> bufs;
+        std::vector<unsigned char*> window;
+        for (size_t r = 0; r < un; ++r) {
+          inputs.push_back(random_values(dtype, count, static_cast<uint32_t>(dtype * 131 + op * 7 + r)));
+          bufs.push_back(inputs.back());
+        }
+        for (auto& b : bufs) {
+          window.push_back(b.data());
+        }
+        std::vector<std::vector<float>> staged(un, std::vector<float>(300, 1.0F));
+        const auto rc = on_threads(shape.n, [&](int rank) {
+          unsigned char* buf = window[static_cast<size_t>(rank)];
+          uint64_t status = 0;
+          Args q{dev::kAllreduce, dtype, op, 0, count, buf, buf};
+          q.where = dev::window_where(0, 0);
+          q.window = &window;
+          const int zero_copy = call(node, rank, q, &status);
+          float* next = staged[static_cast<size_t>(rank)].data();
+          const int after = call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 300, next, next}, &status);
+          return zero_copy != 0 ? zero_copy : after != 0 ? after : next[299] == static_cast<float>(shape.n) ? 0 : 1;
+        });
+        std::vector<const unsigned char*> all;
+        for (const auto& in : inputs) {
+          all.push_back(in.data());
+        }
+        const Bytes want = fold_of(all, count, dtype, op);
+        for (size_t r = 0; r < un; ++r) {
+          const std::string where = std::to_string(shape.n) + " ranks, dtype " + std::to_string(dtype) + " op " +
+                                    std::to_string(op) + " rank " + std::to_string(r);
+          if (rc[r] != 0) {
+            failures.push_back(where + ": returned " + std::to_string(rc[r]));
+          } else if (std::memcmp(bufs[r].data(), want.data(), bytes) != 0) {
+            failures.push_back(where + ": not the host kernels' result bit for bit");
+          }
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(failures.empty()) << joined(failures);
+}
+
+// Every rank must pass the same window and offset: ranks that differ all
+// fail after the first step, with every buffer as it was, and stay in step;
+// a rank that zero-copies against one that stages is such a difference.
+TEST(CollDeviceAlgo, ZeroCopyRanksThatDisagreeOnWhereAllGetEinvalWithBuffersUntouched) {
+  Node node(3, 1024, 2);
+  node.one_shot_max = 64;
+  std::vector<std::vector<float>> bufs(3, std::vector<float>(256, 1.0F));
+  std::vector<unsigned char*> window;
+  for (auto& b : bufs) {
+    window.push_back(reinterpret_cast<unsigned char*>(b.data()));
+  }
+  const auto rc = on_threads(3, [&](int rank) {
+    float* buf = bufs[static_cast<size_t>(rank)].data();
+    uint64_t status = 0;
+    Args q{dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 256, buf, buf};
+    q.window = &window;
+    q.where = dev::window_where(0, rank == 1 ? 64 : 0);
+    const int offsets = call(node, rank, q, &status);
+    q.where = rank == 2 ? 0 : dev::window_where(0, 0);
+    const int staged = call(node, rank, q, &status);
+    const bool untouched = buf[0] == 1.0F && buf[255] == 1.0F;
+    q.where = dev::window_where(0, 0);
+    const int agreed = call(node, rank, q, &status);
+    return offsets == -EINVAL && staged == -EINVAL && untouched && agreed == 0 && buf[255] == 3.0F ? 0 : 1;
+  });
+  EXPECT_EQ(rc, std::vector<int>({0, 0, 0}));
+}
+
+// All ranks together, per byte reduced: 3N - 2 bytes of memory (every
+// buffer's share read by its folder, written into ranks 0 and 1's as it
+// folds, then copied into the N - 2 others'), where staging moves 5N - 2;
+// for two ranks the least an allreduce in place can move, every buffer read
+// once and written once.
+TEST(CollDeviceAlgo, ZeroCopyMovesThreeNMinusTwoBytesPerByteWhereStagingMovesFiveNMinusTwo) {
+  for (const int n : {2, 3, 4}) {
+    const auto un = static_cast<size_t>(n);
+    const uint64_t count = 1001;
+    Node node(n, 1024, 2);
+    node.one_shot_max = 64;
+    std::vector<std::vector<float>> bufs(un, std::vector<float>(count, 1.0F));
+    std::vector<unsigned char*> window;
+    for (auto& b : bufs) {
+      window.push_back(reinterpret_cast<unsigned char*>(b.data()));
+    }
+    std::vector<uint64_t> moved(un, 0);
+    (void)on_threads(n, [&](int rank) {
+      float* buf = bufs[static_cast<size_t>(rank)].data();
+      Args q{dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, count, buf, buf};
+      q.where = dev::window_where(0, 0);
+      q.window = &window;
+      moved[static_cast<size_t>(rank)] = traffic_of_call(node, rank, q);
+      return 0;
+    });
+    uint64_t all = 0;
+    for (size_t r = 0; r < un; ++r) {
+      all += moved[r];
+      EXPECT_EQ(bufs[r][count - 1], static_cast<float>(n)) << n << " ranks, rank " << r;
+    }
+    EXPECT_EQ(all, count * sizeof(float) * static_cast<uint64_t>(3 * n - 2)) << n << " ranks";
+  }
+}
+
+TEST(CollDeviceAlgo, ZeroCopyWithAPeerThatNeverComesEndsWithEtimedoutAndTheBufferUntouched) {
+  Node node(2, 1024, 2);
+  node.one_shot_max = 64;
+  node.timeout_ns = 50'000'000;
+  std::vector<float> mine(256, 1.0F);
+  std::vector<float> theirs(256, 2.0F);
+  std::vector<unsigned char*> window{reinterpret_cast<unsigned char*>(mine.data()),
+                                     reinterpret_cast<unsigned char*>(theirs.data())};
+  Args q{dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 256, mine.data(), mine.data()};
+  q.where = dev::window_where(0, 0);
+  q.window = &window;
+  uint64_t status = 0;
+  EXPECT_EQ(call(node, 0, q, &status), -ETIMEDOUT);
+  EXPECT_EQ(status, dev::status_of(1, -ETIMEDOUT));
+  EXPECT_EQ(mine[0], 1.0F);
+  EXPECT_EQ(theirs[255], 2.0F);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 
 #include "child_support.h"
 #include "coll/arena.h"
+#include "coll/comm.h"
 #include "coll/kernels.h"
 #include "trainit/coll.h"
 
@@ -600,7 +601,7 @@ enum class Ending { kPeerKilled, kArenaAborted };
 // an arena's abort is the init's, so those ranks join one arena from their
 // environment, as trainit starts them.
 void expect_the_call_ends_within_100ms(const char* what, bool stream, Ending ending,
-                                       const std::function<int(trainit_comm*, void*)>& call) {
+                                       const std::function<int(trainit_comm*, void*)>& call, bool windowed = false) {
   // Shared with the ranks: when the parent ended the call, and when each
   // surviving rank's call ended.
   auto* shared = static_cast<std::atomic<int64_t>*>(
@@ -622,6 +623,9 @@ void expect_the_call_ends_within_100ms(const char* what, bool stream, Ending end
       keep_only_row(mesh, rank);
       trainit_comm* c = nullptr;
       int r = 0;
+      if (windowed) {  // a window, and the 1 MiB allreduce two-shot: zero copy
+        setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", "4096", 1);
+      }
       if (ending == Ending::kPeerKilled) {
         r = trainit_comm_init_backend(&c, name.c_str(), rank, 3, TRAINIT_FAKEDEV_PLUGIN);
       } else {
@@ -631,6 +635,7 @@ void expect_the_call_ends_within_100ms(const char* what, bool stream, Ending end
       CHILD_CHECK(r == 0, "init: %s (%s)", trainit_strerror(r), trainit_backend_error());
       void* buf = nullptr;
       CHILD_CHECK(trainit_device_alloc(c, 1 << 20, &buf) == 0, "alloc");
+      CHILD_CHECK(!windowed || trainit_comm_register(c, buf, 1 << 20) == 0, "register");
       CHILD_CHECK(!stream || trainit_comm_set_stream(c, reinterpret_cast<void*>(1)) == 0, "set_stream");
       shared[1 + rank].store(1);  // joined
       if (rank == 2) {
@@ -699,6 +704,10 @@ int enqueued_allreduce_of_1mib(trainit_comm* c, void* buf) {
 
 TEST(DeviceComm, APeerKilledMidCollectiveMakesTheOthersReturnEconnabortedWithin100ms) {
   expect_the_call_ends_within_100ms("killed", false, Ending::kPeerKilled, allreduce_of_1mib);
+}
+
+TEST(DeviceComm, APeerKilledMidZeroCopyAllreduceOnAWindowMakesTheOthersReturnEconnabortedWithin100ms) {
+  expect_the_call_ends_within_100ms("killed-window", false, Ending::kPeerKilled, allreduce_of_1mib, true);
 }
 
 TEST(DeviceComm, TheInitsAbortOfTheArenaEndsADeviceCallInFlightWithEconnabortedWithin100ms) {
@@ -1247,6 +1256,151 @@ TEST(DeviceComm, WithoutPeerSocketsADeviceCommunicatorOfSeveralRanksSaysWhy) {
     return 0;
   });
   EXPECT_EQ(status[0], 0);
+}
+
+// Registered windows (trainit_comm_register) on the fake device, three
+// ranks. A two-shot allreduce in place in a window, at an offset, reads and
+// writes the ranks' buffers where they lie (zero copy: larger than the
+// staging, yet no pieces), bitwise the host allreduce; one at most the
+// one-shot bound, or outside any window, is staged as before. A rank frees
+// its buffer once deregistered, and one still registered at the
+// communicator's destroy: the fake device refuses a free (-EBUSY) while a
+// peer still maps it.
+TEST(DeviceComm, AnAllreduceInPlaceInARegisteredWindowIsZeroCopyAndEqualsTheHostBitForBit) {
+  const std::string name = unique_name("window");
+  const auto status = run_ranks(3, [&](int rank) {
+    setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", "4096", 1);
+    setenv("TRAINIT_COLL_DEVICE_STAGING", "65536", 1);
+    Pair p = join(name, rank, 3);
+    trainit_comm* other = nullptr;
+    CHILD_CHECK(trainit_comm_init_backend(&other, (name + "-other").c_str(), rank, 3, TRAINIT_FAKEDEV_PLUGIN) == 0,
+                "a second device communicator");
+    constexpr size_t kWindow = 256 << 10;
+    void* win = to_device(p.dev, {}, kWindow);
+    CHILD_CHECK(trainit_comm_register(p.dev, win, kWindow) == 0, "register");
+    const struct {
+      int dtype;
+      int op;
+      size_t count;
+      uint64_t zero_copies;  // that the call adds
+    } calls[] = {{TRAINIT_F32, TRAINIT_SUM, 30001, 1},
+                 {TRAINIT_BF16, TRAINIT_SUM, 50000, 1},
+                 {TRAINIT_I64, TRAINIT_MAX, 20000, 1},
+                 {TRAINIT_F32, TRAINIT_SUM, 1000, 0}};
+    unsigned char* at = static_cast<unsigned char*>(win) + 4096;
+    for (const auto& k : calls) {
+      const Bytes input = random_values(k.dtype, k.count, static_cast<uint32_t>(rank * 7 + k.dtype));
+      CHILD_CHECK(trainit_device_copy(p.dev, at, input.data(), input.size()) == 0, "copy in");
+      const uint64_t before = p.dev->zero_copy_calls;
+      const auto dtype = static_cast<trainit_dtype>(k.dtype);
+      const auto op = static_cast<trainit_op>(k.op);
+      CHILD_CHECK(trainit_allreduce(p.dev, at, at, k.count, dtype, op) == 0, "allreduce of dtype %d", k.dtype);
+      CHILD_CHECK(p.dev->zero_copy_calls - before == k.zero_copies, "dtype %d, %zu elements: %llu zero-copy calls",
+                  k.dtype, k.count, static_cast<unsigned long long>(p.dev->zero_copy_calls - before));
+      Bytes want = input;
+      CHILD_CHECK(trainit_allreduce(p.host, want.data(), want.data(), k.count, dtype, op) == 0, "host");
+      CHILD_CHECK(from_device(p.dev, at, want.size()) == want, "dtype %d: not the host's result", k.dtype);
+    }
+    // Outside any window: staged, still the host's.
+    const Bytes ones = random_values(TRAINIT_F32, 30001, static_cast<uint32_t>(rank));
+    void* apart = to_device(p.dev, ones, ones.size());
+    CHILD_CHECK(trainit_allreduce(p.dev, apart, apart, 30001, TRAINIT_F32, TRAINIT_SUM) == 0, "allreduce apart");
+    Bytes want = ones;
+    CHILD_CHECK(trainit_allreduce(p.host, want.data(), want.data(), 30001, TRAINIT_F32, TRAINIT_SUM) == 0, "host");
+    CHILD_CHECK(from_device(p.dev, apart, want.size()) == want, "a buffer outside the window");
+    CHILD_CHECK(p.dev->zero_copy_calls == 3, "%llu zero-copy calls",
+                static_cast<unsigned long long>(p.dev->zero_copy_calls));
+    CHILD_CHECK(trainit_comm_deregister(p.dev, win) == 0, "deregister");
+    CHILD_CHECK(trainit_device_free(p.dev, win) == 0, "free after deregister");
+    CHILD_CHECK(trainit_comm_register(p.dev, apart, ones.size()) == 0, "register again");
+    leave(p);
+    CHILD_CHECK(trainit_device_free(other, apart) == 0, "free of a window the destroy deregistered");
+    CHILD_CHECK(trainit_comm_destroy(other) == 0, "destroy");
+    return 0;
+  });
+  EXPECT_EQ(status, (std::vector<int>{0, 0, 0}));
+}
+
+// Registration and its calls are the ranks' agreement: where one rank's
+// buffer differs (its size, not an allocation's start, registered already)
+// every rank fails with -EINVAL and none keeps a window; ranks whose calls
+// name different offsets all fail with -EINVAL and stay usable.
+TEST(DeviceComm, RanksThatRegisterOrCallDifferentlyAllGetEinvalAndKeepNothing) {
+  const std::string name = unique_name("window-differ");
+  const auto status = run_ranks(2, [&](int rank) {
+    setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", "4096", 1);
+    Pair p = join(name, rank, 2);
+    constexpr size_t kBytes = 64 << 10;
+    const Bytes ones = random_values(TRAINIT_F32, kBytes / 4, 1);
+    auto* buf = static_cast<unsigned char*>(to_device(p.dev, ones, kBytes));
+    CHILD_CHECK(trainit_comm_register(p.dev, buf, rank == 1 ? kBytes / 2 : kBytes) == -EINVAL, "sizes differ");
+    CHILD_CHECK(trainit_comm_register(p.dev, rank == 1 ? buf + 256 : buf, kBytes / 2) == -EINVAL, "no start");
+    CHILD_CHECK(trainit_comm_register(p.dev, nullptr, 0) == -EINVAL && trainit_comm_deregister(p.dev, buf) == -EINVAL,
+                "nothing registered");
+    CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, kBytes / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "staged");
+    CHILD_CHECK(p.dev->zero_copy_calls == 0, "a failed registration kept a window");
+    CHILD_CHECK(trainit_comm_register(p.dev, buf, kBytes) == 0, "register");
+    CHILD_CHECK(trainit_comm_register(p.dev, rank == 0 ? buf : nullptr, kBytes) == -EINVAL, "twice");
+    unsigned char* at = buf + (rank == 1 ? 1024 : 0);
+    CHILD_CHECK(trainit_allreduce(p.dev, at, at, 8192, TRAINIT_F32, TRAINIT_SUM) == -EINVAL, "offsets differ");
+    CHILD_CHECK(from_device(p.dev, buf, kBytes) != ones, "the staged call left the buffer as it was");
+    CHILD_CHECK(trainit_device_copy(p.dev, buf, ones.data(), kBytes) == 0, "copy in");
+    CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, kBytes / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "agreed");
+    Bytes want = ones;
+    CHILD_CHECK(trainit_allreduce(p.host, want.data(), want.data(), kBytes / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "host");
+    CHILD_CHECK(from_device(p.dev, buf, kBytes) == want && p.dev->zero_copy_calls == 2, "after the disagreement");
+    CHILD_CHECK(trainit_comm_deregister(p.dev, buf) == 0 && trainit_device_free(p.dev, buf) == 0, "deregister, free");
+    leave(p);
+    return 0;
+  });
+  EXPECT_EQ(status, (std::vector<int>{0, 0}));
+}
+
+// Stream-ordered zero-copy calls in flight read the peers' buffers:
+// deregistering waits for them, so every rank may free its buffer at once.
+TEST(DeviceComm, DeregisteringWaitsForStreamOrderedCallsSoEveryRankMayFreeItsBuffer) {
+  const std::string name = unique_name("window-stream");
+  const auto status = run_ranks(2, [&](int rank) {
+    setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", "4096", 1);
+    Pair p = join(name, rank, 2);
+    const std::vector<float> one(16384, 1.0F);
+    Bytes bytes(one.size() * 4);
+    std::memcpy(bytes.data(), one.data(), bytes.size());
+    void* buf = to_device(p.dev, bytes, bytes.size());
+    CHILD_CHECK(trainit_comm_register(p.dev, buf, bytes.size()) == 0, "register");
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
+    for (int i = 0; i < 20; ++i) {
+      CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, one.size(), TRAINIT_F32, TRAINIT_SUM) == 0, "enqueue %d", i);
+    }
+    CHILD_CHECK(trainit_comm_deregister(p.dev, buf) == 0, "deregister");
+    CHILD_CHECK(trainit_comm_query(p.dev) == 0, "calls still in flight after deregistering");
+    CHILD_CHECK(first_float(p.dev, buf) == 1048576.0F && p.dev->zero_copy_calls == 20, "20 doublings: %g",
+                static_cast<double>(first_float(p.dev, buf)));
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, nullptr) == 0, "unset");
+    leave(p);
+    return 0;
+  });
+  EXPECT_EQ(status, (std::vector<int>{0, 0}));
+}
+
+TEST(DeviceComm, RegisteringIsRefusedWithEopnotsuppByHostCommunicatorsAndBackendsTheHostDrives) {
+  const std::string name = unique_name("window-refused");
+  const auto status = run_ranks(2, [&](int rank) {
+    setenv("TRAINIT_COLL_DEVICE_LAUNCH", "0", 1);
+    Pair p = join(name, rank, 2);
+    void* buf = to_device(p.dev, {}, 4096);
+    CHILD_CHECK(trainit_comm_register(p.dev, buf, 4096) == -EOPNOTSUPP, "a backend the host drives");
+    CHILD_CHECK(trainit_comm_deregister(p.dev, buf) == -EOPNOTSUPP, "deregister there");
+    void* host = trainit_alloc(p.host, 4096);
+    CHILD_CHECK(trainit_comm_register(p.host, host, 4096) == -EOPNOTSUPP, "a host communicator");
+    CHILD_CHECK(trainit_comm_register(nullptr, host, 4096) == -EINVAL, "no communicator");
+    trainit_free(p.host, host);
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    leave(p);
+    return 0;
+  });
+  EXPECT_EQ(status, (std::vector<int>{0, 0}));
 }
 
 }  // namespace

@@ -261,6 +261,11 @@ int check_launch(const dev::Call& a) {
                        static_cast<unsigned long long>(r.bytes));
     }
   }
+  for (int p = 0; a.where != 0 && p < a.n; ++p) {
+    if (check_use(a.window[p], a.count * a.elem, "a collective's window") != 0) {
+      return violation(-EFAULT, "a collective's window %p is no live device buffer", a.window[p]);
+    }
+  }
   return 0;
 }
 
