@@ -246,6 +246,7 @@ struct Call {
   int op;
   size_t count;  // the count coll.h's call takes (per rank for reduce_scatter and allgather)
   bool in_place;
+  bool windowed = false;  // the device buffer registered (trainit_comm_register): zero copy where two-shot
 };
 
 // Device and host buffers of one call on one rank.
@@ -270,12 +271,14 @@ class Rank {
       std::memcpy(host_buf.data() + input_at, input.data(), send_count * es);
     }
     void* dev_buf = to_device(host_buf);
+    const int rw = c.windowed ? trainit_comm_register(dev_, dev_buf, host_buf.size()) : 0;
     void* dev_in = c.in_place ? static_cast<unsigned char*>(dev_buf) + input_at : to_device(input);
     unsigned char* host_in = c.in_place ? host_buf.data() + input_at : input.data();
     const int rh = run(host_, c, host_in, host_buf.data());
     const int rd = run(dev_, c, dev_in, dev_buf);
     std::vector<unsigned char> got(host_buf.size());
-    const int rc = trainit_device_copy(dev_, got.data(), dev_buf, recv_count * es);
+    int rc = trainit_device_copy(dev_, got.data(), dev_buf, recv_count * es);
+    rc = rc != 0 ? rc : rw != 0 ? rw : c.windowed ? trainit_comm_deregister(dev_, dev_buf) : 0;
     const bool root_only = c.coll == Coll::kReduce && rank_ != 0;
     const size_t compare = root_only ? 0 : recv_count * es;
     const bool same = rh == 0 && rd == 0 && rc == 0 && std::memcmp(got.data(), host_buf.data(), compare) == 0;
@@ -285,9 +288,10 @@ class Rank {
         ++at;
       }
       (void)std::fprintf(stderr,
-                         "rank %d: %s %s %s count %zu %s: host %d, device %d, copy %d; first differing byte %zu\n",
+                         "rank %d: %s %s %s count %zu %s%s: host %d, device %d, copy or window %d; first differing "
+                         "byte %zu\n",
                          rank_, kCollNames[static_cast<int>(c.coll)], kDtypeNames[c.dtype], kOpNames[c.op], c.count,
-                         c.in_place ? "in place" : "out of place", rh, rd, rc, at);
+                         c.in_place ? "in place" : "out of place", c.windowed ? " in a window" : "", rh, rd, rc, at);
     }
     free_device();
     return same;
@@ -357,6 +361,14 @@ int check_calls(trainit_comm* dev, trainit_comm* host) {
         failed += me.same_on_device({Coll::kAllgather, dtype, TRAINIT_SUM, count, in_place}, ++seed) ? 0 : 1;
       }
       failed += me.same_on_device({Coll::kBroadcast, dtype, TRAINIT_SUM, count, true}, ++seed) ? 0 : 1;
+    }
+  }
+  // In place in a registered window: zero copy where two-shot (past 256 KiB).
+  for (const size_t count : {size_t{100003}, size_t{300007}}) {
+    for (int dtype = 0; dtype < kDtypes; ++dtype) {
+      for (int op = 0; op < kOps; ++op) {
+        failed += me.same_on_device({Coll::kAllreduce, dtype, op, count, true, true}, ++seed) ? 0 : 1;
+      }
     }
   }
   return failed;
@@ -473,8 +485,11 @@ int steps_alone(trainit_comm* dev, void* buf, int rank, double* us) {
 //
 // steps_us, unless null: an allreduce of no elements (the call's one step:
 // the kernel's synchronisation without data), synchronous and on a stream.
+//
+// windowed: the buffer registered (trainit_comm_register), so that calls
+// past the one-shot bound are zero copy.
 void bench_ranks(int n, int gpus, const std::vector<size_t>& sizes, const std::function<void()>& setup, double* us,
-                 double* stream_us, double* steps_us = nullptr) {
+                 double* stream_us, double* steps_us = nullptr, bool windowed = false) {
   static int runs = 0;
   const std::string name =
       "gpu-bench-" + std::to_string(getpid()) + "-" + std::to_string(n) + "-" + std::to_string(++runs);
@@ -487,6 +502,10 @@ void bench_ranks(int n, int gpus, const std::vector<size_t>& sizes, const std::f
     if (trainit_device_alloc(dev, kMaxBytes, &buf) != 0 ||
         trainit_device_copy(dev, buf, zeros.data(), kMaxBytes) != 0) {
       (void)std::fprintf(stderr, "rank %d: device_alloc of 256 MiB: %s\n", rank, trainit_backend_error());
+      return 1;
+    }
+    if (windowed && trainit_comm_register(dev, buf, kMaxBytes) != 0) {
+      (void)std::fprintf(stderr, "rank %d: registering 256 MiB failed\n", rank);
       return 1;
     }
     if (steps_us != nullptr && steps_alone(dev, buf, rank, steps_us) != 0) {
@@ -526,7 +545,8 @@ void bench_ranks(int n, int gpus, const std::vector<size_t>& sizes, const std::f
                            on_stream);  // progress
       }
     }
-    int r = trainit_device_free(dev, buf);
+    int r = windowed ? trainit_comm_deregister(dev, buf) : 0;
+    r = r != 0 ? r : trainit_device_free(dev, buf);
     r = r != 0 ? r : trainit_comm_destroy(dev);
     if (r != 0) {
       (void)std::fprintf(stderr, "rank %d: freeing the buffer or destroying the communicator: %s\n", rank,
@@ -620,12 +640,45 @@ void print_size(size_t bytes) {
   }
 }
 
+// One markdown table: for each size of `sizes` (indices of size_at) and
+// each N of ns, rank 0's mean µs per call synchronous (us[j * sizes + i])
+// and on a stream, and the busbw; then cudaMemcpy's rate where given.
+void print_table(const std::vector<int>& ns, const std::vector<size_t>& sizes, const double* us,
+                 const double* stream_us, const double* memcpy_gbps) {
+  std::printf("| size ");
+  for (const int n : ns) {
+    std::printf("| N=%d µs | N=%d on a stream µs | N=%d busbw GB/s ", n, n, n);
+  }
+  std::printf(memcpy_gbps != nullptr ? "| cudaMemcpy D2D GB/s |\n|---" : "|\n|---");
+  for (size_t j = 0; j < ns.size(); ++j) {
+    std::printf("|--:|--:|--:");
+  }
+  std::printf(memcpy_gbps != nullptr ? "|--:|\n" : "|\n");
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const size_t bytes = size_at(sizes[i]);
+    print_size(bytes);
+    for (size_t j = 0; j < ns.size(); ++j) {
+      const double t = us[j * sizes.size() + i];
+      const double factor = 2.0 * (ns[j] - 1) / ns[j];
+      std::printf("| %.1f | %.1f | %.2f ", t, stream_us[j * sizes.size() + i],
+                  static_cast<double>(bytes) / (t * 1e3) * factor);
+    }
+    if (memcpy_gbps != nullptr) {
+      std::printf("| %.1f ", memcpy_gbps[sizes[i]]);
+    }
+    std::printf("|\n");
+  }
+}
+
 int bench_all(const std::vector<int>& ns, int gpus) {
   double* us = shared_array<double>(kSizes * ns.size());
   double* stream_us = shared_array<double>(kSizes * ns.size());
   double* gbps = shared_array<double>(kSizes + 2);  // and the launch floor, an idle synchronize
   double* steps_us = shared_array<double>(2 * ns.size());
   char* gpu_name = shared_array<char>(256);
+  const std::vector<size_t> large = {10, 11, 12, 13};  // 4 MiB … 256 MiB: two-shot, so zero copy in a window
+  double* window_us = shared_array<double>(large.size() * ns.size());
+  double* window_stream_us = shared_array<double>(large.size() * ns.size());
   std::vector<size_t> all(kSizes);
   for (size_t i = 0; i < kSizes; ++i) {
     all[i] = i;
@@ -633,6 +686,8 @@ int bench_all(const std::vector<int>& ns, int gpus) {
   for (size_t j = 0; j < ns.size(); ++j) {
     bench_ranks(
         ns[j], gpus, all, [] {}, us + j * kSizes, stream_us + j * kSizes, steps_us + 2 * j);
+    bench_ranks(
+        ns[j], gpus, large, [] {}, window_us + j * large.size(), window_stream_us + j * large.size(), nullptr, true);
   }
   bench_memcpy(gbps, gbps + kSizes, gpu_name, 256);
   std::printf(
@@ -646,25 +701,8 @@ int bench_all(const std::vector<int>& ns, int gpus) {
   for (size_t j = 0; j < ns.size(); ++j) {
     std::printf(" N=%d %.1f µs, %.1f on a stream;", ns[j], steps_us[2 * j], steps_us[2 * j + 1]);
   }
-  std::printf("\n\n| size ");
-  for (const int n : ns) {
-    std::printf("| N=%d µs | N=%d on a stream µs | N=%d busbw GB/s ", n, n, n);
-  }
-  std::printf("| cudaMemcpy D2D GB/s |\n|---");
-  for (size_t j = 0; j < ns.size(); ++j) {
-    std::printf("|--:|--:|--:");
-  }
-  std::printf("|--:|\n");
-  for (size_t i = 0; i < kSizes; ++i) {
-    print_size(size_at(i));
-    for (size_t j = 0; j < ns.size(); ++j) {
-      const double t = us[j * kSizes + i];
-      const double factor = 2.0 * (ns[j] - 1) / ns[j];
-      std::printf("| %.1f | %.1f | %.2f ", t, stream_us[j * kSizes + i],
-                  static_cast<double>(size_at(i)) / (t * 1e3) * factor);
-    }
-    std::printf("| %.1f |\n", gbps[i]);
-  }
+  std::printf("\n\n");
+  print_table(ns, all, us, stream_us, gbps);
   // Two-shot through staging moves 5N - 2 bytes of memory per byte reduced
   // when the N ranks share one GPU (all ranks together: their peers' shares
   // into staging and every share read to fold, 2(N - 1) + N; each folded
@@ -673,6 +711,15 @@ int bench_all(const std::vector<int>& ns, int gpus) {
   std::printf("\nThe staging design's bound with the ranks on one GPU, from cudaMemcpy's 256 MiB rate:");
   for (const int n : ns) {
     std::printf(" N=%d busbw <= %.0f GB/s;", n, 2.0 * gbps[kSizes - 1] * 2.0 * (n - 1) / (n * (5.0 * n - 2)));
+  }
+  // Zero copy in a registered window moves 3N - 2 (every buffer's share
+  // read by its folder, written into two buffers as it folds, copied into
+  // the N - 2 others).
+  std::printf("\n\nIn a registered window (trainit_comm_register: zero copy), same run:\n\n");
+  print_table(ns, large, window_us, window_stream_us, nullptr);
+  std::printf("\nThe zero-copy bound with the ranks on one GPU, from cudaMemcpy's 256 MiB rate:");
+  for (const int n : ns) {
+    std::printf(" N=%d busbw <= %.0f GB/s;", n, 2.0 * gbps[kSizes - 1] * 2.0 * (n - 1) / (n * (3.0 * n - 2)));
   }
   std::printf("\n");
   return 0;

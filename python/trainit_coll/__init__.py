@@ -141,6 +141,8 @@ def _load():
             "trainit_device_copy": [vp, vp, vp, sz],
             "trainit_comm_set_stream": [vp, vp],
             "trainit_comm_query": [vp],
+            "trainit_comm_register": [vp, vp, sz],
+            "trainit_comm_deregister": [vp, vp],
         }
         for name, args in protos.items():
             f = getattr(lib, name)
@@ -800,6 +802,30 @@ class Comm:
         if rc != 0:
             raise _error(rc, "a stream-ordered call on %s" % self._backend)
         return True
+
+    def register(self, ptr, nbytes):
+        """Registers nbytes at ptr (an address from device_alloc, its start)
+        as a window, on every rank at once (each its own buffer of the same
+        size; a device communicator whose backend launches): an allreduce in
+        place past the one-shot bound that lies in it, at the same offset on
+        every rank, then reads and writes the ranks' buffers where they are.
+        Raises CollError (EINVAL on every rank) when any rank's buffer
+        cannot be registered."""
+        if not _is_address(ptr) or not isinstance(nbytes, int) or nbytes < 0:
+            raise TypeError("register(ptr: int, nbytes: int >= 0)")
+        rc = _lib.trainit_comm_register(self._handle(), _fits(ptr, "register") or None, _fits(nbytes, "register"))
+        if rc != 0:
+            raise _error(rc, "register(%#x, %d) on %s" % (ptr, nbytes, self._backend))
+
+    def deregister(self, ptr):
+        """Ends the window at ptr, on every rank at once, once the calls in
+        flight are done; when it returns no peer maps it and it may be
+        freed."""
+        if not _is_address(ptr):
+            raise TypeError("deregister(ptr: int)")
+        rc = _lib.trainit_comm_deregister(self._handle(), _fits(ptr, "deregister") or None)
+        if rc != 0:
+            raise _error(rc, "deregister(%#x) on %s" % (ptr, self._backend))
 
     def device_copy(self, dst, src, nbytes=None):
         """Copies nbytes from src to dst, either an address (device or host

@@ -25,7 +25,8 @@
 //     copy their peers' shares.
 // What a rank alone reads stays where it is, unstaged: a reduce_scatter's
 // own segment, a two-shot rank's own share. Both give every writer bitwise
-// the same result, and the host path's.
+// the same result, and the host path's. A two-shot allreduce in place in a
+// registered window (Call::where) stages nothing: Block::zero_copy().
 //
 // A call's first step carries a descriptor (Call::desc, Call::count) beside
 // the step: ranks that disagree, or one whose arguments are invalid, all end

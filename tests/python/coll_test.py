@@ -727,6 +727,37 @@ def case_device_stream_ordered_calls_return_at_once_and_query_says_when_done():
     check_ranks(3, body, 30.0, device_and_host_comms)
 
 
+def case_device_register_makes_a_large_allreduce_in_place_zero_copy_and_equal_to_the_host():
+    import array
+    os.environ["TRAINIT_COLL_DEVICE_ONE_SHOT"] = "4096"
+    count = 50001
+
+    def body(dev, host):
+        ptr = dev.device_alloc(4 * count)
+        try:
+            data = values("f", count, dev.rank, 5)
+            dev.device_copy(ptr, data)
+            dev.register(ptr, 4 * count)
+            dev.allreduce(ptr, out=ptr, count=count, dtype="float32")
+            expect_error(lambda: dev.register(ptr, 4 * count), errno.EINVAL, "a window registered twice")
+            dev.deregister(ptr)
+            got = array.array("f", bytes(4 * count))
+            dev.device_copy(got, ptr)
+            host.allreduce(data, out=data)
+            same_bits(got, data, "allreduce in a window")
+            expect_error(lambda: host.register(0, 4), errno.EOPNOTSUPP, "a window on a host communicator")
+            for bad in (lambda: dev.register("0", 4), lambda: dev.register(ptr, -1), lambda: dev.deregister(None)):
+                try:
+                    bad()
+                    raise AssertionError("a wrong argument was taken")
+                except TypeError:
+                    pass
+        finally:
+            dev.device_free(ptr)
+
+    check_ranks(2, body, 30.0, device_and_host_comms)
+
+
 def case_device_address_calls_copy_and_allocate_nothing_of_the_buffers_size():
     import tracemalloc
     size = 1 << 22  # bytes of the device buffer; the module may allocate far less than that
