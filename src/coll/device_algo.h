@@ -250,10 +250,10 @@ class Block {
  public:
   TRAINIT_HD Block(X& x, const Call& a, int b) : x_(x), a_(a), b_(b), es_(a.elem) {}
 
-  TRAINIT_HD int run() {
-    if (a_.where != 0) {
-      return zero_copy();
-    }
+  TRAINIT_HD int run() { return a_.where != 0 ? zero_copy() : staged(); }
+
+  // A call through staging.
+  TRAINIT_HD int staged() {
     const int64_t start = x_.now_ns();
     uint64_t s = x_.last_step(b_, a_);
     const uint64_t per = piece_elems(a_);
@@ -287,6 +287,46 @@ class Block {
       }
     }
     return 0;
+  }
+
+  // Zero copy (Call::where): an allreduce in place on every rank's
+  // registered buffer, read and written where it lies, in two steps
+  // whatever its size. The first says every rank's input is there (and
+  // carries the descriptor). Then rank r folds share r of the block's
+  // elements from every rank's buffer, in rank order, and writes the result
+  // into every rank's buffer: only rank r touches share r of any buffer, so
+  // no rank waits for another's reads. The second says every share is
+  // written: no rank returns (and lets its caller reuse its buffer) before.
+  TRAINIT_HD int zero_copy() {
+    const int64_t start = x_.now_ns();
+    uint64_t s = x_.last_step(b_, a_) + 1;
+    int r = settle(0);
+    x_.publish(b_, s, a_, true);
+    r = r != 0 ? r : x_.wait(b_, s, a_, start);
+    if (r == 0 && !x_.agrees(b_, s, a_)) {
+      r = -EINVAL;
+    }
+    if (r != 0) {
+      return r;
+    }
+    const Range mine = part(a_.count, a_.blocks, b_, grain(a_));
+    const Range share = part(mine.len(), a_.n, a_.rank, grain(a_));
+    const uint64_t at = off(mine.lo + share.lo);
+    const uint64_t len = share.len();
+    const void* srcs[kMaxRanks] = {};
+    for (int p = 0; p < a_.n; ++p) {
+      srcs[p] = a_.window[p] + at;
+    }
+    // Into ranks 0 and 1's buffers as it folds; then, once every thread's
+    // fold is written, copied into the others'.
+    r = settle(x_.fold(a_.window[0] + at, a_.n > 1 ? a_.window[1] + at : nullptr, srcs, a_.n, len));
+    for (int p = 2; r == 0 && p < a_.n; ++p) {
+      r = x_.copy(a_.window[p] + at, a_.window[0] + at, off(len));
+    }
+    r = settle(r);
+    x_.publish(b_, ++s, a_, false);
+    const int waited = x_.wait(b_, s, a_, start);
+    return r != 0 ? r : waited;
   }
 
  private:
@@ -343,7 +383,7 @@ class Block {
 
   // The one-shot step's reading: every rank's piece is staged.
   TRAINIT_HD int consume(uint64_t s, Range piece) {
-    const void* srcs[kMaxRanks];
+    const void* srcs[kMaxRanks] = {};
     switch (a_.kind) {
       case kAllreduce:
       case kReduce:
@@ -382,53 +422,13 @@ class Block {
   // into recv.
   TRAINIT_HD int fold_share(uint64_t s, Range piece) {
     const Range share = part(piece.len(), a_.n, a_.rank, grain(a_));
-    const void* srcs[kMaxRanks];
+    const void* srcs[kMaxRanks] = {};
     for (int p = 0; p < a_.n; ++p) {
       srcs[p] = in_of(p, s) + off(share.lo);
     }
     srcs[a_.rank] = a_.send + off(piece.lo + share.lo);
     unsigned char* also = writer() ? a_.recv + off(piece.lo + share.lo) : nullptr;
     return x_.fold(out(a_, a_.rank, s, b_) + off(share.lo), also, srcs, a_.n, share.len());
-  }
-
-  // Zero copy (Call::where): an allreduce in place on every rank's
-  // registered buffer, read and written where it lies, in two steps
-  // whatever its size. The first says every rank's input is there (and
-  // carries the descriptor). Then rank r folds share r of the block's
-  // elements from every rank's buffer, in rank order, and writes the result
-  // into every rank's buffer: only rank r touches share r of any buffer, so
-  // no rank waits for another's reads. The second says every share is
-  // written: no rank returns (and lets its caller reuse its buffer) before.
-  TRAINIT_HD int zero_copy() {
-    const int64_t start = x_.now_ns();
-    uint64_t s = x_.last_step(b_, a_) + 1;
-    int r = settle(0);
-    x_.publish(b_, s, a_, true);
-    r = r != 0 ? r : x_.wait(b_, s, a_, start);
-    if (r == 0 && !x_.agrees(b_, s, a_)) {
-      r = -EINVAL;
-    }
-    if (r != 0) {
-      return r;
-    }
-    const Range mine = part(a_.count, a_.blocks, b_, grain(a_));
-    const Range share = part(mine.len(), a_.n, a_.rank, grain(a_));
-    const uint64_t at = off(mine.lo + share.lo);
-    const uint64_t len = share.len();
-    const void* srcs[kMaxRanks] = {};
-    for (int p = 0; p < a_.n; ++p) {
-      srcs[p] = a_.window[p] + at;
-    }
-    // Into ranks 0 and 1's buffers as it folds; then, once every thread's
-    // fold is written, copied into the others'.
-    r = settle(x_.fold(a_.window[0] + at, a_.n > 1 ? a_.window[1] + at : nullptr, srcs, a_.n, len));
-    for (int p = 2; r == 0 && p < a_.n; ++p) {
-      r = x_.copy(a_.window[p] + at, a_.window[0] + at, off(len));
-    }
-    r = settle(r);
-    x_.publish(b_, ++s, a_, false);
-    const int waited = x_.wait(b_, s, a_, start);
-    return r != 0 ? r : waited;
   }
 
   // Two-shot, after step s + 1: a writer copies its peers' shares of step s.

@@ -226,12 +226,15 @@ class GpuChip {
 // Two blocks an SM (at most 64 registers a thread): every block of every
 // rank sharing one GPU must be resident at once, since a block waits for
 // its peers' blocks; device.cpp's default keeps ranks × blocks at 64.
-template <class D>
+//
+// A zero-copy call (a registered window: Call::where) is a kernel of its
+// own, so that neither way's registers are allocated around the other's.
+template <class D, bool kZeroCopy>
 __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
   GpuChip<D> chip(a.op);
   dev::Lanes<GpuChip<D>> x(chip);
   dev::Block<dev::Lanes<GpuChip<D>>> block(x, a, static_cast<int>(blockIdx.x));
-  const int r = block.run();
+  const int r = kZeroCopy ? block.zero_copy() : block.staged();
   if (r != 0 && threadIdx.x == 0) {  // the call's first error; the host only reads it
     auto* status = reinterpret_cast<unsigned long long*>(a.status);
     const unsigned long long mine = dev::status_of(a.tag, r);
@@ -247,7 +250,11 @@ __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
 template <class D, int>
 struct Launch {
   static int run(const dev::Call* a, cudaStream_t stream) {
-    collective<D><<<static_cast<unsigned>(a->blocks), kThreads, 0, stream>>>(*a);
+    if (a->where != 0) {
+      collective<D, true><<<static_cast<unsigned>(a->blocks), kThreads, 0, stream>>>(*a);
+    } else {
+      collective<D, false><<<static_cast<unsigned>(a->blocks), kThreads, 0, stream>>>(*a);
+    }
     return static_cast<int>(cudaGetLastError());
   }
 };
