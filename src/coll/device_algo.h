@@ -383,7 +383,7 @@ class Block {
 
   // The one-shot step's reading: every rank's piece is staged.
   TRAINIT_HD int consume(uint64_t s, Range piece) {
-    const void* srcs[kMaxRanks] = {};
+    const void* srcs[kMaxRanks];
     switch (a_.kind) {
       case kAllreduce:
       case kReduce:
@@ -422,7 +422,7 @@ class Block {
   // into recv.
   TRAINIT_HD int fold_share(uint64_t s, Range piece) {
     const Range share = part(piece.len(), a_.n, a_.rank, grain(a_));
-    const void* srcs[kMaxRanks] = {};
+    const void* srcs[kMaxRanks];
     for (int p = 0; p < a_.n; ++p) {
       srcs[p] = in_of(p, s) + off(share.lo);
     }
