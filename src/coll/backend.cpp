@@ -338,12 +338,14 @@ int allow_peers(const trainit_coll_backend* b, const int* socks, int n, int rank
 }  // namespace
 
 int coll_backend_exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank,
-                          void** peers) {
+                          void** peers, bool* in_step) {
   // Each message: the size exported (u64), then the backend's handle. A
   // peer whose size is not this rank's is not imported: what this rank will
   // touch of it would run past its end (a rank that lies, or ranks set up
   // differently). Every message is still received, and every rank that sees
-  // a difference fails the same way, the lying one too.
+  // a difference fails the same way, the lying one too; a handle the
+  // backend refuses to import is not the end of the messages either. Only a
+  // failed send or receive leaves the sockets out of step.
   last_error[0] = '\0';
   unsigned char message[TRAINIT_COLL_HANDLE_MAX];  // what coll_send_handle() takes: the size and a handle
   const uint64_t mine = bytes;
@@ -362,7 +364,7 @@ int coll_backend_exchange(const trainit_coll_backend* b, const int* socks, void*
   if (fd >= 0) {
     close(fd);  // the peers hold their own copies now
   }
-  int differs = 0;
+  int refused = 0;  // the first message of a peer's not imported
   for (int peer = 0; rc == 0 && peer < n; ++peer) {
     if (peer == rank) {
       continue;
@@ -372,33 +374,37 @@ int coll_backend_exchange(const trainit_coll_backend* b, const int* socks, void*
     int their_fd = -1;
     rc = coll_recv_handle(socks[peer], theirs, &len, &their_fd);
     uint64_t their_bytes = 0;
-    if (rc == 0 && len <= sizeof their_bytes) {
-      rc = -EPROTO;
-    }
-    if (rc == 0) {
+    if (rc == 0 && len > sizeof their_bytes) {
       std::memcpy(&their_bytes, theirs, sizeof their_bytes);
-      if (their_bytes != mine) {
-        char why[160];
-        (void)std::snprintf(why, sizeof why, "local rank %d exports %llu bytes where local rank %d exports %llu", peer,
-                            static_cast<unsigned long long>(their_bytes), rank, static_cast<unsigned long long>(mine));
-        differs = fail(-EINVAL, "the local ranks' device buffers differ in size", why);
-      } else if ((rc = b->import_sized(theirs + sizeof their_bytes, len - sizeof their_bytes, their_fd, bytes,
-                                       &peers[peer])) == -EINVAL) {
-        // Its handle does not map what it says it exports: refused by the
-        // backend before anything of it is touched.
-        char why[160];
-        (void)std::snprintf(why, sizeof why, "local rank %d's handle does not map the %llu bytes it exports", peer,
-                            static_cast<unsigned long long>(their_bytes));
-        differs = fail(-EINVAL, "a local rank's device handle is refused", why);
-        peers[peer] = nullptr;
-        rc = 0;  // the other peers' messages are still taken
-      }
+    }
+    int got = rc != 0 ? 0 : len <= sizeof their_bytes ? -EPROTO : 0;
+    if (rc == 0 && got == 0 && their_bytes != mine) {
+      char why[160];
+      (void)std::snprintf(why, sizeof why, "local rank %d exports %llu bytes where local rank %d exports %llu", peer,
+                          static_cast<unsigned long long>(their_bytes), rank, static_cast<unsigned long long>(mine));
+      got = fail(-EINVAL, "the local ranks' device buffers differ in size", why);
+    } else if (rc == 0 && got == 0 &&
+               (got = b->import_sized(theirs + sizeof their_bytes, len - sizeof their_bytes, their_fd, bytes,
+                                      &peers[peer])) == -EINVAL) {
+      // Its handle does not map what it says it exports: refused by the
+      // backend before anything of it is touched.
+      char why[160];
+      (void)std::snprintf(why, sizeof why, "local rank %d's handle does not map the %llu bytes it exports", peer,
+                          static_cast<unsigned long long>(their_bytes));
+      (void)fail(-EINVAL, "a local rank's device handle is refused", why);
+    }
+    if (got != 0) {
+      peers[peer] = nullptr;
+      refused = refused != 0 ? refused : got;
     }
     if (their_fd >= 0) {
       close(their_fd);
     }
   }
-  return rc != 0 ? rc : differs;
+  if (in_step != nullptr) {
+    *in_step = rc == 0;
+  }
+  return rc != 0 ? rc : refused;
 }
 
 int coll_backend_allreduce(trainit_comm* comm, const trainit_coll_backend* b, const int* socks, void* buf, size_t count,

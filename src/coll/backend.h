@@ -139,9 +139,12 @@ int coll_send_handle(int sock, const void* handle, size_t handle_len, int fd);
 // (import_sized), is not imported: -EINVAL, with coll_backend_last_error()
 // naming it (every rank fails alike, the one that differs too). The handle takes at most TRAINIT_COLL_HANDLE_MAX
 // - 8 bytes here. 0 or a negative errno; imports made before an error stay
-// in peers for the caller to close.
+// in peers for the caller to close. Every peer's message is read, whatever
+// is refused of it, unless a send or a receive fails: then *in_step (if
+// given) is false, and the sockets may still hold a message of this
+// exchange that a later one would take for its own.
 int coll_backend_exchange(const trainit_coll_backend* b, const int* socks, void* buf, size_t bytes, int n, int rank,
-                          void** peers);
+                          void** peers, bool* in_step = nullptr);
 int coll_recv_handle(int sock, void* handle, size_t* handle_len, int* fd);
 
 // Allreduces count elements of buf, memory that backend b allocated in this

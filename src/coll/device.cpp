@@ -97,18 +97,6 @@ int64_t quarter_bytes() {
                               dev::kQuarterAlign);
 }
 
-// What a socket's error means to the caller: a peer that went away is a
-// peer that died (-ECONNABORTED), a receive timeout is -ETIMEDOUT.
-int transport_error(int r) {
-  if (r == -EAGAIN || r == -EWOULDBLOCK) {
-    return -ETIMEDOUT;
-  }
-  if (r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN) {
-    return -ECONNABORTED;
-  }
-  return r;
-}
-
 // Bounds every send and receive on the peer sockets: a peer that never
 // takes part cannot hold this rank forever.
 void set_socket_timeouts(const trainit_comm* c) {
@@ -410,6 +398,17 @@ const trainit_coll_backend* backend_of(const trainit_comm* c) {
 }
 
 }  // namespace
+
+int transport_error(int r) {
+  if (r == -EAGAIN || r == -EWOULDBLOCK) {
+    return -ETIMEDOUT;
+  }
+  if (r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN) {
+    return -ECONNABORTED;
+  }
+  return r;
+}
+
 }  // namespace trainit::coll
 
 using namespace trainit::coll;

@@ -38,6 +38,10 @@ struct DeviceComm {
   DeviceWindow windows[kMaxWindows];  // the same slots on every rank
 };
 
+// What a peer socket's error means to the caller (device.cpp): a peer that
+// went away is a peer that died (-ECONNABORTED), a timeout -ETIMEDOUT.
+int transport_error(int r);
+
 // Waits until the work this process has issued on b's device is done
 // (signal, then wait): 0 or a negative errno.
 int device_sync(const trainit_coll_backend* b);

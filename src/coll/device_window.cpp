@@ -58,6 +58,23 @@ uint64_t slot_value(int slot) {
   return slot < 0 ? 0 : static_cast<uint64_t>(slot) + 1;
 }
 
+// Meets the peers where their device calls meet, every call in flight
+// done: a barrier whose root says which (1 registers, 2 deregisters), so
+// that one rank's against a peer's collective, barrier or other one is
+// -EINVAL on both, as a barrier against an allreduce is. 0 or a negative
+// errno.
+enum Meeting { kRegister = 1, kDeregister = 2 };
+int meet_calls(trainit_comm* comm, DeviceComm* d, Meeting why) {
+  int r = device_call(comm, {kOpBarrier, nullptr, nullptr, 0, TRAINIT_F32, TRAINIT_SUM, why});
+  if (r == 0 && d->stream != nullptr) {
+    const int drained = drain_calls(comm);
+    if (const int32_t earlier = take_status(d, drained == 0); earlier != 0 || drained != 0) {
+      r = stream_failed(comm, earlier != 0 ? earlier : drained);
+    }
+  }
+  return r;
+}
+
 // Whether this backend can export buf (bytes of it): what the exchange
 // would do first, tried before any peer waits on it.
 bool exportable(const trainit_coll_backend* b, void* buf, size_t bytes) {
@@ -129,16 +146,27 @@ int trainit_comm_register(trainit_comm* comm, void* buf, size_t bytes) {
   uint64_t offset = 0;
   const bool ok = buf != nullptr && bytes != 0 && bytes < (uint64_t{1} << dev::kWhereOffsetBits) && slot >= 0 &&
                   window_of(d, buf, 1, &offset) < 0 && exportable(d->b, buf, bytes);
-  if ((r = host_agree(comm, slot_value(slot), ok)) != 0) {
+  const uint64_t value = slot_value(slot);
+  if ((r = meet_calls(comm, d, kRegister)) != 0 || (r = host_agree(comm, value, ok)) != 0) {
     return r;
   }
   DeviceWindow& w = d->windows[slot];
   void* peers[kMaxPeerSockRanks] = {};
-  r = comm->n > 1 ? coll_backend_exchange(d->b, comm->peer_socks, buf, bytes, comm->n, comm->rank, peers) : 0;
+  bool in_step = true;
+  if (comm->n > 1) {
+    r = coll_backend_exchange(d->b, comm->peer_socks, buf, bytes, comm->n, comm->rank, peers, &in_step);
+  }
   for (int p = 0; p < comm->n; ++p) {
     w.peers[p] = p == comm->rank ? static_cast<unsigned char*>(buf) : static_cast<unsigned char*>(peers[p]);
   }
-  const int agreed = host_agree(comm, slot_value(slot), r == 0);
+  if (!in_step) {
+    // A handle may still wait on a socket, for a later exchange to take as
+    // its own: the peer sockets, and so the communicator, are done for.
+    coll_arena_abort(comm->base, comm->n);
+    close_window(d, w, comm->n, comm->rank);
+    return transport_error(r);
+  }
+  const int agreed = host_agree(comm, value, r == 0);
   if (r != 0 || agreed != 0) {
     // Nobody keeps it; every rank has its imports closed before any returns.
     close_window(d, w, comm->n, comm->rank);
@@ -158,12 +186,8 @@ int trainit_comm_deregister(trainit_comm* comm, void* buf) {
   }
   // Calls in flight may read any rank's window: every rank's are done
   // before the agreement ends.
-  const int drained = drain_calls(comm);
-  if (const int32_t earlier = take_status(d, drained == 0); earlier != 0 || drained != 0) {
-    return stream_failed(comm, earlier != 0 ? earlier : drained);
-  }
   const int slot = slot_of(d, buf);
-  if ((r = host_agree(comm, slot_value(slot), slot >= 0)) != 0) {
+  if ((r = meet_calls(comm, d, kDeregister)) != 0 || (r = host_agree(comm, slot_value(slot), slot >= 0)) != 0) {
     return r;
   }
   close_window(d, d->windows[slot], comm->n, comm->rank);

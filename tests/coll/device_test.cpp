@@ -1403,4 +1403,98 @@ TEST(DeviceComm, RegisteringIsRefusedWithEopnotsuppByHostCommunicatorsAndBackend
   EXPECT_EQ(status, (std::vector<int>{0, 0}));
 }
 
+// A registration that an import refuses on one rank (its fake device's
+// table of regions full: -ENOMEM) fails on every rank, and every rank still
+// reads every peer's handle: the sockets stay in step, so the next
+// registrations map the right buffers and a zero-copy call on one of them
+// is the host's, leaving the other window as it was.
+TEST(DeviceComm, ARegistrationOneRanksImportRefusesFailsEverywhereAndLeavesTheSocketsInStep) {
+  const std::string name = unique_name("window-import");
+  const auto status = run_ranks(3, [&](int rank) {
+    setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", "4096", 1);
+    Pair p = join(name, rank, 3);
+    constexpr size_t kBytes = 64 << 10;
+    void* first = to_device(p.dev, {}, kBytes);
+    void* second = to_device(p.dev, {}, kBytes);
+    std::vector<void*> filler;
+    for (void* x = nullptr; rank == 2 && trainit_device_alloc(p.dev, 1, &x) == 0;) {
+      filler.push_back(x);  // until the table is full
+    }
+    CHILD_CHECK(trainit_comm_register(p.dev, first, kBytes) != 0, "a registration rank 2 could not import");
+    for (void* x : filler) {
+      CHILD_CHECK(trainit_device_free(p.dev, x) == 0, "free");
+    }
+    CHILD_CHECK(trainit_barrier(p.dev) == 0, "the communicator is usable");
+    CHILD_CHECK(trainit_comm_register(p.dev, first, kBytes) == 0 && trainit_comm_register(p.dev, second, kBytes) == 0,
+                "register both");
+    const Bytes kept = random_values(TRAINIT_F32, kBytes / 4, static_cast<uint32_t>(50 + rank));
+    const Bytes input = random_values(TRAINIT_F32, kBytes / 4, static_cast<uint32_t>(rank));
+    CHILD_CHECK(trainit_device_copy(p.dev, first, kept.data(), kBytes) == 0 &&
+                    trainit_device_copy(p.dev, second, input.data(), kBytes) == 0,
+                "copy in");
+    CHILD_CHECK(trainit_allreduce(p.dev, second, second, kBytes / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "allreduce");
+    Bytes want = input;
+    CHILD_CHECK(trainit_allreduce(p.host, want.data(), want.data(), kBytes / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "host");
+    CHILD_CHECK(trainit_barrier(p.dev) == 0, "barrier");
+    CHILD_CHECK(from_device(p.dev, second, kBytes) == want && p.dev->zero_copy_calls == 1, "the zero-copy result");
+    CHILD_CHECK(from_device(p.dev, first, kBytes) == kept, "a window the call does not name was written");
+    leave(p);
+    return 0;
+  });
+  EXPECT_EQ(status, (std::vector<int>{0, 0, 0}));
+}
+
+// A peer whose sockets are gone mid-registration (as a peer that died):
+// the handles can no longer be known to be in step, so the registration
+// ends the communicator, and the others say so as for any call whose peer
+// is gone: -ECONNABORTED, then -ECONNABORTED for every later call.
+TEST(DeviceComm, APeerWhoseSocketsGoMidRegistrationEndsItWithEconnabortedOnTheOthers) {
+  const std::string name = unique_name("window-gone");
+  const auto status = run_ranks(3, [&](int rank) {
+    setenv("TRAINIT_COLL_TIMEOUT", "20", 1);
+    Pair p = join(name, rank, 3);
+    void* buf = to_device(p.dev, {}, 4096);
+    if (rank == 2) {
+      for (int q = 0; q < 2; ++q) {
+        close(p.dev->peer_socks[q]);
+      }
+    }
+    const int r = trainit_comm_register(p.dev, buf, 4096);
+    CHILD_CHECK(rank == 2 ? r != 0 : r == -ECONNABORTED, "register gave %s", trainit_strerror(r));
+    CHILD_CHECK(trainit_barrier(p.dev) == -ECONNABORTED, "the communicator goes on");
+    return 0;
+  });
+  EXPECT_EQ(status, (std::vector<int>{0, 0, 0}));
+}
+
+// Registering and deregistering meet where the device calls meet: one
+// rank's registration against its peer's barrier, or its deregistration
+// against its peer's allreduce on the window, is -EINVAL on both, at once,
+// and both stay usable (as a barrier against an allreduce is).
+TEST(DeviceComm, ARegistrationAgainstAPeersDeviceCallIsEinvalOnBothAndBothStayUsable) {
+  const std::string name = unique_name("window-against");
+  const auto status = run_ranks(2, [&](int rank) {
+    setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", "4096", 1);
+    setenv("TRAINIT_COLL_TIMEOUT", "30", 1);
+    Pair p = join(name, rank, 2);
+    constexpr size_t kBytes = 64 << 10;
+    void* buf = to_device(p.dev, random_values(TRAINIT_F32, kBytes / 4, 3), kBytes);
+    int64_t start = now_ns();
+    int r = rank == 0 ? trainit_comm_register(p.dev, buf, kBytes) : trainit_barrier(p.dev);
+    CHILD_CHECK(r == -EINVAL && now_ns() - start < 10'000'000'000, "register against a barrier: %s",
+                trainit_strerror(r));
+    CHILD_CHECK(trainit_comm_register(p.dev, buf, kBytes) == 0, "register");
+    start = now_ns();
+    r = rank == 0 ? trainit_comm_deregister(p.dev, buf)
+                  : trainit_allreduce(p.dev, buf, buf, kBytes / 4, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(r == -EINVAL && now_ns() - start < 10'000'000'000, "deregister against an allreduce: %s",
+                trainit_strerror(r));
+    CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, kBytes / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "usable");
+    CHILD_CHECK(trainit_comm_deregister(p.dev, buf) == 0 && trainit_device_free(p.dev, buf) == 0, "deregister");
+    leave(p);
+    return 0;
+  });
+  EXPECT_EQ(status, (std::vector<int>{0, 0}));
+}
+
 }  // namespace
