@@ -147,8 +147,10 @@ int trainit_comm_query(trainit_comm* comm);
  * passes the same count (ranks that differ all return -EINVAL). Up to 16
  * windows. -EINVAL on every rank where any rank's buffer is not an
  * allocation's start, sizes differ, is registered already or no slot is
- * free (nothing kept); -EOPNOTSUPP for a host communicator and a backend the
- * host drives. trainit_comm_deregister() (every rank, its own buffer of the
+ * free (nothing kept), and where a peer makes another call meanwhile (it
+ * gets -EINVAL too); -ECONNABORTED or -ETIMEDOUT, the communicator ended,
+ * where a peer is gone or silent mid-exchange; -EOPNOTSUPP for a host
+ * communicator and a backend the host drives. trainit_comm_deregister() (every rank, its own buffer of the
  * same window) waits for the calls in flight, and returns once no peer maps
  * buf any more: then it may be freed. trainit_comm_destroy() deregisters
  * what is left. */
