@@ -809,23 +809,25 @@ class Comm:
         size; a device communicator whose backend launches): an allreduce in
         place past the one-shot bound that lies in it, at the same offset on
         every rank, then reads and writes the ranks' buffers where they are.
-        Raises CollError (EINVAL on every rank) when any rank's buffer
-        cannot be registered."""
-        if not _is_address(ptr) or not isinstance(nbytes, int) or nbytes < 0:
-            raise TypeError("register(ptr: int, nbytes: int >= 0)")
-        rc = _lib.trainit_comm_register(self._handle(), _fits(ptr, "register") or None, _fits(nbytes, "register"))
-        if rc != 0:
-            raise _error(rc, "register(%#x, %d) on %s" % (ptr, nbytes, self._backend))
+        Raises CollError (EINVAL on every rank, in step) when any rank's
+        buffer or arguments cannot be registered."""
+        def call(c):
+            if not _is_address(ptr) or isinstance(nbytes, bool) or not isinstance(nbytes, int):
+                raise _ArgError("register(ptr: int, nbytes: int), not %r, %r" % (ptr, nbytes))
+            if not 0 <= ptr < _U64 or not 0 <= nbytes < _U64:
+                raise _ArgError("register: %d, %d do not fit 64 bits" % (ptr, nbytes))
+            return _lib.trainit_comm_register(c, ptr or None, nbytes)
+        self._run("register on %s" % self._backend, call, lambda c: _lib.trainit_comm_register(c, None, 0))
 
     def deregister(self, ptr):
         """Ends the window at ptr, on every rank at once, once the calls in
         flight are done; when it returns no peer maps it and it may be
         freed."""
-        if not _is_address(ptr):
-            raise TypeError("deregister(ptr: int)")
-        rc = _lib.trainit_comm_deregister(self._handle(), _fits(ptr, "deregister") or None)
-        if rc != 0:
-            raise _error(rc, "deregister(%#x) on %s" % (ptr, self._backend))
+        def call(c):
+            if not _is_address(ptr) or not 0 <= ptr < _U64:
+                raise _ArgError("deregister(ptr: an int address), not %r" % (ptr,))
+            return _lib.trainit_comm_deregister(c, ptr or None)
+        self._run("deregister on %s" % self._backend, call, lambda c: _lib.trainit_comm_deregister(c, None))
 
     def device_copy(self, dst, src, nbytes=None):
         """Copies nbytes from src to dst, either an address (device or host
