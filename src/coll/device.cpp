@@ -282,9 +282,16 @@ void device_destroy(trainit_comm* c) {
   DeviceComm* d = c->device;
   (void)drain_calls(c);
   stop_watching(d);
+  d->stream = nullptr;
   // Every rank is done reading its peers' staging before any import closes,
-  // and every import is closed before any exporter frees.
-  const bool live = !coll_arena_aborted(c->base) && host_barrier(c) == 0;
+  // and every import is closed before any exporter frees. The first meeting
+  // is where device calls meet: a peer still in one (its program on, this
+  // one ended) gets -EINVAL there instead of waiting for good, and the
+  // arena ends, so that its next call ends too.
+  const bool live = !coll_arena_aborted(c->base) && device_meet(c, kMeetDestroy) == 0;
+  if (!live) {
+    coll_arena_abort(c->base, c->n);
+  }
   close_imports(d, c->n, c->rank);
   close_windows(d, c->n, c->rank);
   if (live && host_barrier(c) == 0) {

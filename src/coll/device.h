@@ -49,6 +49,13 @@ int device_sync(const trainit_coll_backend* b);
 // Runs one collective on c's device: 0 or a negative errno.
 int device_call(trainit_comm* c, const DeviceCall& q);
 
+// Meets the peers where their device calls meet, every call in flight
+// done: a barrier whose root says why, so that one rank's meeting against
+// a peer's collective, barrier or other meeting is -EINVAL on both, as a
+// barrier against an allreduce is. 0 or a negative errno.
+enum Meeting { kMeetRegister = 1, kMeetDeregister = 2, kMeetDestroy = 3 };
+int device_meet(trainit_comm* c, Meeting why);
+
 // The first error of a launched call not reported yet (0: none), once;
 // `done`: every call launched has ended, so none can fail any more.
 int32_t take_status(DeviceComm* d, bool done);

@@ -316,6 +316,17 @@ int32_t take_status(DeviceComm* d, bool done) {
   return 0;
 }
 
+int device_meet(trainit_comm* c, Meeting why) {
+  int r = device_call(c, {kOpBarrier, nullptr, nullptr, 0, TRAINIT_F32, TRAINIT_SUM, why});
+  if (r == 0 && c->device->stream != nullptr) {
+    const int drained = drain_calls(c);
+    if (const int32_t earlier = take_status(c->device, drained == 0); earlier != 0 || drained != 0) {
+      r = stream_failed(c, earlier != 0 ? earlier : drained);
+    }
+  }
+  return r;
+}
+
 int stream_failed(trainit_comm* c, int err) {
   coll_arena_abort(c->base, c->n);
   c->device->reported = c->device->launched;  // once: what the calls in flight end with is this error's doing

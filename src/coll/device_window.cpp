@@ -58,23 +58,6 @@ uint64_t slot_value(int slot) {
   return slot < 0 ? 0 : static_cast<uint64_t>(slot) + 1;
 }
 
-// Meets the peers where their device calls meet, every call in flight
-// done: a barrier whose root says which (1 registers, 2 deregisters), so
-// that one rank's against a peer's collective, barrier or other one is
-// -EINVAL on both, as a barrier against an allreduce is. 0 or a negative
-// errno.
-enum Meeting { kRegister = 1, kDeregister = 2 };
-int meet_calls(trainit_comm* comm, DeviceComm* d, Meeting why) {
-  int r = device_call(comm, {kOpBarrier, nullptr, nullptr, 0, TRAINIT_F32, TRAINIT_SUM, why});
-  if (r == 0 && d->stream != nullptr) {
-    const int drained = drain_calls(comm);
-    if (const int32_t earlier = take_status(d, drained == 0); earlier != 0 || drained != 0) {
-      r = stream_failed(comm, earlier != 0 ? earlier : drained);
-    }
-  }
-  return r;
-}
-
 // Whether this backend can export buf (bytes of it): what the exchange
 // would do first, tried before any peer waits on it.
 bool exportable(const trainit_coll_backend* b, void* buf, size_t bytes) {
@@ -147,7 +130,7 @@ int trainit_comm_register(trainit_comm* comm, void* buf, size_t bytes) {
   const bool ok = buf != nullptr && bytes != 0 && bytes < (uint64_t{1} << dev::kWhereOffsetBits) && slot >= 0 &&
                   window_of(d, buf, 1, &offset) < 0 && exportable(d->b, buf, bytes);
   const uint64_t value = slot_value(slot);
-  if ((r = meet_calls(comm, d, kRegister)) != 0 || (r = host_agree(comm, value, ok)) != 0) {
+  if ((r = device_meet(comm, kMeetRegister)) != 0 || (r = host_agree(comm, value, ok)) != 0) {
     return r;
   }
   DeviceWindow& w = d->windows[slot];
@@ -187,7 +170,7 @@ int trainit_comm_deregister(trainit_comm* comm, void* buf) {
   // Calls in flight may read any rank's window: every rank's are done
   // before the agreement ends.
   const int slot = slot_of(d, buf);
-  if ((r = meet_calls(comm, d, kDeregister)) != 0 || (r = host_agree(comm, slot_value(slot), slot >= 0)) != 0) {
+  if ((r = device_meet(comm, kMeetDeregister)) != 0 || (r = host_agree(comm, slot_value(slot), slot >= 0)) != 0) {
     return r;
   }
   close_window(d, d->windows[slot], comm->n, comm->rank);

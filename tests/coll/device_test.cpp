@@ -1497,4 +1497,30 @@ TEST(DeviceComm, ARegistrationAgainstAPeersDeviceCallIsEinvalOnBothAndBothStayUs
   EXPECT_EQ(status, (std::vector<int>{0, 0}));
 }
 
+// One rank destroys its communicator while its peer waits in a device
+// call (a rank whose program ended early), with no TRAINIT_COLL_TIMEOUT to
+// bound anything: the destroy meets the peer where device calls meet, so
+// the peer's call ends (-EINVAL: a destroy is not its barrier) and its
+// next finds the communicator ended, where both waited for good.
+TEST(DeviceComm, ADestroyAgainstAPeersDeviceCallEndsBothWithoutATimeout) {
+  const std::string name = unique_name("destroy-against");
+  const auto status = run_ranks(
+      2,
+      [&](int rank) {
+        unsetenv("TRAINIT_COLL_TIMEOUT");
+        Pair p = join(name, rank, 2);
+        if (rank == 1) {
+          leave(p);
+          return 0;
+        }
+        const int r = trainit_barrier(p.dev);
+        CHILD_CHECK(r == -EINVAL || r == -ECONNABORTED, "the barrier against a destroy gave %s", trainit_strerror(r));
+        CHILD_CHECK(trainit_barrier(p.dev) == -ECONNABORTED, "the communicator goes on without its peer");
+        leave(p);
+        return 0;
+      },
+      20);
+  EXPECT_EQ(status, (std::vector<int>{0, 0}));
+}
+
 }  // namespace
