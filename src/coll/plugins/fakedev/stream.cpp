@@ -28,6 +28,23 @@ struct Stream {
 };
 Stream stream;
 
+// A fork()ed child has no stream thread, though the parent's may have been
+// waiting on the condition variable: the child gets a lock and a condition
+// variable of its own (glibc's would wait for that waiter, which is not
+// there), taken in a consistent state by holding the lock across fork().
+void before_fork() {
+  pthread_mutex_lock(&stream.lock);
+}
+void after_fork_in_parent() {
+  pthread_mutex_unlock(&stream.lock);
+}
+void after_fork_in_child() {
+  pthread_mutex_init(&stream.lock, nullptr);
+  pthread_cond_init(&stream.changed, nullptr);
+  stream.owner = 0;
+}
+[[maybe_unused]] const int fork_handlers = pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+
 // A block's threads: more than one, so that the tests cross threads as the
 // GPU's blocks do; two, since the fake device's ranks often share two cores
 // with other tests (one test of the algorithm runs three).
