@@ -64,8 +64,9 @@ inline bool wait_err(const Trainit& t, std::string_view text, Clock::duration ti
 }
 
 // The host pid of the process below `root` (a host pid) whose pid in its own
-// namespace is `ns_pid` (NSpid's last field); -1 when there is none.
-inline pid_t host_pid(pid_t root, pid_t ns_pid) {
+// namespace is `ns_pid` (NSpid's last field), from one walk of /proc's
+// children lists; -1 when the walk did not meet it.
+inline pid_t host_pid_once(pid_t root, pid_t ns_pid) {
   std::vector<pid_t> queue = children_of(root);
   for (size_t i = 0; i < queue.size(); ++i) {
     for (const auto& line : lines_of(slurp("/proc/" + std::to_string(queue[i]) + "/status"))) {
@@ -80,6 +81,16 @@ inline pid_t host_pid(pid_t root, pid_t ns_pid) {
     queue.insert(queue.end(), more.begin(), more.end());
   }
   return -1;
+}
+
+// The same, walking again until it is met: one walk reads the children lists
+// one process at a time, and a process reparented between two reads (a
+// daemon whose parent just exited, moving to trainit) is in neither. -1 when
+// it was not met within `timeout`.
+inline pid_t host_pid(pid_t root, pid_t ns_pid, Clock::duration timeout = kTimeout) {
+  pid_t pid = -1;
+  wait_until([&] { return (pid = host_pid_once(root, ns_pid)) > 0; }, timeout);
+  return pid;
 }
 
 // A pidfd: readable once its process has exited (before anyone reaps it).
