@@ -14,7 +14,7 @@
 # qemu-user; nothing is registered with binfmt_misc.
 set -eu
 
-BUILD="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev libsodium-dev libcap-dev"
+BUILD="build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libsystemd-dev libsodium-dev libcap-dev"
 # The demo preset builds the trainit binary alone (libsystemd-dev is for a
 # test helper only), with Ninja, which picks its job count from the machine's
 # cores (a CMake build preset can only fix one); unshare runs the demo.

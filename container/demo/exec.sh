@@ -5,10 +5,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 trainit=${1:-}
-if [ -z "$trainit" ]; then  # the demo workflow's build, else the release build's
-  trainit=$here/../../build/demo/init/trainit
-  [ -x "$trainit" ] || trainit=$here/../../build/release/init/trainit
-fi
+[ -n "$trainit" ] || trainit=$here/../../build/release/init/trainit  # the demo's and the tests' build
 
 echo "== trainit $("$trainit" --version | cut -d' ' -f3) as PID 1: $trainit -v -w -- job.sh"
 unshare --pid --fork --mount-proc --kill-child "$trainit" -v -w -- "$here/job.sh"

@@ -8,10 +8,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 trainit=${1:-}
-if [ -z "$trainit" ]; then  # the demo workflow's build, else the release build's
-  trainit=$here/../../build/demo/init/trainit
-  [ -x "$trainit" ] || trainit=$here/../../build/release/init/trainit
-fi
+[ -n "$trainit" ] || trainit=$here/../../build/release/init/trainit  # the demo's and the tests' build
 [ -x "$trainit" ] || { echo "demo: no trainit binary at $trainit (build it first: cmake --workflow --preset demo)" >&2; exit 1; }
 # The namespaces first, on their own: a failure here is unshare's, not the
 # job's, and is said as such.
