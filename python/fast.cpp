@@ -31,12 +31,24 @@
 
 #include <cstddef>
 
+#include "trainit/coll.h"
+
 namespace {
 
-// trainit_dtype (include/trainit/coll.h), by the buffer's struct format.
-enum Dtype : int { kF32 = 0, kF64 = 1, kF16 = 2, kI32 = 4, kI64 = 5, kU8 = 6, kNone = -1 };
+// trainit_dtype, by the buffer's struct format.
+enum Dtype : int {
+  kF32 = TRAINIT_F32,
+  kF64 = TRAINIT_F64,
+  kF16 = TRAINIT_F16,
+  kI32 = TRAINIT_I32,
+  kI64 = TRAINIT_I64,
+  kU8 = TRAINIT_U8,
+  kNone = -1
+};
 
-using AllreduceFn = int (*)(void* comm, const void* send, void* recv, size_t count, int dtype, int op);
+// Called through a pointer of its own type: a call through another (ints
+// for its enums) is undefined, whatever the calling convention makes of it.
+using AllreduceFn = decltype(&trainit_allreduce);
 AllreduceFn g_allreduce = nullptr;
 
 // The dtype of a buffer of native items of one type ("f", "@f", "=f" and,
@@ -145,7 +157,8 @@ PyObject* allreduce(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs)
   void* recv = in_place ? src.buf : dst.buf;
   auto count = static_cast<size_t>(src.len / src.itemsize);
   PyThreadState* thread = PyEval_SaveThread();  // other threads run while the ranks reduce
-  int rc = g_allreduce(comm, src.buf, recv, count, dtype, static_cast<int>(op));
+  int rc = g_allreduce(static_cast<trainit_comm*>(comm), src.buf, recv, count, static_cast<trainit_dtype>(dtype),
+                       static_cast<trainit_op>(op));
   PyEval_RestoreThread(thread);
   if (!in_place) {
     PyBuffer_Release(&dst);
@@ -168,7 +181,8 @@ PyObject* allreduce_at(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nar
     return nullptr;
   }
   PyThreadState* thread = PyEval_SaveThread();
-  const int rc = g_allreduce(comm, send, recv, count, static_cast<int>(dtype), static_cast<int>(op));
+  const int rc = g_allreduce(static_cast<trainit_comm*>(comm), send, recv, count, static_cast<trainit_dtype>(dtype),
+                             static_cast<trainit_op>(op));
   PyEval_RestoreThread(thread);
   return PyLong_FromLong(rc);
 }

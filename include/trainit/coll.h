@@ -75,7 +75,17 @@ extern "C" {
 
 typedef struct trainit_comm trainit_comm;
 
-typedef enum {
+/* In C++ the enums' underlying type is int, fixed: every int a caller
+ * passes is then a value of the type, which the library checks (-EINVAL),
+ * where an unfixed enum's value outside its enumerators' bits would be
+ * undefined behaviour on the library's side. C has no such rule. */
+#ifdef __cplusplus
+#define TRAINIT_ENUM_BASE : int
+#else
+#define TRAINIT_ENUM_BASE
+#endif
+
+typedef enum TRAINIT_ENUM_BASE {
   TRAINIT_F32,
   TRAINIT_F64,
   TRAINIT_F16,
@@ -85,7 +95,7 @@ typedef enum {
   TRAINIT_U8
 } trainit_dtype;
 
-typedef enum { TRAINIT_SUM, TRAINIT_PROD, TRAINIT_MIN, TRAINIT_MAX } trainit_op;
+typedef enum TRAINIT_ENUM_BASE { TRAINIT_SUM, TRAINIT_PROD, TRAINIT_MIN, TRAINIT_MAX } trainit_op;
 
 int trainit_comm_init_from_env(trainit_comm** comm);
 int trainit_comm_init(trainit_comm** comm, const char* name, int rank, int size);
