@@ -22,8 +22,9 @@ DEMO="build-essential cmake pkg-config libfmt-dev nlohmann-json3-dev libsodium-d
 TEST="googletest libgtest-dev libbenchmark-dev clang-format clang-tidy file util-linux procps iproute2
       python3 python3-dev python3-torch python3-numpy tini dumb-init catatonit openssh-server openssh-client openmpi-bin
       libopenmpi-dev systemd"
-# The fuzz preset: clang, and its libFuzzer and sanitizer runtimes (which
-# clang only recommends, and --no-install-recommends leaves out), built by Ninja.
+# The fuzz and asan presets: clang, and its libFuzzer and sanitizer runtimes
+# (which clang only recommends, and --no-install-recommends leaves out), built
+# by Ninja.
 FUZZ="clang libclang-rt-14-dev ninja-build"
 CROSS="make cmake pkg-config nlohmann-json3-dev g++-aarch64-linux-gnu libfmt-dev:arm64 libsodium-dev:arm64 libcap-dev:arm64"
 CROSS_TEST="build-essential qemu-user-static libgtest-dev:arm64 libsystemd-dev:arm64"
