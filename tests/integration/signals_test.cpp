@@ -11,8 +11,6 @@
 namespace trainit::test {
 namespace {
 
-constexpr const char* kOneMinute = "60";  // --grace long enough never to fire mid-test
-
 // Every signal exec mode passes on as tini does: all of 1..SIGRTMAX (less
 // the two qemu-user cannot send, under emulation: highest_signal()) but
 // SIGKILL, SIGSTOP, SIGCHLD, SIGTTIN/SIGTTOU (trainit ignores them, as tini
