@@ -246,7 +246,7 @@ struct Call {
   int op;
   size_t count;  // the count coll.h's call takes (per rank for reduce_scatter and allgather)
   bool in_place;
-  bool windowed = false;  // the device buffer registered (trainit_comm_register): zero copy where two-shot
+  bool windowed = false;  // its buffer registered (trainit_comm_register): zero copy past the one-shot bound
 };
 
 // Device and host buffers of one call on one rank.
@@ -271,14 +271,17 @@ class Rank {
       std::memcpy(host_buf.data() + input_at, input.data(), send_count * es);
     }
     void* dev_buf = to_device(host_buf);
-    const int rw = c.windowed ? trainit_comm_register(dev_, dev_buf, host_buf.size()) : 0;
     void* dev_in = c.in_place ? static_cast<unsigned char*>(dev_buf) + input_at : to_device(input);
+    // The buffer a zero-copy call names: a reduce_scatter's send, else recv.
+    const bool send_window = c.coll == Coll::kReduceScatter && !c.in_place;
+    void* window = send_window ? dev_in : dev_buf;
+    const int rw = c.windowed ? trainit_comm_register(dev_, window, send_window ? input.size() : host_buf.size()) : 0;
     unsigned char* host_in = c.in_place ? host_buf.data() + input_at : input.data();
     const int rh = run(host_, c, host_in, host_buf.data());
     const int rd = run(dev_, c, dev_in, dev_buf);
     std::vector<unsigned char> got(host_buf.size());
     int rc = trainit_device_copy(dev_, got.data(), dev_buf, recv_count * es);
-    rc = rc != 0 ? rc : rw != 0 ? rw : c.windowed ? trainit_comm_deregister(dev_, dev_buf) : 0;
+    rc = rc != 0 ? rc : rw != 0 ? rw : c.windowed ? trainit_comm_deregister(dev_, window) : 0;
     const bool root_only = c.coll == Coll::kReduce && rank_ != 0;
     const size_t compare = root_only ? 0 : recv_count * es;
     const bool same = rh == 0 && rd == 0 && rc == 0 && std::memcmp(got.data(), host_buf.data(), compare) == 0;
@@ -363,12 +366,19 @@ int check_calls(trainit_comm* dev, trainit_comm* host) {
       failed += me.same_on_device({Coll::kBroadcast, dtype, TRAINIT_SUM, count, true}, ++seed) ? 0 : 1;
     }
   }
-  // In place in a registered window: zero copy where two-shot (past 256 KiB).
+  // In a registered window, zero copy past the one-shot bound (256 KiB): an
+  // allreduce in place, an allgather, a reduce_scatter out of place, a
+  // broadcast (of bytes, 100003 elements are one-shot and staged).
   for (const size_t count : {size_t{100003}, size_t{300007}}) {
     for (int dtype = 0; dtype < kDtypes; ++dtype) {
       for (int op = 0; op < kOps; ++op) {
         failed += me.same_on_device({Coll::kAllreduce, dtype, op, count, true, true}, ++seed) ? 0 : 1;
+        failed += me.same_on_device({Coll::kReduceScatter, dtype, op, count, false, true}, ++seed) ? 0 : 1;
       }
+      for (const bool in_place : {false, true}) {
+        failed += me.same_on_device({Coll::kAllgather, dtype, TRAINIT_SUM, count, in_place, true}, ++seed) ? 0 : 1;
+      }
+      failed += me.same_on_device({Coll::kBroadcast, dtype, TRAINIT_SUM, count, true, true}, ++seed) ? 0 : 1;
     }
   }
   return failed;

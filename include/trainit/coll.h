@@ -150,11 +150,14 @@ int trainit_comm_query(trainit_comm* comm);
  * the fake device). trainit_comm_register() maps buf, bytes of memory that
  * trainit_device_alloc() returned (its start), into every local peer, and
  * theirs into this rank: every rank calls it, in the same order as its
- * other calls, with its own buffer of the same bytes. An allreduce in place
- * of more than TRAINIT_COLL_DEVICE_ONE_SHOT bytes that lies in a window then
- * reads and writes the ranks' buffers where they are (zero copy), in two
- * steps; every rank must pass the same offset into the same window, as it
- * passes the same count (ranks that differ all return -EINVAL). Up to 16
+ * other calls, with its own buffer of the same bytes. A call of more than
+ * TRAINIT_COLL_DEVICE_ONE_SHOT bytes a rank whose buffer lies in a window
+ * then reads and writes the ranks' buffers where they are (zero copy), in
+ * two steps: an allreduce in place, an allgather (its recv), a
+ * reduce_scatter out of place (its send), a broadcast (its buf); a reduce,
+ * and any other, is staged. Every rank must pass the same offset into the
+ * same window, as it passes the same count (ranks that differ all return
+ * -EINVAL). Up to 16
  * windows. -EINVAL on every rank where any rank's buffer is not an
  * allocation's start, sizes differ, is registered already or no slot is
  * free (nothing kept), and where a peer makes another call meanwhile (it

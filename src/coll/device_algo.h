@@ -25,8 +25,9 @@
 //     copy their peers' shares.
 // What a rank alone reads stays where it is, unstaged: a reduce_scatter's
 // own segment, a two-shot rank's own share. Both give every writer bitwise
-// the same result, and the host path's. A two-shot allreduce in place in a
-// registered window (Call::where) stages nothing: Block::zero_copy().
+// the same result, and the host path's. A call past the one-shot bound
+// whose buffer lies in a registered window (Call::where, window_buffer())
+// stages nothing: Block::zero_copy().
 //
 // A call's first step carries a descriptor (Call::desc, Call::count) beside
 // the step: ranks that disagree, or one whose arguments are invalid, all end
@@ -106,7 +107,7 @@ struct Call {
   const volatile uint32_t* abort;     // nonzero: every wait ends
   uint64_t* status;                   // where a block that fails puts status_of(tag, error) (first one wins)
   uint64_t tag;                       // the call's: the host's count of launches (from 1)
-  // Zero copy (an allreduce in place on a registered window): where its
+  // Zero copy (window_buffer() in a registered window): where that
   // buffer lies, window_where(slot, offset), the same on every rank, and
   // every rank's buffer there as this rank maps it; where 0: staged.
   uint64_t where;
@@ -182,6 +183,41 @@ TRAINIT_HD uint64_t piece_elems(const Call& a) {
 
 TRAINIT_HD bool two_shot(const Call& a) {
   return (a.kind == kAllreduce || a.kind == kReduce) && a.n > 1 && a.count * a.elem > a.one_shot_max;
+}
+
+// The buffer of a call that goes zero copy where every rank's lies in a
+// window (Block::zero_copy()), else null: past the one-shot bound (smaller
+// calls take one step staged, where zero copy takes two), with more than
+// one rank,
+//   - an allreduce in place: its buffer;
+//   - an allgather, in place or not: recv (each rank writes its part into
+//     every rank's);
+//   - a reduce_scatter out of place: send (each rank folds its segment from
+//     every rank's; in place, a rank's result would overwrite a segment a
+//     peer still reads);
+//   - a broadcast: recv (the root's is read by every rank).
+// A reduce stages: only the root's arguments say where its result goes.
+TRAINIT_HD const unsigned char* window_buffer(const Call& a) {
+  if (a.valid == 0 || a.n < 2 || a.count * a.elem <= a.one_shot_max) {
+    return nullptr;
+  }
+  switch (a.kind) {
+    case kAllreduce:
+      return a.send == a.recv ? a.recv : nullptr;
+    case kAllgather:
+    case kBroadcast:
+      return a.recv;
+    case kReduceScatter:
+      return a.send != a.recv ? a.send : nullptr;
+    default:
+      return nullptr;
+  }
+}
+
+// The bytes of window_buffer() the call reads or writes.
+TRAINIT_HD uint64_t window_bytes(const Call& a) {
+  const uint64_t all = a.count * a.elem;
+  return a.kind == kAllgather || a.kind == kReduceScatter ? all * static_cast<uint64_t>(a.n) : all;
 }
 
 // The descriptor of a call whose other fields are set.
@@ -289,14 +325,12 @@ class Block {
     return 0;
   }
 
-  // Zero copy (Call::where): an allreduce in place on every rank's
-  // registered buffer, read and written where it lies, in two steps
-  // whatever its size. The first says every rank's input is there (and
-  // carries the descriptor). Then rank r folds share r of the block's
-  // elements from every rank's buffer, in rank order, and writes the result
-  // into every rank's buffer: only rank r touches share r of any buffer, so
-  // no rank waits for another's reads. The second says every share is
-  // written: no rank returns (and lets its caller reuse its buffer) before.
+  // Zero copy (Call::where): every rank's buffer (window_buffer()) read and
+  // written where it lies, in two steps whatever the size. The first says
+  // every rank's input is there (and carries the descriptor); then each
+  // rank moves its part of the block's elements (in_windows()), which no
+  // other rank touches; the second says every part is written: no rank
+  // returns (and lets its caller reuse its buffer) before.
   TRAINIT_HD int zero_copy() {
     const int64_t start = x_.now_ns();
     uint64_t s = x_.last_step(b_, a_) + 1;
@@ -309,21 +343,7 @@ class Block {
     if (r != 0) {
       return r;
     }
-    const Range mine = part(a_.count, a_.blocks, b_, grain(a_));
-    const Range share = part(mine.len(), a_.n, a_.rank, grain(a_));
-    const uint64_t at = off(mine.lo + share.lo);
-    const uint64_t len = share.len();
-    const void* srcs[kMaxRanks] = {};
-    for (int p = 0; p < a_.n; ++p) {
-      srcs[p] = a_.window[p] + at;
-    }
-    // Into ranks 0 and 1's buffers as it folds; then, once every thread's
-    // fold is written, copied into the others'.
-    r = settle(x_.fold(a_.window[0] + at, a_.n > 1 ? a_.window[1] + at : nullptr, srcs, a_.n, len));
-    for (int p = 2; r == 0 && p < a_.n; ++p) {
-      r = x_.copy(a_.window[p] + at, a_.window[0] + at, off(len));
-    }
-    r = settle(r);
+    r = settle(in_windows(part(a_.count, a_.blocks, b_, grain(a_))));
     x_.publish(b_, ++s, a_, false);
     const int waited = x_.wait(b_, s, a_, start);
     return r != 0 ? r : waited;
@@ -331,6 +351,49 @@ class Block {
 
  private:
   TRAINIT_HD uint64_t off(uint64_t elems) const { return elems * es_; }
+
+  // Zero copy's data, the block's elements `mine` (of every part or
+  // segment), between the two steps; a_.window[p] is rank p's buffer.
+  TRAINIT_HD int in_windows(Range mine) {
+    const void* srcs[kMaxRanks] = {};
+    const uint64_t rank_part = off(static_cast<uint64_t>(a_.rank) * a_.count);
+    switch (a_.kind) {
+      case kAllreduce: {
+        // Rank r folds share r from every buffer, in rank order, into ranks
+        // 0 and 1's as it folds; once every lane's fold is written, it
+        // copies the share into the others'.
+        const Range share = part(mine.len(), a_.n, a_.rank, grain(a_));
+        const uint64_t at = off(mine.lo + share.lo);
+        for (int p = 0; p < a_.n; ++p) {
+          srcs[p] = a_.window[p] + at;
+        }
+        int r = settle(x_.fold(a_.window[0] + at, a_.n > 1 ? a_.window[1] + at : nullptr, srcs, a_.n, share.len()));
+        for (int p = 2; r == 0 && p < a_.n; ++p) {
+          r = x_.copy(a_.window[p] + at, a_.window[0] + at, off(share.len()));
+        }
+        return r;
+      }
+      case kReduceScatter:  // segment r from every rank's send, in rank order, into recv
+        for (int p = 0; p < a_.n; ++p) {
+          srcs[p] = a_.window[p] + rank_part + off(mine.lo);
+        }
+        return x_.fold(a_.recv + off(mine.lo), nullptr, srcs, a_.n, mine.len());
+      case kAllgather: {  // part r into every rank's recv (its own: unless there already)
+        int r = 0;
+        for (int p = 0; r == 0 && p < a_.n; ++p) {
+          r = x_.copy(a_.window[p] + rank_part + off(mine.lo), own_part() + off(mine.lo), off(mine.len()));
+        }
+        return r;
+      }
+      case kBroadcast:
+        return a_.rank == a_.root
+                   ? 0
+                   : x_.copy(a_.window[a_.rank] + off(mine.lo), a_.window[a_.root] + off(mine.lo), off(mine.len()));
+      default:
+        return -EINVAL;
+    }
+  }
+
   TRAINIT_HD bool writer() const { return a_.kind != kReduce || a_.rank == a_.root; }
   TRAINIT_HD unsigned char* in_of(int p, uint64_t s) const { return in(a_, p, s, b_); }
 

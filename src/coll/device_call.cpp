@@ -83,15 +83,16 @@ uint64_t* status_slot(void* words, uint64_t tag) {
          tag % dev::kStatusSlots;
 }
 
-// Zero copy (device_algo.h): a launched two-shot allreduce in place whose
-// buffer lies in a registered window reads and writes the ranks' buffers
-// where they are; the ranks compare where at the call's first step.
-void place_in_window(const trainit_comm* c, const DeviceComm* d, const DeviceCall& q, dev::Call& a) {
+// Zero copy (device_algo.h): a launched call whose buffer (window_buffer())
+// lies in a registered window reads and writes the ranks' buffers where
+// they are; the ranks compare where at the call's first step.
+void place_in_window(const trainit_comm* c, const DeviceComm* d, dev::Call& a) {
+  const unsigned char* buf = dev::window_buffer(a);
   uint64_t offset = 0;
-  if (a.valid == 0 || d->words == nullptr || q.kind != kOpAllreduce || q.send != q.recv || !dev::two_shot(a)) {
+  if (buf == nullptr || d->words == nullptr) {
     return;
   }
-  const int slot = window_of(d, q.recv, a.count * a.elem, &offset);
+  const int slot = window_of(d, buf, dev::window_bytes(a), &offset);
   if (slot < 0) {
     return;
   }
@@ -131,7 +132,7 @@ dev::Call make_call(const trainit_comm* c, const DeviceComm* d, const DeviceCall
     a.tag = d->launched + 1;
     a.status = status_slot(d->words_device, a.tag);
   }
-  place_in_window(c, d, q, a);
+  place_in_window(c, d, a);
   a.desc = dev::descriptor(a);
   if (!valid) {  // it moves no data: any dtype and op the backend takes
     a.dtype = TRAINIT_F32;

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -184,6 +185,9 @@ struct Shape {
   uint64_t count;
   bool every_type = true;  // else f32, f16 and i64 with sum and max: each element size, float and integer
   unsigned threads = 1;    // a block's (one: every thread hand-over is the test below's)
+  // Every rank's buffers are windows: a call that window_buffer() names
+  // goes zero copy (as device_call.cpp places it), the others are staged.
+  bool windows = false;
 };
 
 bool in_shape(const Shape& shape, int dtype, int op) {
@@ -192,8 +196,9 @@ bool in_shape(const Shape& shape, int dtype, int op) {
 }
 
 // Every collective, dtype and op on the node, back to back, in and out of
-// place: each rank's result against the host kernels'. The failures, in words.
-std::vector<std::string> run_all(const Shape& shape) {
+// place: each rank's result against the host kernels'. The failures, in
+// words; the kinds that went zero copy, into *zero_copied (unless null).
+std::vector<std::string> run_all(const Shape& shape, std::set<uint32_t>* zero_copied = nullptr) {
   Node node(shape.n, shape.quarter, shape.blocks);
   node.one_shot_max = shape.one_shot_max;
   node.threads = shape.threads;
@@ -231,15 +236,28 @@ std::vector<std::string> run_all(const Shape& shape) {
               std::memcpy(bufs[r].data() + at, inputs[r].data(), inputs[r].size());
             }
           }
+          // The buffer a zero-copy call names is the same one on every rank.
+          std::vector<unsigned char*> window;
+          for (size_t r = 0; r < un; ++r) {
+            window.push_back(kind == dev::kReduceScatter && !in_place ? sends[r].data() : bufs[r].data());
+          }
+          std::atomic<bool> zero_copy{false};
           const auto rc = on_threads(shape.n, [&](int rank) {
             const auto r = static_cast<size_t>(rank);
             unsigned char* recv = bufs[r].data();
             const void* send = kind == dev::kBroadcast ? nullptr : in_place ? recv : sends[r].data();
             uint64_t status = 0;
-            return call(node, rank,
-                        {kind, dtype, op, kind == dev::kReduce || kind == dev::kBroadcast ? root : 0, c, send, recv},
-                        &status);
+            Args q{kind, dtype, op, kind == dev::kReduce || kind == dev::kBroadcast ? root : 0, c, send, recv};
+            if (shape.windows && dev::window_buffer(make_call(node, rank, q, &status)) == window[r]) {
+              q.where = dev::window_where(0, 0);
+              q.window = &window;
+              zero_copy = true;
+            }
+            return call(node, rank, q, &status);
           });
+          if (zero_copy && zero_copied != nullptr) {
+            zero_copied->insert(kind);
+          }
           // What every rank's recv must hold.
           std::vector<const unsigned char*> all;
           for (const auto& in : inputs) {
@@ -557,6 +575,64 @@ TEST(CollDeviceAlgo, ZeroCopyAllreduceOnWindowsEqualsTheHostKernelsBetweenStaged
   EXPECT_TRUE(failures.empty()) << joined(failures);
 }
 
+// Zero copy for every kind window_buffer() names: each rank's buffers are
+// windows, so an allreduce in place, an allgather (in place or not), a
+// reduce_scatter out of place and a broadcast past the one-shot bound read
+// and write the ranks' buffers where they lie, back to back with the calls
+// that stage (a reduce, an allreduce out of place, ...) on the same staging.
+// Every dtype and op on three ranks; two and four ranks, blocks of one and
+// of three threads.
+TEST(CollDeviceAlgo, ZeroCopyCallsOfEveryKindOnWindowsEqualTheHostKernelsAmongStagedOnes) {
+  const std::set<uint32_t> kinds{dev::kAllreduce, dev::kReduceScatter, dev::kAllgather, dev::kBroadcast};
+  for (const Shape& shape : {Shape{3, 2, 1024, 64, 1001, true, 1, true}, Shape{2, 3, 1024, 64, 777, false, 3, true},
+                             Shape{4, 1, 1024, 64, 1001, false, 1, true}}) {
+    std::set<uint32_t> zero_copied;
+    const auto failures = run_all(shape, &zero_copied);
+    EXPECT_TRUE(failures.empty()) << shape.n << " ranks:\n" << joined(failures);
+    EXPECT_EQ(zero_copied, kinds) << shape.n << " ranks";
+  }
+}
+
+// The calls that zero copy where their buffer lies in a window, and which
+// buffer: only past the one-shot bound, with more than one rank; an
+// allreduce in place, a reduce_scatter out of place; never a reduce or an
+// invalid call.
+TEST(CollDeviceAlgo, WindowBufferNamesTheBufferOfTheCallsZeroCopyServesPastTheOneShotBound) {
+  unsigned char send[64];
+  unsigned char recv[64];
+  const auto call_of = [&](uint32_t kind, uint64_t count, const unsigned char* s, unsigned char* r) {
+    dev::Call a{};
+    a.kind = kind;
+    a.n = 2;
+    a.elem = 4;
+    a.count = count;
+    a.valid = 1;
+    a.one_shot_max = 32;
+    a.send = s;
+    a.recv = r;
+    return a;
+  };
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kAllreduce, 9, recv, recv)), recv);
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kAllreduce, 8, recv, recv)), nullptr) << "at the one-shot bound";
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kAllreduce, 9, send, recv)), nullptr) << "out of place";
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kReduce, 9, recv, recv)), nullptr);
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kReduceScatter, 9, send, recv)), send);
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kReduceScatter, 9, recv, recv)), nullptr) << "in place";
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kAllgather, 9, send, recv)), recv);
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kAllgather, 9, recv, recv)), recv);
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kBroadcast, 9, nullptr, recv)), recv);
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kBarrier, 0, nullptr, nullptr)), nullptr);
+  dev::Call one = call_of(dev::kAllgather, 9, send, recv);
+  one.n = 1;
+  EXPECT_EQ(dev::window_buffer(one), nullptr) << "one rank";
+  dev::Call invalid = call_of(dev::kAllgather, 9, send, recv);
+  invalid.valid = 0;
+  EXPECT_EQ(dev::window_buffer(invalid), nullptr) << "invalid";
+  EXPECT_EQ(dev::window_bytes(call_of(dev::kAllgather, 9, send, recv)), 72U);
+  EXPECT_EQ(dev::window_bytes(call_of(dev::kReduceScatter, 9, send, recv)), 72U);
+  EXPECT_EQ(dev::window_bytes(call_of(dev::kBroadcast, 9, nullptr, recv)), 36U);
+}
+
 // Every rank must pass the same window and offset: ranks that differ all
 // fail after the first step, with every buffer as it was, and stay in step;
 // a rank that zero-copies against one that stages is such a difference.
@@ -583,6 +659,32 @@ TEST(CollDeviceAlgo, ZeroCopyRanksThatDisagreeOnWhereAllGetEinvalWithBuffersUnto
     return offsets == -EINVAL && staged == -EINVAL && untouched && agreed == 0 && buf[255] == 3.0F ? 0 : 1;
   });
   EXPECT_EQ(rc, std::vector<int>({0, 0, 0}));
+}
+
+// An allgather out of place writes every rank's recv, its peers' parts
+// included: nothing is written before the ranks agree where, so ranks that
+// differ leave every recv as it was.
+TEST(CollDeviceAlgo, ZeroCopyAllgatherRanksThatDisagreeOnWhereAllGetEinvalWithEveryRecvUntouched) {
+  Node node(3, 1024, 2);
+  node.one_shot_max = 64;
+  std::vector<std::vector<float>> sends(3, std::vector<float>(256, 2.0F));
+  std::vector<std::vector<float>> recvs(3, std::vector<float>(3 * 256, 1.0F));
+  std::vector<unsigned char*> window;
+  for (auto& b : recvs) {
+    window.push_back(reinterpret_cast<unsigned char*>(b.data()));
+  }
+  const auto rc = on_threads(3, [&](int rank) {
+    const auto r = static_cast<size_t>(rank);
+    uint64_t status = 0;
+    Args q{dev::kAllgather, TRAINIT_F32, TRAINIT_SUM, 0, 256, sends[r].data(), recvs[r].data()};
+    q.window = &window;
+    q.where = dev::window_where(0, rank == 2 ? 1024 : 0);
+    return call(node, rank, q, &status);
+  });
+  EXPECT_EQ(rc, std::vector<int>({-EINVAL, -EINVAL, -EINVAL}));
+  for (const auto& recv : recvs) {
+    EXPECT_EQ(std::count(recv.begin(), recv.end(), 1.0F), 3 * 256);
+  }
 }
 
 // All ranks together, per byte reduced: 3N - 2 bytes of memory (every
@@ -616,6 +718,69 @@ TEST(CollDeviceAlgo, ZeroCopyMovesThreeNMinusTwoBytesPerByteWhereStagingMovesFiv
       EXPECT_EQ(bufs[r][count - 1], static_cast<float>(n)) << n << " ranks, rank " << r;
     }
     EXPECT_EQ(all, count * sizeof(float) * static_cast<uint64_t>(3 * n - 2)) << n << " ranks";
+  }
+}
+
+// Per rank, in bytes of memory per byte of a part (C): an allgather in
+// place copies its part into the N - 1 other buffers, 2(N - 1) C (out of
+// place into its own too, 2N C); a reduce_scatter reads its segment of
+// every buffer and writes its result, (N + 1) C; a broadcast's non-root
+// copies the root's buffer into its own, 2C, and the root moves nothing.
+// Staged, each also went through staging (an allgather in place 2N C, a
+// reduce_scatter 3N - 1).
+TEST(CollDeviceAlgo, ZeroCopyAllgatherReduceScatterAndBroadcastMoveOnlyWhatTheirResultsNeed) {
+  for (const int n : {2, 3, 4}) {
+    const auto un = static_cast<size_t>(n);
+    const uint64_t count = 1001;
+    const uint64_t part = count * sizeof(float);
+    Node node(n, 1024, 2);
+    node.one_shot_max = 64;
+    struct Case {
+      uint32_t kind;
+      bool in_place;
+      uint64_t (*bytes)(int n, int rank, uint64_t part);
+    };
+    const Case cases[] = {
+        {dev::kAllgather, true, [](int k, int, uint64_t c) { return 2 * static_cast<uint64_t>(k - 1) * c; }},
+        {dev::kAllgather, false, [](int k, int, uint64_t c) { return 2 * static_cast<uint64_t>(k) * c; }},
+        {dev::kReduceScatter, false, [](int k, int, uint64_t c) { return static_cast<uint64_t>(k + 1) * c; }},
+        {dev::kBroadcast, true, [](int, int rank, uint64_t c) { return rank == 0 ? 0 : 2 * c; }},
+    };
+    for (const Case& k : cases) {
+      std::vector<std::vector<float>> sends(un, std::vector<float>(count * un, 1.0F));
+      std::vector<std::vector<float>> recvs(un, std::vector<float>(count * un, 1.0F));
+      std::vector<unsigned char*> window;
+      for (size_t r = 0; r < un; ++r) {
+        window.push_back(
+            reinterpret_cast<unsigned char*>(k.kind == dev::kReduceScatter ? sends[r].data() : recvs[r].data()));
+      }
+      std::vector<uint64_t> moved(un, 0);
+      (void)on_threads(n, [&](int rank) {
+        const auto r = static_cast<size_t>(rank);
+        const void* send = k.kind == dev::kBroadcast ? nullptr : k.in_place ? recvs[r].data() : sends[r].data();
+        Args q{k.kind, TRAINIT_F32, TRAINIT_SUM, 0, count, send, recvs[r].data()};
+        q.where = dev::window_where(0, 0);
+        q.window = &window;
+        moved[r] = traffic_of_call(node, rank, q);
+        return 0;
+      });
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(moved[static_cast<size_t>(r)], k.bytes(n, r, part))
+            << n << " ranks, kind " << k.kind << (k.in_place ? " in place" : "") << ", rank " << r;
+      }
+      if (k.kind == dev::kReduceScatter) {
+        EXPECT_EQ(recvs[un - 1][count - 1], static_cast<float>(n)) << n << " ranks";
+      }
+      if (k.kind == dev::kAllgather && k.in_place) {  // staged: its part into staging first, 2N C
+        (void)on_threads(n, [&](int rank) {
+          const auto r = static_cast<size_t>(rank);
+          moved[r] = traffic_of_call(node, rank,
+                                     {k.kind, TRAINIT_F32, TRAINIT_SUM, 0, count, recvs[r].data(), recvs[r].data()});
+          return 0;
+        });
+        EXPECT_EQ(moved[0], 2 * static_cast<uint64_t>(n) * part) << n << " ranks, staged allgather in place";
+      }
+    }
   }
 }
 

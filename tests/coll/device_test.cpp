@@ -1321,6 +1321,73 @@ TEST(DeviceComm, AnAllreduceInPlaceInARegisteredWindowIsZeroCopyAndEqualsTheHost
   EXPECT_EQ(status, (std::vector<int>{0, 0, 0}));
 }
 
+// Past the one-shot bound, an allgather (in place and not), a reduce_scatter
+// out of place whose send lies in a window and a broadcast are zero copy
+// too, on the fake device, three ranks: bitwise the host communicator's
+// results; a reduce_scatter in place, and calls at most the bound, stage.
+TEST(DeviceComm, AllgatherReduceScatterAndBroadcastInRegisteredWindowsAreZeroCopyAndEqualTheHost) {
+  const std::string name = unique_name("window-kinds");
+  const auto status = run_ranks(3, [&](int rank) {
+    setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", "4096", 1);
+    setenv("TRAINIT_COLL_DEVICE_STAGING", "65536", 1);
+    Pair p = join(name, rank, 3);
+    constexpr size_t kWindow = 512 << 10;
+    constexpr size_t kCount = 20011;  // f32 a part: past the bound, larger than the staging, an odd size
+    constexpr size_t kPart = kCount * 4;
+    auto* win = static_cast<unsigned char*>(to_device(p.dev, {}, kWindow));
+    CHILD_CHECK(trainit_comm_register(p.dev, win, kWindow) == 0, "register");
+    unsigned char* at = win + 4096;
+    const Bytes mine = random_values(TRAINIT_F32, kCount * 3, static_cast<uint32_t>(rank * 11 + 1));
+    const auto expect = [&](uint64_t before, uint64_t zero_copies, const Bytes& want, const char* what) {
+      CHILD_CHECK(p.dev->zero_copy_calls - before == zero_copies, "%s: %llu zero-copy calls", what,
+                  static_cast<unsigned long long>(p.dev->zero_copy_calls - before));
+      CHILD_CHECK(from_device(p.dev, at, want.size()) == want, "%s: not the host's result", what);
+    };
+    // allgather in place: this rank's part already at its place.
+    Bytes want(kPart * 3, 0);
+    std::memcpy(want.data() + kPart * static_cast<size_t>(rank), mine.data(), kPart);
+    CHILD_CHECK(trainit_device_copy(p.dev, at, want.data(), want.size()) == 0, "copy in");
+    uint64_t before = p.dev->zero_copy_calls;
+    CHILD_CHECK(trainit_allgather(p.dev, at + kPart * static_cast<size_t>(rank), at, kCount, TRAINIT_F32) == 0,
+                "allgather in place");
+    CHILD_CHECK(trainit_allgather(p.host, want.data() + kPart * static_cast<size_t>(rank), want.data(), kCount,
+                                  TRAINIT_F32) == 0,
+                "host allgather");
+    expect(before, 1, want, "allgather in place");
+    // allgather out of place, its send outside the window.
+    void* send = to_device(p.dev, Bytes(mine.begin(), mine.begin() + kPart), kPart);
+    before = p.dev->zero_copy_calls;
+    CHILD_CHECK(trainit_allgather(p.dev, send, at, kCount, TRAINIT_F32) == 0, "allgather");
+    expect(before, 1, want, "allgather out of place");
+    // reduce_scatter: send in the window, recv outside it.
+    CHILD_CHECK(trainit_device_copy(p.dev, at, mine.data(), mine.size()) == 0, "copy in");
+    void* recv = to_device(p.dev, {}, kPart);
+    before = p.dev->zero_copy_calls;
+    CHILD_CHECK(trainit_reduce_scatter(p.dev, at, recv, kCount, TRAINIT_F32, TRAINIT_SUM) == 0, "reduce_scatter");
+    Bytes folded(kPart);
+    CHILD_CHECK(trainit_reduce_scatter(p.host, mine.data(), folded.data(), kCount, TRAINIT_F32, TRAINIT_SUM) == 0,
+                "host reduce_scatter");
+    CHILD_CHECK(p.dev->zero_copy_calls - before == 1 && from_device(p.dev, recv, kPart) == folded, "reduce_scatter");
+    // In place, it stages (a rank's result would land on a segment a peer reads).
+    before = p.dev->zero_copy_calls;
+    CHILD_CHECK(trainit_reduce_scatter(p.dev, at, at, kCount, TRAINIT_F32, TRAINIT_SUM) == 0, "in place");
+    expect(before, 0, folded, "reduce_scatter in place");
+    // broadcast from rank 1; and one at the bound, staged.
+    const Bytes root = random_values(TRAINIT_F32, kCount, 99);
+    CHILD_CHECK(trainit_device_copy(p.dev, at, rank == 1 ? root.data() : mine.data(), kPart) == 0, "copy in");
+    before = p.dev->zero_copy_calls;
+    CHILD_CHECK(trainit_broadcast(p.dev, at, kCount, TRAINIT_F32, 1) == 0, "broadcast");
+    expect(before, 1, root, "broadcast");
+    CHILD_CHECK(rank == 1 || trainit_device_copy(p.dev, at, mine.data(), 4096) == 0, "copy in");
+    CHILD_CHECK(trainit_broadcast(p.dev, at, 1024, TRAINIT_F32, 1) == 0, "a small broadcast");
+    expect(before, 1, Bytes(root.begin(), root.begin() + 4096), "a small broadcast");
+    CHILD_CHECK(trainit_comm_deregister(p.dev, win) == 0, "deregister");
+    leave(p);
+    return 0;
+  });
+  EXPECT_EQ(status, (std::vector<int>{0, 0, 0}));
+}
+
 // Registration and its calls are the ranks' agreement: where one rank's
 // buffer differs (its size, not an allocation's start, registered already)
 // every rank fails with -EINVAL and none keeps a window; ranks whose calls

@@ -762,6 +762,43 @@ def case_device_register_makes_a_large_allreduce_in_place_zero_copy_and_equal_to
     check_ranks(2, body, 30.0, device_and_host_comms)
 
 
+def case_device_register_makes_large_allgather_reduce_scatter_and_broadcast_equal_to_the_host():
+    import array
+    os.environ["TRAINIT_COLL_DEVICE_ONE_SHOT"] = "4096"
+    count = 20001  # a rank's part, past the bound
+
+    def body(dev, host):
+        n = dev.size
+        window = dev.device_alloc(4 * count * n)
+        part = dev.device_alloc(4 * count)
+        try:
+            dev.register(window, 4 * count * n)
+            mine = values("f", count, dev.rank, 9)
+            dev.device_copy(part, mine)
+            dev.allgather(part, out=window, count=count, dtype="float32")
+            got = array.array("f", bytes(4 * count * n))
+            dev.device_copy(got, window)
+            same_bits(got, host.allgather(mine), "allgather into a window")
+            inputs = values("f", count * n, dev.rank, 10)
+            dev.device_copy(window, inputs)
+            dev.reduce_scatter(window, out=part, count=count * n, dtype="float32")
+            got = array.array("f", bytes(4 * count))
+            dev.device_copy(got, part)
+            same_bits(got, host.reduce_scatter(inputs), "reduce_scatter from a window")
+            root = values("f", count, 1, 11)
+            if dev.rank == 1:
+                dev.device_copy(window, root)
+            dev.broadcast(window, 1, count=count, dtype="float32")
+            dev.device_copy(got, window)
+            same_bits(got, root, "broadcast in a window")
+            dev.deregister(window)
+        finally:
+            dev.device_free(window)
+            dev.device_free(part)
+
+    check_ranks(2, body, 30.0, device_and_host_comms)
+
+
 def case_device_address_calls_copy_and_allocate_nothing_of_the_buffers_size():
     import tracemalloc
     size = 1 << 22  # bytes of the device buffer; the module may allocate far less than that

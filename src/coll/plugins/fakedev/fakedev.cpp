@@ -262,7 +262,7 @@ int check_launch(const dev::Call& a) {
     }
   }
   for (int p = 0; a.where != 0 && p < a.n; ++p) {
-    if (check_use(a.window[p], a.count * a.elem, "a collective's window") != 0) {
+    if (check_use(a.window[p], dev::window_bytes(a), "a collective's window") != 0) {
       return violation(-EFAULT, "a collective's window %p is no live device buffer", a.window[p]);
     }
   }
