@@ -692,6 +692,15 @@ int allreduce_of_1mib(trainit_comm* c, void* buf) {
   return trainit_allreduce(c, buf, buf, (1 << 20) / 4, TRAINIT_F32, TRAINIT_SUM);
 }
 
+// An allgather in place of the parts three ranks fit in 1 MiB; in a
+// window, it must have gone zero copy (else -EPROTO).
+int allgather_in_place_of_1mib(trainit_comm* c, void* buf) {
+  constexpr size_t kPart = (1 << 20) / 4 / 3;
+  auto* part = static_cast<float*>(buf) + kPart * static_cast<size_t>(trainit_comm_rank(c));
+  const int r = trainit_allgather(c, part, buf, kPart, TRAINIT_F32);
+  return c->zero_copy_calls == 1 ? r : -EPROTO;
+}
+
 // A stream-ordered allreduce enqueued, then queried until it is done.
 int enqueued_allreduce_of_1mib(trainit_comm* c, void* buf) {
   CHILD_CHECK(allreduce_of_1mib(c, buf) == 0, "enqueue");
@@ -708,6 +717,11 @@ TEST(DeviceComm, APeerKilledMidCollectiveMakesTheOthersReturnEconnabortedWithin1
 
 TEST(DeviceComm, APeerKilledMidZeroCopyAllreduceOnAWindowMakesTheOthersReturnEconnabortedWithin100ms) {
   expect_the_call_ends_within_100ms("killed-window", false, Ending::kPeerKilled, allreduce_of_1mib, true);
+}
+
+TEST(DeviceComm, APeerKilledMidZeroCopyAllgatherOnAWindowMakesTheOthersReturnEconnabortedWithin100ms) {
+  expect_the_call_ends_within_100ms("killed-window-allgather", false, Ending::kPeerKilled, allgather_in_place_of_1mib,
+                                    true);
 }
 
 TEST(DeviceComm, TheInitsAbortOfTheArenaEndsADeviceCallInFlightWithEconnabortedWithin100ms) {
