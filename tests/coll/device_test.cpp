@@ -1338,7 +1338,9 @@ TEST(DeviceComm, AnAllreduceInPlaceInARegisteredWindowIsZeroCopyAndEqualsTheHost
 // Past the one-shot bound, an allgather (in place and not), a reduce_scatter
 // out of place whose send lies in a window and a broadcast are zero copy
 // too, on the fake device, three ranks: bitwise the host communicator's
-// results; a reduce_scatter in place, and calls at most the bound, stage.
+// results; a reduce_scatter in place, and calls at most the bound, stage
+// (one rank's reduce_scatter in place against its peers' out of place is
+// -EINVAL on every rank, and they go on).
 TEST(DeviceComm, AllgatherReduceScatterAndBroadcastInRegisteredWindowsAreZeroCopyAndEqualTheHost) {
   const std::string name = unique_name("window-kinds");
   const auto status = run_ranks(3, [&](int rank) {
@@ -1386,6 +1388,9 @@ TEST(DeviceComm, AllgatherReduceScatterAndBroadcastInRegisteredWindowsAreZeroCop
     before = p.dev->zero_copy_calls;
     CHILD_CHECK(trainit_reduce_scatter(p.dev, at, at, kCount, TRAINIT_F32, TRAINIT_SUM) == 0, "in place");
     expect(before, 0, folded, "reduce_scatter in place");
+    // Rank 0 in place, the others not: one would stage, the others not.
+    const int mixed = trainit_reduce_scatter(p.dev, at, rank == 0 ? at : recv, kCount, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(mixed == -EINVAL, "in place on one rank alone: %s", trainit_strerror(mixed));
     // broadcast from rank 1; and one at the bound, staged.
     const Bytes root = random_values(TRAINIT_F32, kCount, 99);
     CHILD_CHECK(trainit_device_copy(p.dev, at, rank == 1 ? root.data() : mine.data(), kPart) == 0, "copy in");
