@@ -32,7 +32,9 @@
 //     synchronize: one markdown table. Before it, two lines: what a
 //     cudaDeviceSynchronize costs with nothing queued (a synchronous call's
 //     first step), and an allreduce of no elements per N (the kernel's one
-//     step without data), synchronous and on a stream.
+//     step without data), synchronous and on a stream. After it, the same
+//     allreduces in a registered window (4 MiB … 256 MiB, zero copy), and
+//     an allgather and a reduce_scatter of 64 MiB staged and in a window.
 //
 // The parent process never touches CUDA (the ranks are forked from it); the
 // GPU count, the GPU names and the cudaMemcpy rates come from children too.
@@ -572,6 +574,76 @@ void bench_ranks(int n, int gpus, const std::vector<size_t>& sizes, const std::f
   }
 }
 
+// An allgather and a reduce_scatter of 64 MiB (every rank's parts
+// together, f32; the reduce_scatter sums), rank 0's mean µs per synchronous
+// call into us[0 … 3]: the allgather staged and in a registered window (its
+// recv: zero copy), the reduce_scatter staged and in a window (its send).
+void bench_kinds(int n, int gpus, double* us) {
+  static int runs = 0;
+  const std::string name =
+      "gpu-kinds-" + std::to_string(getpid()) + "-" + std::to_string(n) + "-" + std::to_string(++runs);
+  constexpr size_t kBytes = size_t{64} << 20;
+  const std::vector<int> st = run_ranks(n, kCheckDeadline, [&](int rank) {
+    see_one_gpu(rank, gpus);
+    trainit_comm* dev = join(name, rank, n, backend_name());
+    void* win = nullptr;
+    void* apart = nullptr;
+    if (trainit_device_alloc(dev, kBytes, &win) != 0 || trainit_device_alloc(dev, kBytes, &apart) != 0 ||
+        trainit_comm_register(dev, win, kBytes) != 0) {
+      (void)std::fprintf(stderr, "rank %d: two buffers of 64 MiB, one registered: %s\n", rank, trainit_backend_error());
+      return 1;
+    }
+    const size_t part = kBytes / 4 / static_cast<size_t>(n);
+    const auto at = [&](void* p) { return static_cast<float*>(p) + part * static_cast<size_t>(rank); };
+    const std::function<int()> calls[] = {
+        [&] { return trainit_allgather(dev, at(apart), apart, part, TRAINIT_F32); },
+        [&] { return trainit_allgather(dev, at(win), win, part, TRAINIT_F32); },
+        [&] { return trainit_reduce_scatter(dev, apart, win, part, TRAINIT_F32, TRAINIT_SUM); },
+        [&] { return trainit_reduce_scatter(dev, win, apart, part, TRAINIT_F32, TRAINIT_SUM); },
+    };
+    const size_t times = calls_for(kBytes);
+    for (size_t k = 0; k < 4; ++k) {
+      int r = calls[k]();
+      r = r != 0 ? r : trainit_barrier(dev);
+      const bench::Ns t0 = bench::now_ns();
+      for (size_t c = 0; c < times && r == 0; ++c) {
+        r = calls[k]();
+      }
+      if (r != 0) {
+        (void)std::fprintf(stderr, "rank %d: call %zu of 64 MiB: %s\n", rank, k, trainit_strerror(r));
+        return 1;
+      }
+      if (rank == 0) {
+        us[k] = static_cast<double>(bench::now_ns() - t0) / 1e3 / static_cast<double>(times);
+      }
+    }
+    int r = trainit_comm_deregister(dev, win);
+    r = r != 0 ? r : trainit_device_free(dev, win);
+    r = r != 0 ? r : trainit_device_free(dev, apart);
+    r = r != 0 ? r : trainit_comm_destroy(dev);
+    return r == 0 ? 0 : 1;
+  });
+  for (size_t r = 0; r < st.size(); ++r) {
+    if (!exited_zero(st[r])) {
+      bench::die("allgather and reduce_scatter with %d ranks: rank %zu %s", n, r, ending(st[r]).c_str());
+    }
+  }
+}
+
+void print_kinds(const std::vector<int>& ns, const double* us) {
+  std::printf(
+      "\nAllgather and reduce_scatter of 64 MiB (all parts, f32), same run: rank 0's mean µs per synchronous call, "
+      "staged and in a registered window (zero copy); busbw = 64 MiB / time * (N-1)/N.\n\n"
+      "| N | allgather µs | in a window µs | busbw GB/s | in a window | reduce_scatter µs | in a window µs | "
+      "busbw GB/s | in a window |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  for (size_t j = 0; j < ns.size(); ++j) {
+    const double* t = us + 4 * j;
+    const double per = static_cast<double>(size_t{64} << 20) / 1e3 * (ns[j] - 1) / ns[j];
+    std::printf("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", ns[j], t[0], t[1], per / t[0],
+                per / t[1], t[2], t[3], per / t[2], per / t[3]);
+  }
+}
+
 // The floor under a synchronous call: one tiny launch (a 4-byte
 // cudaMemsetAsync) and a cudaStreamSynchronize, mean µs of 1,000; into
 // *idle_sync_us, a cudaDeviceSynchronize with nothing queued (what a
@@ -689,6 +761,7 @@ int bench_all(const std::vector<int>& ns, int gpus) {
   const std::vector<size_t> large = {10, 11, 12, 13};  // 4 MiB … 256 MiB: two-shot, so zero copy in a window
   double* window_us = shared_array<double>(large.size() * ns.size());
   double* window_stream_us = shared_array<double>(large.size() * ns.size());
+  double* kinds_us = shared_array<double>(4 * ns.size());
   std::vector<size_t> all(kSizes);
   for (size_t i = 0; i < kSizes; ++i) {
     all[i] = i;
@@ -698,6 +771,7 @@ int bench_all(const std::vector<int>& ns, int gpus) {
         ns[j], gpus, all, [] {}, us + j * kSizes, stream_us + j * kSizes, steps_us + 2 * j);
     bench_ranks(
         ns[j], gpus, large, [] {}, window_us + j * large.size(), window_stream_us + j * large.size(), nullptr, true);
+    bench_kinds(ns[j], gpus, kinds_us + 4 * j);
   }
   bench_memcpy(gbps, gbps + kSizes, gpu_name, 256);
   std::printf(
@@ -732,6 +806,7 @@ int bench_all(const std::vector<int>& ns, int gpus) {
     std::printf(" N=%d busbw <= %.0f GB/s;", n, 2.0 * gbps[kSizes - 1] * 2.0 * (n - 1) / (n * (3.0 * n - 2)));
   }
   std::printf("\n");
+  print_kinds(ns, kinds_us);
   return 0;
 }
 
