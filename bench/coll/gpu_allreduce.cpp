@@ -274,8 +274,8 @@ class Rank {
     }
     void* dev_buf = to_device(host_buf);
     void* dev_in = c.in_place ? static_cast<unsigned char*>(dev_buf) + input_at : to_device(input);
-    // The buffer a zero-copy call names: a reduce_scatter's send, else recv.
-    const bool send_window = c.coll == Coll::kReduceScatter && !c.in_place;
+    // The buffer a zero-copy call names: a reduction's send, else recv.
+    const bool send_window = c.coll != Coll::kAllgather && c.coll != Coll::kBroadcast && !c.in_place;
     void* window = send_window ? dev_in : dev_buf;
     const int rw = c.windowed ? trainit_comm_register(dev_, window, send_window ? input.size() : host_buf.size()) : 0;
     unsigned char* host_in = c.in_place ? host_buf.data() + input_at : input.data();
@@ -369,16 +369,19 @@ int check_calls(trainit_comm* dev, trainit_comm* host) {
     }
   }
   // In a registered window, zero copy past the one-shot bound (256 KiB): an
-  // allreduce in place, an allgather, a reduce_scatter out of place, a
-  // broadcast (of bytes, 100003 elements are one-shot and staged).
+  // allreduce (in place; out of place, its send), a reduce (its send), an
+  // allgather, a reduce_scatter out of place, a broadcast (of bytes, 100003
+  // elements are one-shot and staged).
   for (const size_t count : {size_t{100003}, size_t{300007}}) {
     for (int dtype = 0; dtype < kDtypes; ++dtype) {
       for (int op = 0; op < kOps; ++op) {
         failed += me.same_on_device({Coll::kAllreduce, dtype, op, count, true, true}, ++seed) ? 0 : 1;
+        failed += me.same_on_device({Coll::kAllreduce, dtype, op, count, false, true}, ++seed) ? 0 : 1;
         failed += me.same_on_device({Coll::kReduceScatter, dtype, op, count, false, true}, ++seed) ? 0 : 1;
       }
       for (const bool in_place : {false, true}) {
         failed += me.same_on_device({Coll::kAllgather, dtype, TRAINIT_SUM, count, in_place, true}, ++seed) ? 0 : 1;
+        failed += me.same_on_device({Coll::kReduce, dtype, TRAINIT_MAX, count, in_place, true}, ++seed) ? 0 : 1;
       }
       failed += me.same_on_device({Coll::kBroadcast, dtype, TRAINIT_SUM, count, true, true}, ++seed) ? 0 : 1;
     }

@@ -154,8 +154,9 @@ int trainit_comm_query(trainit_comm* comm);
  * TRAINIT_COLL_DEVICE_ONE_SHOT bytes a rank whose buffer lies in a window
  * then reads and writes the ranks' buffers where they are (zero copy), in
  * two steps: an allreduce in place, an allgather (its recv), a
- * reduce_scatter out of place (its send), a broadcast (its buf); a reduce,
- * and any other, is staged. Every rank must pass the same offset into the
+ * reduce_scatter out of place (its send), a broadcast (its buf); an
+ * allreduce out of place and a reduce read their sends there and stage
+ * only the results. Every rank must pass the same offset into the
  * same window, as it passes the same count (ranks that differ all return
  * -EINVAL). Up to 16
  * windows. -EINVAL on every rank where any rank's buffer is not an

@@ -808,9 +808,9 @@ class Comm:
         as a window, on every rank at once (each its own buffer of the same
         size; a device communicator whose backend launches): a call past the
         one-shot bound whose buffer lies in it, at the same offset on every
-        rank (an allreduce in place, an allgather's out, a reduce_scatter's
-        array out of place, a broadcast's array), then reads and writes the
-        ranks' buffers where they are.
+        rank (an allreduce's or reduce's array, an allgather's out, a
+        reduce_scatter's array out of place, a broadcast's array), then
+        reads and writes the ranks' buffers where they are.
         Raises CollError (EINVAL on every rank, in step) when any rank's
         buffer or arguments cannot be registered."""
         def call(c):

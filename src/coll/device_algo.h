@@ -27,7 +27,9 @@
 // own segment, a two-shot rank's own share. Both give every writer bitwise
 // the same result, and the host path's. A call past the one-shot bound
 // whose buffer lies in a registered window (Call::where, window_buffer())
-// stages nothing: Block::zero_copy().
+// stages nothing (Block::zero_copy()), but an allreduce out of place and a
+// reduce, whose results stage as two-shot's (their recv lies in no window):
+// their inputs are read where they lie (stages_results()).
 //
 // A call's first step carries a descriptor (Call::desc, Call::count) beside
 // the step: ranks that disagree, or one whose arguments are invalid, all end
@@ -143,11 +145,15 @@ TRAINIT_HD int status_error(uint64_t status) {
 }
 
 // The descriptor's layout: kind 4 bits, dtype 4, op 2, root 11, flags 21-23,
-// blocks 24-31; the count beside it. The host protocol's (protocol.h) has
-// the count where the blocks are.
+// blocks 24-31, a flag at 32; the count beside it. The host protocol's
+// (protocol.h) has the count where the blocks are.
 inline constexpr uint64_t kDescInvalid = 1ULL << 21;
 inline constexpr uint64_t kDescTwoShot = 1ULL << 22;
 inline constexpr uint64_t kDescZeroCopy = 1ULL << 23;
+// In a window, the results staged (stages_results()): an allreduce out of
+// place takes the staged two-shot's steps where one in place, at the same
+// place, takes zero copy's two.
+inline constexpr uint64_t kDescStagedResults = 1ULL << 32;
 
 TRAINIT_HD uint64_t pack(uint32_t kind, int dtype, int op, int root) {
   const auto field = [](int v, int bits) { return static_cast<uint64_t>(v) & ((1ULL << bits) - 1); };
@@ -190,20 +196,22 @@ TRAINIT_HD bool two_shot(const Call& a) {
 // calls take one step staged, where zero copy takes two), with more than
 // one rank,
 //   - an allreduce in place: its buffer;
+//   - an allreduce out of place, a reduce: send (the results go through
+//     staging as two-shot's: stages_results());
 //   - an allgather, in place or not: recv (each rank writes its part into
 //     every rank's);
 //   - a reduce_scatter out of place: send (each rank folds its segment from
 //     every rank's; in place, a rank's result would overwrite a segment a
 //     peer still reads);
 //   - a broadcast: recv (the root's is read by every rank).
-// A reduce stages: only the root's arguments say where its result goes.
 TRAINIT_HD const unsigned char* window_buffer(const Call& a) {
   if (a.valid == 0 || a.n < 2 || a.count * a.elem <= a.one_shot_max) {
     return nullptr;
   }
   switch (a.kind) {
     case kAllreduce:
-      return a.send == a.recv ? a.recv : nullptr;
+    case kReduce:
+      return a.send;
     case kAllgather:
     case kBroadcast:
       return a.recv;
@@ -212,6 +220,12 @@ TRAINIT_HD const unsigned char* window_buffer(const Call& a) {
     default:
       return nullptr;
   }
+}
+
+// Whether a call in a window reads its inputs there but stages its results,
+// two-shot (Block::staged()): an allreduce out of place, a reduce.
+TRAINIT_HD bool stages_results(const Call& a) {
+  return a.kind == kReduce || (a.kind == kAllreduce && a.send != a.recv);
 }
 
 // The bytes of window_buffer() the call reads or writes.
@@ -223,7 +237,8 @@ TRAINIT_HD uint64_t window_bytes(const Call& a) {
 // The descriptor of a call whose other fields are set.
 TRAINIT_HD uint64_t descriptor(const Call& a) {
   return pack(a.kind, a.dtype, a.op, a.root) | (a.valid != 0 ? 0 : kDescInvalid) | (two_shot(a) ? kDescTwoShot : 0) |
-         (a.where != 0 ? kDescZeroCopy : 0) | static_cast<uint64_t>(a.blocks & 0xff) << 24;
+         (a.where != 0 ? kDescZeroCopy : 0) | static_cast<uint64_t>(a.blocks & 0xff) << 24 |
+         (a.where != 0 && stages_results(a) ? kDescStagedResults : 0);
 }
 
 // What a call reads from send and writes to recv, in bytes (0: nothing).
@@ -286,9 +301,11 @@ class Block {
  public:
   TRAINIT_HD Block(X& x, const Call& a, int b) : x_(x), a_(a), b_(b), es_(a.elem) {}
 
-  TRAINIT_HD int run() { return a_.where != 0 ? zero_copy() : staged(); }
+  TRAINIT_HD int run() { return a_.where != 0 && !stages_results(a_) ? zero_copy() : staged(); }
 
-  // A call through staging.
+  // A call through staging; an allreduce or a reduce in a window
+  // (stages_results()) reads its peers' shares from their sends, where
+  // they lie, and stages only the folded shares.
   TRAINIT_HD int staged() {
     const int64_t start = x_.now_ns();
     uint64_t s = x_.last_step(b_, a_);
@@ -325,8 +342,9 @@ class Block {
     return 0;
   }
 
-  // Zero copy (Call::where): every rank's buffer (window_buffer()) read and
-  // written where it lies, in two steps whatever the size. The first says
+  // Zero copy (Call::where, not stages_results()): every rank's buffer
+  // (window_buffer()) read and written where it lies, in two steps whatever
+  // the size. The first says
   // every rank's input is there (and carries the descriptor); then each
   // rank moves its part of the block's elements (in_windows()), which no
   // other rank touches; the second says every part is written: no rank
@@ -411,6 +429,9 @@ class Block {
     switch (a_.kind) {
       case kAllreduce:
       case kReduce: {
+        if (a_.where != 0) {  // every rank's send is read where it lies
+          return 0;
+        }
         // Two-shot, this rank folds its own share from send: only its
         // peers' shares are staged.
         const Range own = two_shot(a_) ? part(piece.len(), a_.n, a_.rank, grain(a_)) : Range{piece.len(), piece.len()};
@@ -481,13 +502,13 @@ class Block {
   }
 
   // Two-shot, step s: this rank's share of the piece from every rank (its
-  // own from send), in rank order, into its out region and, a writer's,
-  // into recv.
+  // own from send; in a window, every rank's from its send), in rank order,
+  // into its out region and, a writer's, into recv.
   TRAINIT_HD int fold_share(uint64_t s, Range piece) {
     const Range share = part(piece.len(), a_.n, a_.rank, grain(a_));
     const void* srcs[kMaxRanks];
     for (int p = 0; p < a_.n; ++p) {
-      srcs[p] = in_of(p, s) + off(share.lo);
+      srcs[p] = a_.where != 0 ? a_.window[p] + off(piece.lo + share.lo) : in_of(p, s) + off(share.lo);
     }
     srcs[a_.rank] = a_.send + off(piece.lo + share.lo);
     unsigned char* also = writer() ? a_.recv + off(piece.lo + share.lo) : nullptr;

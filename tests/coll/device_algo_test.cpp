@@ -239,7 +239,7 @@ std::vector<std::string> run_all(const Shape& shape, std::set<uint32_t>* zero_co
           // The buffer a zero-copy call names is the same one on every rank.
           std::vector<unsigned char*> window;
           for (size_t r = 0; r < un; ++r) {
-            window.push_back(kind == dev::kReduceScatter && !in_place ? sends[r].data() : bufs[r].data());
+            window.push_back(dev::reduces(kind) && !in_place ? sends[r].data() : bufs[r].data());
           }
           std::atomic<bool> zero_copy{false};
           const auto rc = on_threads(shape.n, [&](int rank) {
@@ -576,14 +576,15 @@ TEST(CollDeviceAlgo, ZeroCopyAllreduceOnWindowsEqualsTheHostKernelsBetweenStaged
 }
 
 // Zero copy for every kind window_buffer() names: each rank's buffers are
-// windows, so an allreduce in place, an allgather (in place or not), a
-// reduce_scatter out of place and a broadcast past the one-shot bound read
-// and write the ranks' buffers where they lie, back to back with the calls
-// that stage (a reduce, an allreduce out of place, ...) on the same staging.
+// windows, so an allreduce or a reduce (their sends; out of place, results
+// through staging), an allgather (in place or not), a reduce_scatter out of
+// place and a broadcast past the one-shot bound read the ranks' buffers
+// where they lie, back to back with the calls that stage (a reduce_scatter
+// in place, those at most the bound) on the same staging.
 // Every dtype and op on three ranks; two and four ranks, blocks of one and
 // of three threads.
 TEST(CollDeviceAlgo, ZeroCopyCallsOfEveryKindOnWindowsEqualTheHostKernelsAmongStagedOnes) {
-  const std::set<uint32_t> kinds{dev::kAllreduce, dev::kReduceScatter, dev::kAllgather, dev::kBroadcast};
+  const std::set<uint32_t> kinds{dev::kAllreduce, dev::kReduce, dev::kReduceScatter, dev::kAllgather, dev::kBroadcast};
   for (const Shape& shape : {Shape{3, 2, 1024, 64, 1001, true, 1, true}, Shape{2, 3, 1024, 64, 777, false, 3, true},
                              Shape{4, 1, 1024, 64, 1001, false, 1, true}}) {
     std::set<uint32_t> zero_copied;
@@ -595,8 +596,8 @@ TEST(CollDeviceAlgo, ZeroCopyCallsOfEveryKindOnWindowsEqualTheHostKernelsAmongSt
 
 // The calls that zero copy where their buffer lies in a window, and which
 // buffer: only past the one-shot bound, with more than one rank; an
-// allreduce in place, a reduce_scatter out of place; never a reduce or an
-// invalid call.
+// allreduce's or reduce's send (in place, its buffer), a reduce_scatter's
+// send out of place; never an invalid call.
 TEST(CollDeviceAlgo, WindowBufferNamesTheBufferOfTheCallsZeroCopyServesPastTheOneShotBound) {
   unsigned char send[64];
   unsigned char recv[64];
@@ -614,8 +615,10 @@ TEST(CollDeviceAlgo, WindowBufferNamesTheBufferOfTheCallsZeroCopyServesPastTheOn
   };
   EXPECT_EQ(dev::window_buffer(call_of(dev::kAllreduce, 9, recv, recv)), recv);
   EXPECT_EQ(dev::window_buffer(call_of(dev::kAllreduce, 8, recv, recv)), nullptr) << "at the one-shot bound";
-  EXPECT_EQ(dev::window_buffer(call_of(dev::kAllreduce, 9, send, recv)), nullptr) << "out of place";
-  EXPECT_EQ(dev::window_buffer(call_of(dev::kReduce, 9, recv, recv)), nullptr);
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kAllreduce, 9, send, recv)), send) << "out of place";
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kReduce, 9, send, recv)), send);
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kReduce, 9, send, nullptr)), send) << "a reduce's non-root";
+  EXPECT_EQ(dev::window_buffer(call_of(dev::kReduce, 8, send, recv)), nullptr) << "one-shot";
   EXPECT_EQ(dev::window_buffer(call_of(dev::kReduceScatter, 9, send, recv)), send);
   EXPECT_EQ(dev::window_buffer(call_of(dev::kReduceScatter, 9, recv, recv)), nullptr) << "in place";
   EXPECT_EQ(dev::window_buffer(call_of(dev::kAllgather, 9, send, recv)), recv);
@@ -661,6 +664,37 @@ TEST(CollDeviceAlgo, ZeroCopyRanksThatDisagreeOnWhereAllGetEinvalWithBuffersUnto
   EXPECT_EQ(rc, std::vector<int>({0, 0, 0}));
 }
 
+// An allreduce in place runs zero copy's two steps, one out of place with
+// its send in the window the staged two-shot's: ranks that mix them, their
+// buffers at the same place in the window, differ, and all get -EINVAL
+// after the first step with every buffer as it was, and stay in step.
+TEST(CollDeviceAlgo, AnAllreduceInPlaceAgainstOneOutOfPlaceInTheSameWindowIsEinvalOnEveryRank) {
+  Node node(3, 1024, 2);
+  node.one_shot_max = 64;
+  node.timeout_ns = 5'000'000'000;  // a mistake here would be a wait for good
+  std::vector<std::vector<float>> sends(3, std::vector<float>(4096, 1.0F));
+  std::vector<std::vector<float>> recvs(3, std::vector<float>(4096, 0.0F));
+  std::vector<unsigned char*> window;
+  for (auto& b : sends) {
+    window.push_back(reinterpret_cast<unsigned char*>(b.data()));
+  }
+  const auto rc = on_threads(3, [&](int rank) {
+    const auto r = static_cast<size_t>(rank);
+    uint64_t status = 0;
+    void* recv = rank == 1 ? static_cast<void*>(sends[r].data()) : recvs[r].data();
+    Args q{dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 4096, sends[r].data(), recv};
+    q.window = &window;
+    q.where = dev::window_where(0, 0);
+    const int mixed = call(node, rank, q, &status);
+    const bool untouched = std::count(sends[r].begin(), sends[r].end(), 1.0F) == 4096 &&
+                           std::count(recvs[r].begin(), recvs[r].end(), 0.0F) == 4096;
+    q.recv = recvs[r].data();
+    const int agreed = call(node, rank, q, &status);
+    return mixed == -EINVAL && untouched && agreed == 0 && recvs[r][4095] == 3.0F ? 0 : mixed != 0 ? mixed : 1;
+  });
+  EXPECT_EQ(rc, std::vector<int>({0, 0, 0}));
+}
+
 // An allgather out of place writes every rank's recv, its peers' parts
 // included: nothing is written before the ranks agree where, so ranks that
 // differ leave every recv as it was.
@@ -691,33 +725,43 @@ TEST(CollDeviceAlgo, ZeroCopyAllgatherRanksThatDisagreeOnWhereAllGetEinvalWithEv
 // buffer's share read by its folder, written into ranks 0 and 1's as it
 // folds, then copied into the N - 2 others'), where staging moves 5N - 2;
 // for two ranks the least an allreduce in place can move, every buffer read
-// once and written once.
+// once and written once. Out of place, with the sends in windows, no input
+// is staged: each rank folds its share from every send where it lies into
+// its staging and its recv, and the others copy it out: N + 2 to fold,
+// 2(N - 1) to copy out, 3N.
 TEST(CollDeviceAlgo, ZeroCopyMovesThreeNMinusTwoBytesPerByteWhereStagingMovesFiveNMinusTwo) {
   for (const int n : {2, 3, 4}) {
-    const auto un = static_cast<size_t>(n);
-    const uint64_t count = 1001;
-    Node node(n, 1024, 2);
-    node.one_shot_max = 64;
-    std::vector<std::vector<float>> bufs(un, std::vector<float>(count, 1.0F));
-    std::vector<unsigned char*> window;
-    for (auto& b : bufs) {
-      window.push_back(reinterpret_cast<unsigned char*>(b.data()));
+    for (const bool in_place : {true, false}) {
+      const auto un = static_cast<size_t>(n);
+      const uint64_t count = 1001;
+      Node node(n, 1024, 2);
+      node.one_shot_max = 64;
+      std::vector<std::vector<float>> sends(un, std::vector<float>(count, 1.0F));
+      std::vector<std::vector<float>> recvs(un, std::vector<float>(count, 0.0F));
+      std::vector<unsigned char*> window;
+      for (auto& b : sends) {
+        window.push_back(reinterpret_cast<unsigned char*>(b.data()));
+      }
+      std::vector<uint64_t> moved(un, 0);
+      (void)on_threads(n, [&](int rank) {
+        const auto r = static_cast<size_t>(rank);
+        float* recv = in_place ? sends[r].data() : recvs[r].data();
+        Args q{dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, count, sends[r].data(), recv};
+        q.where = dev::window_where(0, 0);
+        q.window = &window;
+        moved[r] = traffic_of_call(node, rank, q);
+        return 0;
+      });
+      uint64_t all = 0;
+      for (size_t r = 0; r < un; ++r) {
+        all += moved[r];
+        const std::vector<float>& result = in_place ? sends[r] : recvs[r];
+        EXPECT_EQ(result[0], static_cast<float>(n)) << n << " ranks, rank " << r;
+        EXPECT_EQ(result[count - 1], static_cast<float>(n)) << n << " ranks, rank " << r;
+      }
+      const uint64_t per_byte = in_place ? 3 * n - 2 : 3 * n;
+      EXPECT_EQ(all, count * sizeof(float) * per_byte) << n << " ranks" << (in_place ? ", in place" : "");
     }
-    std::vector<uint64_t> moved(un, 0);
-    (void)on_threads(n, [&](int rank) {
-      float* buf = bufs[static_cast<size_t>(rank)].data();
-      Args q{dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, count, buf, buf};
-      q.where = dev::window_where(0, 0);
-      q.window = &window;
-      moved[static_cast<size_t>(rank)] = traffic_of_call(node, rank, q);
-      return 0;
-    });
-    uint64_t all = 0;
-    for (size_t r = 0; r < un; ++r) {
-      all += moved[r];
-      EXPECT_EQ(bufs[r][count - 1], static_cast<float>(n)) << n << " ranks, rank " << r;
-    }
-    EXPECT_EQ(all, count * sizeof(float) * static_cast<uint64_t>(3 * n - 2)) << n << " ranks";
   }
 }
 

@@ -1407,6 +1407,49 @@ TEST(DeviceComm, AllgatherReduceScatterAndBroadcastInRegisteredWindowsAreZeroCop
   EXPECT_EQ(status, (std::vector<int>{0, 0, 0}));
 }
 
+// An allreduce out of place and a reduce whose sends lie in windows, past
+// the one-shot bound, read every rank's send where it lies and stage only
+// the folded shares: the host's results, bit for bit, on the fake device,
+// three ranks; the reduce's root out of place and in place.
+TEST(DeviceComm, AnAllreduceOutOfPlaceAndAReduceWithTheirSendsInWindowsEqualTheHost) {
+  const std::string name = unique_name("window-sends");
+  const auto status = run_ranks(3, [&](int rank) {
+    setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", "4096", 1);
+    setenv("TRAINIT_COLL_DEVICE_STAGING", "65536", 1);
+    Pair p = join(name, rank, 3);
+    constexpr size_t kCount = 30011;  // f32: past the bound, in pieces
+    constexpr size_t kBytes = kCount * 4;
+    auto* win = static_cast<unsigned char*>(to_device(p.dev, {}, kBytes + 4096));
+    CHILD_CHECK(trainit_comm_register(p.dev, win, kBytes + 4096) == 0, "register");
+    unsigned char* send = win + 4096;
+    void* recv = to_device(p.dev, {}, kBytes);
+    for (const int dtype : {TRAINIT_F32, TRAINIT_BF16}) {
+      const size_t count = kBytes / dtype_size(dtype);
+      const Bytes mine = random_values(dtype, count, static_cast<uint32_t>(rank * 5 + dtype));
+      const auto t = static_cast<trainit_dtype>(dtype);
+      Bytes want = mine;
+      CHILD_CHECK(trainit_allreduce(p.host, want.data(), want.data(), count, t, TRAINIT_SUM) == 0, "host");
+      CHILD_CHECK(trainit_device_copy(p.dev, send, mine.data(), kBytes) == 0, "copy in");
+      uint64_t before = p.dev->zero_copy_calls;
+      CHILD_CHECK(trainit_allreduce(p.dev, send, recv, count, t, TRAINIT_SUM) == 0, "allreduce");
+      CHILD_CHECK(p.dev->zero_copy_calls - before == 1, "allreduce: not zero copy");
+      CHILD_CHECK(from_device(p.dev, recv, kBytes) == want, "allreduce, dtype %d: not the host's", dtype);
+      CHILD_CHECK(from_device(p.dev, send, kBytes) == mine, "allreduce, dtype %d: its send changed", dtype);
+      before = p.dev->zero_copy_calls;
+      CHILD_CHECK(trainit_reduce(p.dev, send, rank == 2 ? recv : nullptr, count, t, TRAINIT_SUM, 2) == 0, "reduce");
+      CHILD_CHECK(p.dev->zero_copy_calls - before == 1, "reduce: not zero copy");
+      CHILD_CHECK(rank != 2 || from_device(p.dev, recv, kBytes) == want, "reduce: not the host's");
+      CHILD_CHECK(trainit_reduce(p.dev, send, rank == 2 ? send : nullptr, count, t, TRAINIT_SUM, 2) == 0, "in place");
+      CHILD_CHECK(p.dev->zero_copy_calls - before == 2, "reduce in place: not zero copy");
+      CHILD_CHECK(from_device(p.dev, send, kBytes) == (rank == 2 ? want : mine), "reduce in place, rank %d", rank);
+    }
+    CHILD_CHECK(trainit_comm_deregister(p.dev, win) == 0, "deregister");
+    leave(p);
+    return 0;
+  });
+  EXPECT_EQ(status, (std::vector<int>{0, 0, 0}));
+}
+
 // Registration and its calls are the ranks' agreement: where one rank's
 // buffer differs (its size, not an allocation's start, registered already)
 // every rank fails with -EINVAL and none keeps a window; ranks whose calls

@@ -762,7 +762,7 @@ def case_device_register_makes_a_large_allreduce_in_place_zero_copy_and_equal_to
     check_ranks(2, body, 30.0, device_and_host_comms)
 
 
-def case_device_register_makes_large_allgather_reduce_scatter_and_broadcast_equal_to_the_host():
+def case_device_register_makes_large_allgather_reduce_scatter_broadcast_and_allreduce_out_of_place_equal_to_the_host():
     import array
     os.environ["TRAINIT_COLL_DEVICE_ONE_SHOT"] = "4096"
     count = 20001  # a rank's part, past the bound
@@ -785,6 +785,9 @@ def case_device_register_makes_large_allgather_reduce_scatter_and_broadcast_equa
             got = array.array("f", bytes(4 * count))
             dev.device_copy(got, part)
             same_bits(got, host.reduce_scatter(inputs), "reduce_scatter from a window")
+            dev.allreduce(window, out=part, count=count, dtype="float32")
+            dev.device_copy(got, part)
+            same_bits(got, host.allreduce(inputs[:count]), "allreduce out of place from a window")
             root = values("f", count, 1, 11)
             if dev.rank == 1:
                 dev.device_copy(window, root)

@@ -228,7 +228,8 @@ class GpuChip {
 // its peers' blocks; device.cpp's default keeps ranks × blocks at 64.
 //
 // A zero-copy call (a registered window: Call::where) is a kernel of its
-// own, so that neither way's registers are allocated around the other's.
+// own, so that neither way's registers are allocated around the other's;
+// one that stages its results (dev::stages_results()) runs Block::staged().
 template <class D, bool kZeroCopy>
 __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
   GpuChip<D> chip(a.op);
@@ -250,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
 template <class D, int>
 struct Launch {
   static int run(const dev::Call* a, cudaStream_t stream) {
-    if (a->where != 0) {
+    if (a->where != 0 && !dev::stages_results(*a)) {
       collective<D, true><<<static_cast<unsigned>(a->blocks), kThreads, 0, stream>>>(*a);
     } else {
       collective<D, false><<<static_cast<unsigned>(a->blocks), kThreads, 0, stream>>>(*a);
