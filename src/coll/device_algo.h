@@ -344,11 +344,11 @@ class Block {
 
   // Zero copy (Call::where, not stages_results()): every rank's buffer
   // (window_buffer()) read and written where it lies, in two steps whatever
-  // the size. The first says
-  // every rank's input is there (and carries the descriptor); then each
-  // rank moves its part of the block's elements (in_windows()), which no
-  // other rank touches; the second says every part is written: no rank
-  // returns (and lets its caller reuse its buffer) before.
+  // the size. The first says every rank's input is there (and carries the
+  // descriptor); then each rank moves its part of the block's elements
+  // (in_windows()), which no other rank touches; the second says every part
+  // is written: no rank returns (and lets its caller reuse its buffer)
+  // before.
   TRAINIT_HD int zero_copy() {
     const int64_t start = x_.now_ns();
     uint64_t s = x_.last_step(b_, a_) + 1;
