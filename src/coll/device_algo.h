@@ -106,7 +106,7 @@ struct Call {
   uint64_t quarter;                   // bytes of an in or out quarter
   uint64_t one_shot_max;              // larger allreduce and reduce pieces go in two steps
   int64_t timeout_ns;                 // 0: none
-  const volatile uint32_t* abort;     // nonzero: every wait ends
+  volatile uint32_t* abort;           // nonzero: every wait ends (fails_for_good() sets it)
   uint64_t* status;                   // where a block that fails puts status_of(tag, error) (first one wins)
   uint64_t tag;                       // the call's: the host's count of launches (from 1)
   // Zero copy (window_buffer() in a registered window): where that
@@ -133,6 +133,16 @@ inline constexpr size_t kStatusRingOffset = 4096;
 inline constexpr uint32_t kStatusSlots = 512;
 inline constexpr size_t kWordsBytes = kStatusRingOffset + kStatusSlots * sizeof(uint64_t);
 inline constexpr uint64_t kTagMask = (1ULL << 48) - 1;
+
+// A call's error after which its rank is out of step with its peers: any
+// but -EINVAL (ranks that disagreed, still in step). The block that puts it
+// in the status ring also sets the abort word (the host only ever sets it
+// too), so that the calls queued behind it on its stream end at their first
+// check rather than each wait out its own timeout: the host aborts the
+// arena once it reads the status anyway.
+TRAINIT_HD bool fails_for_good(int err) {
+  return err != 0 && err != -EINVAL;
+}
 
 TRAINIT_HD uint64_t status_of(uint64_t tag, int err) {
   return (tag & kTagMask) << 16 | static_cast<uint16_t>(-err);

@@ -128,7 +128,7 @@ dev::Call make_call(const trainit_comm* c, const DeviceComm* d, const DeviceCall
   a.one_shot_max = d->one_shot_max;
   a.timeout_ns = c->timeout_ns;
   if (d->words_device != nullptr) {
-    a.abort = static_cast<const volatile uint32_t*>(d->words_device);
+    a.abort = static_cast<volatile uint32_t*>(d->words_device);
     a.tag = d->launched + 1;
     a.status = status_slot(d->words_device, a.tag);
   }
@@ -318,11 +318,18 @@ int32_t take_status(DeviceComm* d, bool done) {
 }
 
 int device_meet(trainit_comm* c, Meeting why) {
+  DeviceComm* d = c->device;
   int r = device_call(c, {kOpBarrier, nullptr, nullptr, 0, TRAINIT_F32, TRAINIT_SUM, why});
-  if (r == 0 && c->device->stream != nullptr) {
+  if (r == 0 && d->stream != nullptr) {
     const int drained = drain_calls(c);
-    if (const int32_t earlier = take_status(c->device, drained == 0); earlier != 0 || drained != 0) {
-      r = stream_failed(c, earlier != 0 ? earlier : drained);
+    const int32_t failed = take_status(d, drained == 0);
+    // The meeting's own -EINVAL (the oldest error, so no earlier call's):
+    // waited for here, it is this call's, and the ranks stay in step.
+    if (drained == 0 && failed == -EINVAL && d->reported == d->launched) {
+      return failed;
+    }
+    if (failed != 0 || drained != 0) {
+      r = stream_failed(c, failed != 0 ? failed : drained);
     }
   }
   return r;

@@ -121,7 +121,8 @@ inline FoldFn host_fold(const Call& a, const Kernels* table) {
 // One thread's part of every block of the call, one block after the other
 // (each waits only on its own lines): the call's error, the same on every
 // thread of the block; thread 0 also puts it in *a.status, unless a
-// block of the call did first.
+// block of the call did first, and sets the abort word where it
+// fails_for_good().
 template <class C>
 int run_blocks(C& chip, const Call& a) {
   Lanes<C> lanes(chip);
@@ -134,6 +135,9 @@ int run_blocks(C& chip, const Call& a) {
         while (status_tag(seen) != (a.tag & kTagMask) &&
                !__atomic_compare_exchange_n(a.status, &seen, status_of(a.tag, r), false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED)) {
+        }
+        if (fails_for_good(r) && a.abort != nullptr) {
+          __atomic_store_n(a.abort, 1U, __ATOMIC_RELEASE);
         }
       }
       return r;

@@ -94,7 +94,7 @@ dev::Call make_call(Node& node, int rank, const Args& q, uint64_t* status, uint6
   a.quarter = node.quarter;
   a.one_shot_max = node.one_shot_max;
   a.timeout_ns = node.timeout_ns;
-  a.abort = reinterpret_cast<const volatile uint32_t*>(&node.abort);
+  a.abort = reinterpret_cast<volatile uint32_t*>(&node.abort);
   a.status = status;
   a.tag = tag;
   a.where = q.where;
@@ -406,7 +406,9 @@ TEST(CollDeviceAlgo, APeerThatNeverComesEndsTheCallWithEtimedoutAfterTheTimeout)
 }
 
 // The status slot a call shares with the call a ring's length before it:
-// that call's error is replaced, one of this call's own is kept.
+// that call's error is replaced, one of this call's own is kept. A call
+// that fails for good also sets the abort word: a call after it ends at
+// its first check.
 TEST(CollDeviceAlgo, AFailedCallTagsItsErrorReplacingAnEarlierCallsAndKeepsTheFirstOfItsOwn) {
   Node node(2, 1024, 2);
   node.timeout_ns = 20'000'000;
@@ -415,6 +417,11 @@ TEST(CollDeviceAlgo, AFailedCallTagsItsErrorReplacingAnEarlierCallsAndKeepsTheFi
   uint64_t status = dev::status_of(7, -EIO);
   EXPECT_EQ(call(node, 0, alone, &status, 7 + dev::kStatusSlots), -ETIMEDOUT);
   EXPECT_EQ(status, dev::status_of(7 + dev::kStatusSlots, -ETIMEDOUT));
+  EXPECT_EQ(node.abort.load(), 1U);
+  status = 0;
+  EXPECT_EQ(call(node, 0, alone, &status, 8), -ECONNABORTED);
+  EXPECT_EQ(status, dev::status_of(8, -ECONNABORTED));
+  node.abort = 0;  // as a fresh communicator's
   status = dev::status_of(9, -EINVAL);
   EXPECT_EQ(call(node, 0, alone, &status, 9), -ETIMEDOUT);
   EXPECT_EQ(status, dev::status_of(9, -EINVAL));

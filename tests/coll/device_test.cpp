@@ -729,6 +729,50 @@ TEST(DeviceComm, TheInitsAbortOfTheArenaEndsADeviceCallInFlightWithEconnabortedW
   expect_the_call_ends_within_100ms("stream-aborted", true, Ending::kArenaAborted, enqueued_allreduce_of_1mib);
 }
 
+// Stream-ordered calls queued against a peer that never comes: the first
+// ends with -ETIMEDOUT after TRAINIT_COLL_TIMEOUT, and its failure ends the
+// calls queued behind it at once (-ECONNABORTED: the communicator is done
+// for), so the query reports -ETIMEDOUT after one timeout, not one a call.
+TEST(DeviceComm, AStreamCallThatTimesOutEndsTheCallsQueuedBehindItAtOnce) {
+  const std::string name = unique_name("stream-timeout");
+  auto* done =
+      static_cast<std::atomic<int>*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(done, MAP_FAILED);
+  new (done) std::atomic<int>(0);
+  const auto status = run_ranks(2, [&](int rank) {
+    setenv("TRAINIT_COLL_TIMEOUT", "1", 1);
+    Pair p = join(name, rank, 2);
+    void* buf = to_device(p.dev, random_values(TRAINIT_F32, 4096, 1), 4 * 4096);
+    CHILD_CHECK(trainit_barrier(p.dev) == 0, "barrier");
+    if (rank == 1) {  // alive, but it never calls again until rank 0 is done
+      const int64_t until = now_ns() + 30'000'000'000;
+      while (done->load() == 0 && now_ns() < until) {
+        usleep(1000);
+      }
+      return 0;
+    }
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
+    const int64_t start = now_ns();
+    for (int i = 0; i < 5; ++i) {
+      CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, 4096, TRAINIT_F32, TRAINIT_SUM) == 0, "enqueue %d", i);
+    }
+    int q = 0;
+    while ((q = trainit_comm_query(p.dev)) == -EINPROGRESS && now_ns() - start < 20'000'000'000) {
+      usleep(1000);
+    }
+    const int64_t ms = (now_ns() - start) / 1'000'000;
+    done->store(1);
+    CHILD_CHECK(q == -ETIMEDOUT, "query: %s", trainit_strerror(q));
+    CHILD_CHECK(ms < 2500, "the query reported the timeout %lld ms after the calls were queued",
+                static_cast<long long>(ms));
+    const int next = trainit_allreduce(p.dev, buf, buf, 4096, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(next == -ECONNABORTED, "the next call: %s", trainit_strerror(next));
+    return 0;
+  });
+  munmap(done, 4096);
+  EXPECT_EQ(status, (std::vector<int>{0, 0}));
+}
+
 TEST(DeviceComm, StreamOrderedCallsReturnOnceEnqueuedAndQueryReportsThemDoneWithTheResults) {
   const std::string name = unique_name("stream");
   const auto status = run_ranks(3, [&](int rank) {
@@ -1620,6 +1664,32 @@ TEST(DeviceComm, ARegistrationAgainstAPeersDeviceCallIsEinvalOnBothAndBothStayUs
                 trainit_strerror(r));
     CHILD_CHECK(trainit_allreduce(p.dev, buf, buf, kBytes / 4, TRAINIT_F32, TRAINIT_SUM) == 0, "usable");
     CHILD_CHECK(trainit_comm_deregister(p.dev, buf) == 0 && trainit_device_free(p.dev, buf) == 0, "deregister");
+    leave(p);
+    return 0;
+  });
+  EXPECT_EQ(status, (std::vector<int>{0, 0}));
+}
+
+// The same with a stream set on the registering rank: the meeting that
+// starts a registration is waited for there, so its -EINVAL is that call's
+// own, as a synchronous call's, and leaves both ranks usable (an earlier
+// stream-ordered call's error would end the communicator).
+TEST(DeviceComm, ARegistrationWithAStreamSetAgainstAPeersBarrierIsEinvalOnBothAndBothStayUsable) {
+  const std::string name = unique_name("window-against-stream");
+  const auto status = run_ranks(2, [&](int rank) {
+    setenv("TRAINIT_COLL_TIMEOUT", "30", 1);
+    Pair p = join(name, rank, 2);
+    constexpr size_t kBytes = 64 << 10;
+    void* buf = to_device(p.dev, random_values(TRAINIT_F32, kBytes / 4, 3), kBytes);
+    CHILD_CHECK(rank == 1 || trainit_comm_set_stream(p.dev, reinterpret_cast<void*>(1)) == 0, "set_stream");
+    const int r = rank == 0 ? trainit_comm_register(p.dev, buf, kBytes) : trainit_barrier(p.dev);
+    CHILD_CHECK(r == -EINVAL, "register against a barrier: %s", trainit_strerror(r));
+    const int next = trainit_barrier(p.dev);
+    CHILD_CHECK(next == 0, "the next barrier: %s", trainit_strerror(next));
+    const int q = trainit_comm_query(p.dev);
+    CHILD_CHECK(q == 0 || q == -EINPROGRESS, "query: %s", trainit_strerror(q));
+    CHILD_CHECK(trainit_comm_set_stream(p.dev, nullptr) == 0, "set_stream(NULL)");
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
     leave(p);
     return 0;
   });

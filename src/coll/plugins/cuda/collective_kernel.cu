@@ -8,9 +8,9 @@
 // step with acquire semantics, all peers at once, then the block meets
 // again. Peers' staging is read with loads that skip the L1 cache
 // (ld.global.cg), which no other SM (and no other process's kernel) keeps
-// coherent. Every wait reads the
-// abort word (host memory the host side sets) every 1,024 polls and ends
-// after the call's timeout (the GPU's global timer).
+// coherent. Every wait reads the abort word (host memory the host side
+// sets, and a call that fails for good: dev::fails_for_good()) every 1,024
+// polls and ends after the call's timeout (the GPU's global timer).
 #include <cuda_runtime.h>
 
 #include <cerrno>
@@ -243,6 +243,10 @@ __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
     while (dev::status_tag(seen) != (a.tag & dev::kTagMask)) {
       const unsigned long long was = atomicCAS(status, seen, mine);
       seen = was == seen ? mine : was;
+    }
+    if (dev::fails_for_good(r)) {  // the calls queued behind it end at once, this status read first
+      __threadfence_system();
+      *a.abort = 1U;
     }
   }
 }
