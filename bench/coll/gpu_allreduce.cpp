@@ -28,11 +28,12 @@
 //     to back on a stream (trainit_comm_set_stream), and busbw = bytes /
 //     time · 2(N−1)/N (nccl-tests' definition), beside cudaMemcpy
 //     device-to-device on GPU 0 for the same sizes (bytes / time, copies
-//     timed with CUDA events) and the floor of one tiny launch and a stream
-//     synchronize: one markdown table. Before it, two lines: what a
-//     cudaDeviceSynchronize costs with nothing queued (a synchronous call's
-//     first step), and an allreduce of no elements per N (the kernel's one
-//     step without data), synchronous and on a stream. After it, the same
+//     timed with CUDA events): one markdown table. Before it, two lines:
+//     the floors (one empty kernel launch and a stream synchronize; one
+//     launch in which two processes swap a step through IPC-mapped memory,
+//     and a synchronize; a cudaDeviceSynchronize with nothing queued, a
+//     synchronous call's first step), and an allreduce of no elements per N
+//     (the kernel's one step without data), synchronous and on a stream. After it, the same
 //     allreduces in a registered window (4 MiB … 256 MiB, zero copy), and
 //     an allgather and a reduce_scatter of 64 MiB staged and in a window.
 //
@@ -56,6 +57,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "gpu_floors.h"
 #include "trainit/coll.h"
 
 namespace {
@@ -647,22 +649,18 @@ void print_kinds(const std::vector<int>& ns, const double* us) {
   }
 }
 
-// The floor under a synchronous call: one tiny launch (a 4-byte
-// cudaMemsetAsync) and a cudaStreamSynchronize, mean µs of 1,000; into
+// The floor under a synchronous call: one empty kernel launch and a
+// cudaStreamSynchronize, mean µs of 1,000 (gpu_floors.h); into
 // *idle_sync_us, a cudaDeviceSynchronize with nothing queued (what a
 // synchronous call does first), mean µs of 1,000.
-double launch_floor_us(void* a, double* idle_sync_us) {
+double launch_floor_us(double* idle_sync_us) {
   cudaStream_t stream = nullptr;
   if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
     return -1;
   }
   constexpr int kLaunches = 1000;
-  bool ok = cudaMemsetAsync(a, 0, 4, stream) == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
-  const bench::Ns t0 = bench::now_ns();
-  for (int k = 0; k < kLaunches && ok; ++k) {
-    ok = cudaMemsetAsync(a, 0, 4, stream) == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
-  }
-  const double us = static_cast<double>(bench::now_ns() - t0) / 1e3 / kLaunches;
+  const double us = bench::empty_launch_floor_us(stream, kLaunches);
+  bool ok = us >= 0;
   const bench::Ns t1 = bench::now_ns();
   for (int k = 0; k < kLaunches && ok; ++k) {
     ok = cudaDeviceSynchronize() == cudaSuccess;
@@ -670,6 +668,51 @@ double launch_floor_us(void* a, double* idle_sync_us) {
   *idle_sync_us = static_cast<double>(bench::now_ns() - t1) / 1e3 / kLaunches;
   (void)cudaStreamDestroy(stream);
   return ok ? us : -1;
+}
+
+// The floor under a synchronous call among ranks: two processes (ranks 0
+// and 1, on the GPUs the ranks of a bench get) each launching a kernel
+// that swaps a step with the other's through IPC-mapped device memory,
+// then synchronizing; rank 0's mean µs of 1,000 (gpu_floors.h), negative
+// where a step failed.
+double swap_floor_us(int gpus) {
+  struct Shared {
+    cudaIpcMemHandle_t handle[2];
+    int ready[2];
+  };
+  auto* shared = shared_array<Shared>(1);
+  double* us = shared_array<double>(1);
+  *us = -1;
+  const auto meet = [&](int rank, int phase) {
+    __atomic_store_n(&shared->ready[rank], phase, __ATOMIC_RELEASE);
+    const bench::Ns deadline = bench::now_ns() + 60'000'000'000;
+    while (__atomic_load_n(&shared->ready[1 - rank], __ATOMIC_ACQUIRE) < phase) {
+      if (bench::now_ns() > deadline) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const std::vector<int> st = run_ranks(2, kCheckDeadline, [&](int rank) {
+    see_one_gpu(rank, gpus);
+    uint64_t* mine = nullptr;
+    void* peer = nullptr;
+    cudaStream_t stream = nullptr;
+    bool ok = cudaMalloc(reinterpret_cast<void**>(&mine), 64) == cudaSuccess &&
+              cudaMemset(mine, 0, 64) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
+              cudaIpcGetMemHandle(&shared->handle[rank], mine) == cudaSuccess &&
+              cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
+    ok = meet(rank, ok ? 1 : 2) && ok && __atomic_load_n(&shared->ready[1 - rank], __ATOMIC_ACQUIRE) == 1 &&
+         cudaIpcOpenMemHandle(&peer, shared->handle[1 - rank], cudaIpcMemLazyEnablePeerAccess) == cudaSuccess;
+    // Neither starts (its kernel would wait for good) before both can.
+    ok = meet(rank, ok ? 3 : 4) && ok && __atomic_load_n(&shared->ready[1 - rank], __ATOMIC_ACQUIRE) == 3;
+    const double t = ok ? bench::swap_floor_us(stream, mine, static_cast<const uint64_t*>(peer), 1000) : -1;
+    if (rank == 0) {
+      *us = t;
+    }
+    return t >= 0 ? 0 : 1;
+  });
+  return exited_zero(st[0]) && exited_zero(st[1]) ? *us : -1;
 }
 
 // cudaMemcpy device to device on GPU 0: GB/s per size into gbps[i], the
@@ -690,7 +733,7 @@ void bench_memcpy(double* gbps, double* floor_us, char* gpu_name, size_t name_le
       return 1;
     }
     (void)std::snprintf(gpu_name, name_len, "%s", prop.name);
-    floor_us[0] = launch_floor_us(a, &floor_us[1]);
+    floor_us[0] = launch_floor_us(&floor_us[1]);
     for (size_t i = 0; i < kSizes; ++i) {
       const size_t bytes = size_at(i);
       const size_t calls = calls_for(bytes);
@@ -777,14 +820,16 @@ int bench_all(const std::vector<int>& ns, int gpus) {
     bench_kinds(ns[j], gpus, kinds_us + 4 * j);
   }
   bench_memcpy(gbps, gbps + kSizes, gpu_name, 256);
+  const double swap_us = swap_floor_us(gpus);
   std::printf(
       "\nallreduce f32 sum in place on %s device buffers, %d GPU(s) (%s), rank 0's mean per call:\n"
       "synchronous, and back to back on a stream (trainit_comm_set_stream; the stream drained at the end);\n"
       "busbw = bytes / time * 2(N-1)/N (synchronous); cudaMemcpy: device to device on GPU 0, bytes / time.\n"
-      "The floor of a synchronous call, same run: one 4-byte cudaMemsetAsync and a cudaStreamSynchronize, "
+      "The floors of a synchronous call, same run: one empty kernel launch and a cudaStreamSynchronize, %.1f µs; "
+      "one launch in which two processes swap a step through IPC-mapped memory, then a cudaStreamSynchronize, "
       "%.1f µs; a cudaDeviceSynchronize with nothing queued (a synchronous call's first step), %.1f µs.\n"
       "The steps alone (an allreduce of 0 elements: one step, no data), same run:",
-      backend_name(), gpus, gpu_name, gbps[kSizes], gbps[kSizes + 1]);
+      backend_name(), gpus, gpu_name, gbps[kSizes], swap_us, gbps[kSizes + 1]);
   for (size_t j = 0; j < ns.size(); ++j) {
     std::printf(" N=%d %.1f µs, %.1f on a stream;", ns[j], steps_us[2 * j], steps_us[2 * j + 1]);
   }

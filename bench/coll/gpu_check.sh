@@ -12,8 +12,10 @@
 #  3. prints one markdown table: device allreduce latency, synchronous and
 #     back to back on a stream, and busbw (f32 sum, in place, N = 2 and 4)
 #     for 4 B … 256 MiB beside cudaMemcpy device-to-device bandwidth of the
-#     same sizes on GPU 0 (the physical limit line), with the floor of one
-#     tiny launch and a stream synchronize measured in the same run; then
+#     same sizes on GPU 0 (the physical limit line), with the floors
+#     measured in the same run (one empty kernel launch and a stream
+#     synchronize; one launch in which two processes swap a step through
+#     IPC-mapped memory, and a synchronize); then
 #     the same allreduce for a few settings of TRAINIT_COLL_DEVICE_BLOCKS,
 #     TRAINIT_COLL_DEVICE_ONE_SHOT and TRAINIT_COLL_DEVICE_STAGING, and one
 #     driven from the host (TRAINIT_COLL_DEVICE_LAUNCH=0), 2 ranks

@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define TRAINIT_COLL_BACKEND_ABI 5u
+#define TRAINIT_COLL_BACKEND_ABI 6u
 #define TRAINIT_COLL_HANDLE_MAX 128
 #define TRAINIT_COLL_BACKEND_ENTRY "trainit_coll_backend_v1"
 
@@ -84,7 +84,10 @@ typedef struct trainit_coll_backend {
    * trainit::coll::dev::Call (device_algo.h), enqueued on `stream` (NULL:
    * the backend's own; CUDA: a cudaStream_t) as one launch of the device
    * algorithm; it returns once enqueued. The call's error lands in
-   * *call->status, tagged with call->tag, memory from host_mapped(). query: 0 when the work
+   * *call->status, tagged with call->tag, memory from host_mapped(); since
+   * ABI 6, where call->done is not NULL, block b stores call->tag in
+   * call->done[b] once its writes are visible to the host and to every
+   * stream (a synchronous call returns then). query: 0 when the work
    * enqueued on stream is done, -EINPROGRESS while it runs, or the stream's
    * error. host_mapped: host memory the device reads and writes too (its
    * address there in *device_view), for the calls' abort word and status

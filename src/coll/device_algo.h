@@ -109,6 +109,7 @@ struct Call {
   volatile uint32_t* abort;           // nonzero: every wait ends (fails_for_good() sets it)
   uint64_t* status;                   // where a block that fails puts status_of(tag, error) (first one wins)
   uint64_t tag;                       // the call's: the host's count of launches (from 1)
+  uint64_t* done;                     // a synchronous call's: block b stores tag in done[b] once its writes are visible
   // Zero copy (window_buffer() in a registered window): where that
   // buffer lies, window_where(slot, offset), the same on every rank, and
   // every rank's buffer there as this rank maps it; where 0: staged.
@@ -128,10 +129,15 @@ TRAINIT_HD uint64_t window_where(int slot, uint64_t offset) {
 // read-modify-write of a word the device writes is no atomic, so a status
 // the host cleared could be the one the device had just put there. Launch
 // t writes slot t % kStatusSlots, its error tagged with t (48 bits: no
-// wrap); the host keeps at most kStatusSlots launches unread.
+// wrap); the host keeps at most kStatusSlots launches unread. After the
+// ring, the done words (Call::done), one a block: a synchronous call ends
+// when the host reads its tag in every block's, without asking the
+// device's stream (a round trip through the driver that notices a kernel's
+// end microseconds after its last store).
 inline constexpr size_t kStatusRingOffset = 4096;
 inline constexpr uint32_t kStatusSlots = 512;
-inline constexpr size_t kWordsBytes = kStatusRingOffset + kStatusSlots * sizeof(uint64_t);
+inline constexpr size_t kDoneOffset = kStatusRingOffset + kStatusSlots * sizeof(uint64_t);
+inline constexpr size_t kWordsBytes = kDoneOffset + kMaxBlocks * sizeof(uint64_t);
 inline constexpr uint64_t kTagMask = (1ULL << 48) - 1;
 
 // A call's error after which its rank is out of step with its peers: any

@@ -83,6 +83,11 @@ uint64_t* status_slot(void* words, uint64_t tag) {
          tag % dev::kStatusSlots;
 }
 
+// The done words (device_algo.h) in the view `words` of the host's words.
+uint64_t* done_words(void* words) {
+  return reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(words) + dev::kDoneOffset);
+}
+
 // Zero copy (device_algo.h): a launched call whose buffer (window_buffer())
 // lies in a registered window reads and writes the ranks' buffers where
 // they are; the ranks compare where at the call's first step.
@@ -131,6 +136,7 @@ dev::Call make_call(const trainit_comm* c, const DeviceComm* d, const DeviceCall
     a.abort = static_cast<volatile uint32_t*>(d->words_device);
     a.tag = d->launched + 1;
     a.status = status_slot(d->words_device, a.tag);
+    a.done = d->stream == nullptr ? done_words(d->words_device) : nullptr;
   }
   place_in_window(c, d, a);
   a.desc = dev::descriptor(a);
@@ -253,6 +259,40 @@ int await_launch(trainit_comm* c, const DeviceComm* d) {
   }
 }
 
+// Waits for the synchronous call `a`: until every block's done word holds
+// its tag, or the stream says it ended (asked every 100 µs: a call that
+// faulted writes none), while watching the arena as await_launch() does.
+int await_done(trainit_comm* c, const DeviceComm* d, const dev::Call& a) {
+  const uint64_t* done = done_words(d->words);
+  int64_t next_query = comm_now_ns() + 100'000;
+  int64_t next_watch = 0;
+  for (uint32_t i = 0;; ++i) {
+    int b = 0;
+    while (b < a.blocks && __atomic_load_n(&done[b], __ATOMIC_ACQUIRE) == a.tag) {
+      ++b;
+    }
+    if (b == a.blocks) {
+      return 0;
+    }
+    if ((i & 15) == 0) {
+      const int64_t now = comm_now_ns();
+      if (now >= next_query) {
+        next_query = now + 100'000;
+        if (const int r = d->b->query(d->stream); r != -EINPROGRESS) {
+          return r;
+        }
+      }
+      if (now >= next_watch) {
+        next_watch = now + 1'000'000;
+        if (comm_lost(c)) {
+          __atomic_store_n(&d->words[0], 1U, __ATOMIC_RELEASE);
+        }
+      }
+    }
+    relax(i);
+  }
+}
+
 // The launched call's end: its error (-EINVAL, ranks that disagreed, leaves
 // the communicator usable; any other aborts the arena: peers would wait).
 int launched(trainit_comm* c, DeviceComm* d, const dev::Call& a) {
@@ -265,7 +305,7 @@ int launched(trainit_comm* c, DeviceComm* d, const dev::Call& a) {
   if (d->stream != nullptr) {
     return 0;
   }
-  r = await_launch(c, d);
+  r = await_done(c, d, a);
   const int32_t status = take_status(d, r == 0);
   r = r != 0 ? r : status;
   if (r != 0 && r != -EINVAL) {

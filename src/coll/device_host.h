@@ -122,15 +122,18 @@ inline FoldFn host_fold(const Call& a, const Kernels* table) {
 // (each waits only on its own lines): the call's error, the same on every
 // thread of the block; thread 0 also puts it in *a.status, unless a
 // block of the call did first, and sets the abort word where it
-// fails_for_good().
+// fails_for_good(). Once a block's threads are done, thread 0 stores the
+// tag in its done word (a synchronous call's), as the GPU's blocks do; the
+// blocks after a failed one, which do not run, at once.
 template <class C>
 int run_blocks(C& chip, const Call& a) {
   Lanes<C> lanes(chip);
+  int r = 0;
   for (int b = 0; b < a.blocks; ++b) {
-    Block<Lanes<C>> block(lanes, a, b);
-    const int r = block.run();
-    if (r != 0) {
-      if (chip.tid() == 0 && a.status != nullptr) {
+    if (r == 0) {
+      Block<Lanes<C>> block(lanes, a, b);
+      r = block.run();
+      if (r != 0 && chip.tid() == 0 && a.status != nullptr) {
         uint64_t seen = __atomic_load_n(a.status, __ATOMIC_RELAXED);
         while (status_tag(seen) != (a.tag & kTagMask) &&
                !__atomic_compare_exchange_n(a.status, &seen, status_of(a.tag, r), false, __ATOMIC_ACQ_REL,
@@ -140,10 +143,13 @@ int run_blocks(C& chip, const Call& a) {
           __atomic_store_n(a.abort, 1U, __ATOMIC_RELEASE);
         }
       }
-      return r;
+      chip.barrier();  // every thread's writes of the block are done
+    }
+    if (chip.tid() == 0 && a.done != nullptr) {
+      __atomic_store_n(&a.done[b], a.tag, __ATOMIC_RELEASE);
     }
   }
-  return 0;
+  return r;
 }
 
 // What a helper thread of run_on_threads() runs.

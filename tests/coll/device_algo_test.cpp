@@ -427,6 +427,42 @@ TEST(CollDeviceAlgo, AFailedCallTagsItsErrorReplacingAnEarlierCallsAndKeepsTheFi
   EXPECT_EQ(status, dev::status_of(9, -EINVAL));
 }
 
+// A synchronous call's done words (Call::done): every block of the call
+// stores its tag once the block is done, whether the call succeeded or
+// failed (a block after a failed one, which does not run, at once), and no
+// word past the call's blocks.
+TEST(CollDeviceAlgo, EveryBlockStoresTheCallsTagInItsDoneWordWhetherTheCallSucceedsOrFails) {
+  Node node(2, 1024, 3);
+  node.threads = 3;
+  std::vector<std::vector<float>> bufs(2, std::vector<float>(301, 1.0F));
+  std::vector<std::vector<uint64_t>> done(2, std::vector<uint64_t>(dev::kMaxBlocks, 0));
+  const auto synchronous = [&](int rank, const Args& q, uint64_t tag) {
+    uint64_t status = 0;
+    dev::Call a = make_call(node, rank, q, &status, tag);
+    a.done = done[static_cast<size_t>(rank)].data();
+    return dev::run_on_threads(a, node.threads, dev::host_fold(a, kernels_scalar()));
+  };
+  const auto rc = on_threads(2, [&](int rank) {
+    float* buf = bufs[static_cast<size_t>(rank)].data();
+    const int right = synchronous(rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 301, buf, buf}, 5);
+    const std::vector<uint64_t> after_right = done[static_cast<size_t>(rank)];
+    const int disagreed =
+        synchronous(rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, rank == 0 ? 301U : 300U, buf, buf}, 6);
+    const std::vector<uint64_t> after_disagreed = done[static_cast<size_t>(rank)];
+    const bool tagged =
+        std::all_of(after_right.begin(), after_right.begin() + 3, [](uint64_t t) { return t == 5; }) &&
+        std::all_of(after_disagreed.begin(), after_disagreed.begin() + 3, [](uint64_t t) { return t == 6; }) &&
+        std::all_of(after_disagreed.begin() + 3, after_disagreed.end(), [](uint64_t t) { return t == 0; });
+    return right == 0 && buf[300] == 2.0F && disagreed == -EINVAL && tagged ? 0 : 1;
+  });
+  EXPECT_EQ(rc, std::vector<int>({0, 0}));
+  // Rank 0 alone: its first block times out; the two after it never run.
+  node.timeout_ns = 20'000'000;
+  EXPECT_EQ(synchronous(0, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, 301, bufs[0].data(), bufs[0].data()}, 7),
+            -ETIMEDOUT);
+  EXPECT_EQ(std::vector<uint64_t>(done[0].begin(), done[0].begin() + 4), std::vector<uint64_t>({7, 7, 7, 0}));
+}
+
 TEST(CollDeviceAlgo, ACallOfNoElementsStillAgreesAndTakesItsStep) {
   Node node(2, 1024, 2);
   std::vector<float> bufs(2 * 8, 2.0F);

@@ -114,6 +114,16 @@ float first_float(trainit_comm* c, const void* dev) {
   return first;
 }
 
+// `count` float32 ones.
+Bytes float_ones(size_t count) {
+  Bytes out(count * 4, 0);
+  for (size_t i = 0; i < count; ++i) {
+    const float one = 1.0F;
+    std::memcpy(&out[i * 4], &one, 4);
+  }
+  return out;
+}
+
 // One device communicator and one host communicator among the same ranks.
 struct Pair {
   trainit_comm* dev = nullptr;
@@ -391,11 +401,7 @@ TEST(DeviceComm, RanksThatDisagreeOnACallAllGetEinvalAndStayUsable) {
   const std::string name = unique_name("disagree");
   const auto status = run_ranks(3, [&](int rank) {
     Pair p = join(name, rank, 3);
-    Bytes ones(64 * 4, 0);
-    for (size_t i = 0; i < 64; ++i) {
-      const float one = 1.0F;
-      std::memcpy(&ones[i * 4], &one, 4);
-    }
+    const Bytes ones = float_ones(64);
     void* buf = to_device(p.dev, ones, ones.size());
     // Rank 1 asks for another count.
     const size_t count = rank == 1 ? 32 : 64;
@@ -412,6 +418,44 @@ TEST(DeviceComm, RanksThatDisagreeOnACallAllGetEinvalAndStayUsable) {
   for (int s : status) {
     EXPECT_EQ(s, 0);
   }
+}
+
+// Both ranks' allreduce of 64 float ones, synchronous, on the fake device
+// with `fault` (TRAINIT_FAKEDEV_FAULT): its sum and how long it took.
+int timed_allreduce_of_ones(const char* fault, int max_ms) {
+  const std::string name = unique_name("done-words");
+  const auto status = run_ranks(2, [&](int rank) {
+    setenv("TRAINIT_FAKEDEV_FAULT", fault, 1);
+    Pair p = join(name, rank, 2);
+    const Bytes ones = float_ones(64);
+    void* buf = to_device(p.dev, ones, ones.size());
+    CHILD_CHECK(trainit_barrier(p.host) == 0, "host barrier");
+    const int64_t start = now_ns();
+    const int r = trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM);
+    const int64_t ms = (now_ns() - start) / 1'000'000;
+    CHILD_CHECK(r == 0, "the allreduce gave %s", trainit_strerror(r));
+    CHILD_CHECK(ms < max_ms, "the allreduce took %lld ms", static_cast<long long>(ms));
+    const float first = first_float(p.dev, buf);
+    CHILD_CHECK(first == 2.0F, "sum %g", static_cast<double>(first));
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    leave(p);
+    return 0;
+  });
+  return status == std::vector<int>({0, 0}) ? 0 : 1;
+}
+
+// A synchronous call ends once every block of its launch has stored its
+// done word, not when the device's stream gets round to retiring the
+// launch: with a stream that retires each call 2 s late, the allreduce
+// still returns its sum in well under that.
+TEST(DeviceComm, ASynchronousCallReturnsOnceItsBlocksAreDoneNotWhenTheStreamRetiresIt) {
+  EXPECT_EQ(timed_allreduce_of_ones("0:late,1:late", 1500), 0);
+}
+
+// A backend whose launches store no done words: the call ends when its
+// stream says so (asked every 100 µs), its result right.
+TEST(DeviceComm, ASynchronousCallOnABackendThatStoresNoDoneWordsEndsWhenItsStreamDoes) {
+  EXPECT_EQ(timed_allreduce_of_ones("0:mute,1:mute", 30'000), 0);
 }
 
 // A barrier is a collective of the device communicator like the others:

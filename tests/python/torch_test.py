@@ -133,12 +133,30 @@ def case_ddp_on_two_ranks_trains_to_the_same_parameters_as_gloo():
     ranks(2, body)
 
 
+def cuda_seen_from_a_child():
+    """Whether torch sees a GPU, asked in a child: torch.cuda.is_available()
+    starts CUDA in the process that asks (torch then refuses CUDA in every
+    child it forks), so this process, which forks the ranks, must not."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if torch.cuda.is_available() else 1
+        finally:
+            os._exit(code)
+    try:
+        wait_all([pid], 60)
+    except AssertionError:
+        return False
+    return True
+
+
 def gpu_case_ddp_on_cuda_tensors_on_two_ranks_trains_to_the_same_parameters_as_gloo():
     # The device path: the model on the GPU (both ranks on GPU 0 where there
     # is one), CUDA tensors to a communicator of backend "cuda". A GPU case:
     # not among ctest's (which registers case_*), run by
     # bench/coll/gpu_check.sh on a GPU machine; 77 where torch sees none.
-    if not torch.cuda.is_available():
+    if not cuda_seen_from_a_child():
         sys.exit(SKIP)
 
     def body(rank):

@@ -260,10 +260,12 @@ TEST(DevicePreflightPath, TheCheckBesideTrainitComesFirstThenTheInstalledOneAndA
 
 TEST(FakedevFault, EachEntryGivesItsDeviceItsFaultAndOthersNone) {
   using coll::FakedevFault;
-  const char* knob = "0:fail,2:hang,13:wrong";
+  const char* knob = "0:fail,2:hang,13:wrong,3:late,4:mute";
   EXPECT_EQ(coll::fakedev_fault(knob, 0).fault, FakedevFault::kFail);
   EXPECT_EQ(coll::fakedev_fault(knob, 2).fault, FakedevFault::kHang);
   EXPECT_EQ(coll::fakedev_fault(knob, 13).fault, FakedevFault::kWrong);
+  EXPECT_EQ(coll::fakedev_fault(knob, 3).fault, FakedevFault::kLate);
+  EXPECT_EQ(coll::fakedev_fault(knob, 4).fault, FakedevFault::kMute);
   EXPECT_EQ(coll::fakedev_fault(knob, 1).fault, FakedevFault::kNone);
   EXPECT_TRUE(coll::fakedev_fault(knob, 1).valid);
   EXPECT_EQ(coll::fakedev_fault(nullptr, 0).fault, FakedevFault::kNone);

@@ -236,7 +236,11 @@ __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
   dev::Lanes<GpuChip<D>> x(chip);
   dev::Block<dev::Lanes<GpuChip<D>>> block(x, a, static_cast<int>(blockIdx.x));
   const int r = kZeroCopy ? block.zero_copy() : block.staged();
-  if (r != 0 && threadIdx.x == 0) {  // the call's first error; the host only reads it
+  __syncthreads();  // every thread's writes of the block are done
+  if (threadIdx.x != 0) {
+    return;
+  }
+  if (r != 0) {  // the call's first error; the host only reads it
     auto* status = reinterpret_cast<unsigned long long*>(a.status);
     const unsigned long long mine = dev::status_of(a.tag, r);
     unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(status);
@@ -248,6 +252,10 @@ __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
       __threadfence_system();
       *a.abort = 1U;
     }
+  }
+  if (a.done != nullptr) {  // a synchronous call: the host returns once every block's is there
+    GpuChip<D>::fence();
+    GpuChip<D>::store_release(&a.done[blockIdx.x], a.tag);
   }
 }
 

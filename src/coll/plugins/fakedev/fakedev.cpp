@@ -229,6 +229,14 @@ void maybe_hang(const char* what) {
   }
 }
 
+bool retires_late() {
+  return fault == FakedevFault::kLate;
+}
+
+bool writes_no_done_words() {
+  return fault == FakedevFault::kMute;
+}
+
 // The wrong fault: a reduce's or fold's result with the lowest bit of its
 // first element flipped (little-endian: its first byte's).
 void corrupt_if_asked(void* dst) {
@@ -284,7 +292,7 @@ int fd_init() {
   const char* knob = std::getenv("TRAINIT_FAKEDEV_FAULT");
   const FakedevFaultSpec spec = fakedev_fault(knob, device);
   if (!spec.valid) {
-    say("TRAINIT_FAKEDEV_FAULT=%s is not DEVICE:fail|hang|wrong[,...]", knob);
+    say("TRAINIT_FAKEDEV_FAULT=%s is not DEVICE:fail|hang|wrong|late|mute[,...]", knob);
     return -EINVAL;
   }
   fault = spec.fault;

@@ -13,6 +13,9 @@ namespace trainit::coll::fakedev {
 // never returns); the wrong fault flips a result's lowest bit.
 void maybe_hang(const char* what);
 void corrupt_if_asked(void* dst);
+// The late and mute faults (fakedev_fault.h), for the stream.
+bool retires_late();
+bool writes_no_done_words();
 // A launched call's memory: live device buffers of this process (-EFAULT,
 // a broken rule, else).
 int check_launch(const dev::Call& a);

@@ -4,6 +4,10 @@
 //   fail   init() returns -ENODEV (no such device)
 //   hang   the first copy, reduce or fold never returns
 //   wrong  every reduce and fold flips the lowest bit of its first result
+//   late   the stream retires each launched call 2 s after its blocks end
+//          (query() says it runs until then)
+//   mute   launched calls store no done words (device_algo.h): a
+//          synchronous call learns its end from query() alone
 // Header only, no allocation: the plugin has no libstdc++ at run time.
 #pragma once
 
@@ -12,7 +16,7 @@
 
 namespace trainit::coll {
 
-enum class FakedevFault { kNone, kFail, kHang, kWrong };
+enum class FakedevFault { kNone, kFail, kHang, kWrong, kLate, kMute };
 
 struct FakedevFaultSpec {
   bool valid = true;  // false: the knob is malformed (the plugin refuses to start)
@@ -26,8 +30,11 @@ inline FakedevFault fault_kind(const char* s, size_t len, bool* ok) noexcept {
     const char* name;
     FakedevFault fault;
   };
-  static constexpr Named kKinds[] = {
-      {"fail", FakedevFault::kFail}, {"hang", FakedevFault::kHang}, {"wrong", FakedevFault::kWrong}};
+  static constexpr Named kKinds[] = {{"fail", FakedevFault::kFail},
+                                     {"hang", FakedevFault::kHang},
+                                     {"wrong", FakedevFault::kWrong},
+                                     {"late", FakedevFault::kLate},
+                                     {"mute", FakedevFault::kMute}};
   for (const Named& k : kKinds) {
     if (std::strlen(k.name) == len && std::memcmp(k.name, s, len) == 0) {
       return k.fault;
