@@ -4,9 +4,14 @@
 # and laid out as a build tree in one small directory, for a GPU machine that
 # has only a driver:
 #
-#   bench/coll/gpu_bundle.sh [BUNDLE_DIR]          (default build/gpu-bundle)
+#   bench/coll/gpu_bundle.sh [--variants] [BUNDLE_DIR]   (default build/gpu-bundle)
 #   ... then, on the GPU machine, from a checkout of the same commit:
-#   bench/coll/gpu_check.sh --prebuilt --mps BUNDLE_DIR
+#   bench/coll/gpu_check.sh --prebuilt --mps [--variants] BUNDLE_DIR
+#
+# --variants: the experiment builds of the plugin's kernel too
+# (libtrainit_coll_cuda_gpu_scope.so, _no_step_fence.so: collective_kernel.cu
+# says what each changes), which gpu_check.sh --variants checks and
+# measures beside the plugin.
 #
 # It configures and builds the release preset's build tree (build/release:
 # the static trainit, the CUDA plugin with its runtime linked in,
@@ -17,6 +22,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+variants=()
+if [ "${1:-}" = --variants ]; then
+  variants=(trainit_coll_cuda_gpu_scope trainit_coll_cuda_no_step_fence)
+  shift
+fi
 bundle=${1:-$root/build/gpu-bundle}
 die() {
   echo "gpu_bundle.sh: $*" >&2
@@ -28,10 +38,13 @@ build=$root/build/release
 cmake --preset release -S "$root" >"$build.configure.log" 2>&1 ||
   die "configuring the release preset failed (see $build.configure.log)"
 cmake --build "$build" --target trainit trainit_device_check trainit_coll_shared trainit_coll_cuda gpu_allreduce \
-  -j"$(nproc)" >"$build.bundle.log" 2>&1 || die "building failed (see $build.bundle.log)"
+  "${variants[@]}" -j"$(nproc)" >"$build.bundle.log" 2>&1 || die "building failed (see $build.bundle.log)"
 
 files=(init/trainit init/trainit-device-check src/coll/libtrainit_coll.so src/coll/plugins/cuda/libtrainit_coll_cuda.so
   bench/coll/gpu_allreduce)
+for v in "${variants[@]}"; do
+  files+=("src/coll/plugins/cuda/lib$v.so")
+done
 # Only a directory this script made (or none) is replaced.
 if [ -e "$bundle" ] && [ ! -e "$bundle/.gpu-bundle" ]; then
   die "$bundle exists and is not a bundle of this script's: name another directory"

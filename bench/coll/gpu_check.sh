@@ -31,7 +31,7 @@
 #     gloo, the "trainit" backend, and NCCL where every rank has a GPU of
 #     its own (bench/coll/gloo_allreduce.py).
 #
-#   bench/coll/gpu_check.sh [--prebuilt] [--mps] [--quick] [BUILD_DIR]   (default build/gpu)
+#   bench/coll/gpu_check.sh [--prebuilt] [--mps] [--quick] [--variants] [BUILD_DIR]   (default build/gpu)
 #
 # --prebuilt: build nothing; take the programs from BUILD_DIR, laid out as a
 # build tree (a release build with CUDA has them all; bench/coll/gpu_bundle.sh
@@ -41,6 +41,12 @@
 # and log directories private, stopped at the end). Where ranks share a GPU,
 # the driver otherwise time-slices their contexts, which puts a floor of
 # several hundred µs under every call; one rank per GPU needs no MPS.
+# --variants: after step 3, each experiment build of the plugin's kernel
+# that BUILD_DIR holds (src/coll/plugins/cuda/libtrainit_coll_cuda_*.so:
+# gpu_bundle.sh --variants, or the targets of that name) through step 2's
+# checks and step 3's table: what a change to the kernel would give, and
+# whether it stays right, in the same run as the plugin. A variant that
+# fails its check is named at the end, and the script exits 1.
 # --quick: steps 2 and 3's table only (no sweep, no Python, no torch
 # references): what a short loan of a GPU machine fits first.
 #
@@ -56,11 +62,13 @@ root=$(cd "$here/../.." && pwd)
 prebuilt=0
 mps=0
 quick=0
+variants=0
 while [ $# -gt 0 ]; do
   case $1 in
     --prebuilt) prebuilt=1 ;;
     --mps) mps=1 ;;
     --quick) quick=1 ;;
+    --variants) variants=1 ;;
     *) break ;;
   esac
   shift
@@ -146,7 +154,33 @@ done
 echo "== allreduce beside cudaMemcpy"
 timeout 300 "$program" bench 2 4 || die "the bench failed (124: out of time)"
 
+failed_variants=""
+if [ "$variants" = 1 ]; then
+  found=0
+  for variant in "$(dirname "$plugin")"/libtrainit_coll_cuda_*.so; do
+    [ -f "$variant" ] || continue
+    found=1
+    name=$(basename "$variant" .so)
+    name=${name#libtrainit_coll_cuda_}
+    ok=1
+    for n in 2 4; do
+      echo "== variant $name: check, $n ranks"
+      TRAINIT_COLL_BACKEND=$variant timeout 300 "$program" check "$n" || ok=0
+    done
+    if [ "$ok" = 1 ]; then
+      echo "== variant $name: allreduce beside cudaMemcpy"
+      TRAINIT_COLL_BACKEND=$variant timeout 300 "$program" bench 2 4 || ok=0
+    fi
+    [ "$ok" = 1 ] || failed_variants="$failed_variants $name"
+  done
+  [ "$found" = 1 ] || echo "== --variants: $build holds no variant (bench/coll/gpu_bundle.sh --variants builds them)"
+fi
+variants_verdict() {
+  [ -z "$failed_variants" ] || die "variants that failed their check or bench (not the plugin's: the lines above say which call):$failed_variants"
+}
+
 if [ "$quick" = 1 ]; then
+  variants_verdict
   echo "== --quick: checked and measured; the sweep, the Python job and the torch references not run"
   exit 0
 fi
@@ -200,3 +234,4 @@ else
     done
   done
 fi
+variants_verdict

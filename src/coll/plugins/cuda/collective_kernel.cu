@@ -21,6 +21,22 @@
 #include "coll/plugins/cuda/dtypes.cuh"
 #include "coll/plugins/cuda/reduce_kernels.h"
 
+// Experiment builds of this kernel (the targets trainit_coll_cuda_gpu_scope
+// and _no_step_fence, which bench/coll/gpu_bundle.sh --variants builds and
+// gpu_check.sh --variants checks and measures beside this one), not the
+// plugin's:
+//   TRAINIT_CUDA_GPU_SCOPE: steps at GPU scope (ld.acquire.gpu,
+//     st.release.gpu, __threadfence()): enough only where every rank is on
+//     this GPU;
+//   TRAINIT_CUDA_NO_STEP_FENCE: no fence before a step's release store; the
+//     block's barrier and the release order its writes before the step, as
+//     the host chip's steps (device_host.h) take them to.
+#if defined(TRAINIT_CUDA_GPU_SCOPE)
+#define TRAINIT_STEP_SCOPE "gpu"
+#else
+#define TRAINIT_STEP_SCOPE "sys"
+#endif
+
 namespace trainit::coll::cuda {
 namespace {
 
@@ -42,15 +58,22 @@ class GpuChip {
 
   __device__ static uint64_t load_acquire(const uint64_t* p) {
     uint64_t v;
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire." TRAINIT_STEP_SCOPE ".global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
   }
   __device__ static void store_release(uint64_t* p, uint64_t v) {
-    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    asm volatile("st.release." TRAINIT_STEP_SCOPE ".global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
   }
   // The block's writes (gathered by the barrier before it) reach every
   // peer before the step does.
-  __device__ static void fence() { __threadfence_system(); }
+  __device__ static void fence() {
+#if defined(TRAINIT_CUDA_NO_STEP_FENCE)
+#elif defined(TRAINIT_CUDA_GPU_SCOPE)
+    __threadfence();
+#else
+    __threadfence_system();
+#endif
+  }
   __device__ static uint32_t load_abort(const volatile uint32_t* p) { return *p; }
   __device__ static int64_t now_ns() {
     uint64_t t;
@@ -254,8 +277,8 @@ __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
     }
   }
   if (a.done != nullptr) {  // a synchronous call: the host returns once every block's is there
-    GpuChip<D>::fence();
-    GpuChip<D>::store_release(&a.done[blockIdx.x], a.tag);
+    __threadfence_system();
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(&a.done[blockIdx.x]), "l"(a.tag) : "memory");
   }
 }
 
