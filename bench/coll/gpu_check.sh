@@ -18,7 +18,7 @@
 #     IPC-mapped memory, and a synchronize); then
 #     the same allreduce for a few settings of TRAINIT_COLL_DEVICE_BLOCKS,
 #     TRAINIT_COLL_DEVICE_ONE_SHOT and TRAINIT_COLL_DEVICE_STAGING, and one
-#     driven from the host (TRAINIT_COLL_DEVICE_LAUNCH=0), 2 ranks
+#     driven from the host (TRAINIT_COLL_DEVICE_LAUNCH=0), 2 and 4 ranks
 #     (gpu_allreduce sweep): what the defaults are tuned by;
 #  4. where python3 has torch with a GPU: a trainit job of 2 Python ranks
 #     (--mode torchrun, --preflight devices) that reduce CUDA tensors
@@ -185,8 +185,10 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 
-echo "== what the GPU is tuned by: blocks and the one-shot bound, 2 ranks"
-timeout 300 "$program" sweep 2 || die "the sweep failed (124: out of time)"
+for n in 2 4; do
+  echo "== what the GPU is tuned by: blocks and the one-shot bound, $n ranks"
+  timeout 300 "$program" sweep "$n" || die "the sweep with $n ranks failed (124: out of time)"
+done
 
 echo "== a trainit job of 2 Python ranks reducing CUDA tensors"
 trainit=$build/init/trainit
