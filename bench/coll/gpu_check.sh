@@ -55,7 +55,10 @@
 # compiler, and the project's build dependencies (libfmt-dev,
 # nlohmann-json3-dev, libsystemd-dev, libcap-dev); with --prebuilt, only the
 # GPU and its driver. Exit 0: built, checked and measured; 1: a step
-# failed (the line says which); 2: no GPU or driver here, nothing was run.
+# failed (the line says which; past steps 2 and 3's checks and table, the
+# steps after a failed one still run, and the last line names every one
+# that failed: a GPU machine's loan is short); 2: no GPU or driver here,
+# nothing was run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -154,7 +157,18 @@ done
 echo "== allreduce beside cudaMemcpy"
 timeout 300 "$program" bench 2 4 || die "the bench failed (124: out of time)"
 
-failed_variants=""
+# Past the checks and the table, a step that fails is named here and the
+# steps after it still run (a GPU machine's loan is short): the script
+# exits 1 at the end, naming each.
+failed=""
+step_failed() {
+  echo "gpu_check.sh: $1 failed (the lines above say why; 124: out of time); going on" >&2
+  failed="$failed; $1"
+}
+verdict() {
+  [ -z "$failed" ] || die "failed:${failed#;}"
+}
+
 if [ "$variants" = 1 ]; then
   found=0
   for variant in "$(dirname "$plugin")"/libtrainit_coll_cuda_*.so; do
@@ -171,23 +185,20 @@ if [ "$variants" = 1 ]; then
       echo "== variant $name: allreduce beside cudaMemcpy"
       TRAINIT_COLL_BACKEND=$variant timeout 300 "$program" bench 2 4 || ok=0
     fi
-    [ "$ok" = 1 ] || failed_variants="$failed_variants $name"
+    [ "$ok" = 1 ] || step_failed "variant $name (not the plugin's)"
   done
   [ "$found" = 1 ] || echo "== --variants: $build holds no variant (bench/coll/gpu_bundle.sh --variants builds them)"
 fi
-variants_verdict() {
-  [ -z "$failed_variants" ] || die "variants that failed their check or bench (not the plugin's: the lines above say which call):$failed_variants"
-}
 
 if [ "$quick" = 1 ]; then
-  variants_verdict
+  verdict
   echo "== --quick: checked and measured; the sweep, the Python job and the torch references not run"
   exit 0
 fi
 
 for n in 2 4; do
   echo "== what the GPU is tuned by: blocks and the one-shot bound, $n ranks"
-  timeout 300 "$program" sweep "$n" || die "the sweep with $n ranks failed (124: out of time)"
+  timeout 300 "$program" sweep "$n" || step_failed "the sweep with $n ranks"
 done
 
 echo "== a trainit job of 2 Python ranks reducing CUDA tensors"
@@ -210,12 +221,14 @@ else
     TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} \
     timeout 300 "$trainit" --mode torchrun --nproc-per-node 2 --preflight devices \
     --device-check "$build/init/trainit-device-check" -- python3 "$here/gpu_torch_rank.py") ||
-    die "the trainit job of Python ranks failed (its lines above say which call)"
+    step_failed "the trainit job of Python ranks"
   echo "== DDP on CUDA tensors over the torch.distributed backend \"trainit\", against gloo"
-  TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} timeout 300 \
-    python3 "$root/tests/python/torch_test.py" ddp_on_cuda_tensors_on_two_ranks_trains_to_the_same_parameters_as_gloo ||
-    die "DDP on CUDA tensors over the trainit backend failed"
-  echo "passed"
+  if TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} timeout 300 \
+    python3 "$root/tests/python/torch_test.py" ddp_on_cuda_tensors_on_two_ranks_trains_to_the_same_parameters_as_gloo; then
+    echo "passed"
+  else
+    step_failed "DDP on CUDA tensors over the trainit backend"
+  fi
 fi
 
 echo "== the same calls from torch.distributed on CUDA tensors, same run (f32 sum in place; BYTES MEDIAN_US CALLS, rank 0)"
@@ -236,4 +249,4 @@ else
     done
   done
 fi
-variants_verdict
+verdict
