@@ -16,7 +16,8 @@
 # It configures and builds the release preset's build tree (build/release:
 # the static trainit, the CUDA plugin with its runtime linked in,
 # gpu_allreduce with the static CUDA runtime, trainit-device-check and
-# libtrainit_coll.so) and copies those five into BUNDLE_DIR. Exit 0: built
+# libtrainit_coll.so, and the Python module with its C part, _fast) and
+# copies them into BUNDLE_DIR. Exit 0: built
 # and copied (the last line says the bundle's size); 1: a step failed (the
 # line says which).
 set -euo pipefail
@@ -38,10 +39,18 @@ build=$root/build/release
 cmake --preset release -S "$root" >"$build.configure.log" 2>&1 ||
   die "configuring the release preset failed (see $build.configure.log)"
 cmake --build "$build" --target trainit trainit_device_check trainit_coll_shared trainit_coll_cuda gpu_allreduce \
-  "${variants[@]}" -j"$(nproc)" >"$build.bundle.log" 2>&1 || die "building failed (see $build.bundle.log)"
+  trainit_python "${variants[@]}" -j"$(nproc)" >"$build.bundle.log" 2>&1 || die "building failed (see $build.bundle.log)"
 
 files=(init/trainit init/trainit-device-check src/coll/libtrainit_coll.so src/coll/plugins/cuda/libtrainit_coll_cuda.so
-  bench/coll/gpu_allreduce)
+  bench/coll/gpu_allreduce python/trainit_coll/__init__.py python/trainit_coll/torch.py)
+# The Python module's C part, where this python3 could build it (3.11+ with
+# its headers): without it the GPU machine's Python calls go through ctypes.
+fast=python/trainit_coll/_fast.abi3.so
+if [ -e "$build/$fast" ]; then
+  files+=("$fast")
+else
+  echo "gpu_bundle.sh: warning: $fast was not built (python3-dev?): the bundle's module takes its ctypes path" >&2
+fi
 for v in "${variants[@]}"; do
   files+=("src/coll/plugins/cuda/lib$v.so")
 done

@@ -3,7 +3,8 @@
 #
 #  1. builds what it needs in its own build directory (CUDA on: the plugin
 #     libtrainit_coll_cuda.so from src/coll/plugins/cuda, bench/coll/gpu_allreduce.cpp,
-#     trainit, trainit-device-check and libtrainit_coll.so; tests off);
+#     trainit, trainit-device-check, libtrainit_coll.so and the Python
+#     module with its C part; tests off);
 #  2. runs the CUDA backend's check with 2 and then 4 ranks sharing the
 #     GPUs it finds (rank r on GPU r mod G): every collective, dtype and op,
 #     in and out of place, in pieces, bitwise equal to the host
@@ -116,7 +117,7 @@ if [ "$prebuilt" = 0 ]; then
     -DTRAINIT_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" >"$build.configure.log" 2>&1 ||
     die "configuring $build failed (see $build.configure.log; are libfmt-dev and nlohmann-json3-dev installed?)"
   cmake --build "$build" --target trainit_coll_cuda gpu_allreduce trainit trainit_device_check trainit_coll_shared \
-    -j"$(nproc)" >"$build.build.log" 2>&1 ||
+    trainit_python -j"$(nproc)" >"$build.build.log" 2>&1 ||
     die "building the plugin, gpu_allreduce, trainit and libtrainit_coll.so failed (see $build.build.log)"
 else
   echo "== prebuilt programs from $build"
@@ -204,6 +205,12 @@ done
 echo "== a trainit job of 2 Python ranks reducing CUDA tensors"
 trainit=$build/init/trainit
 library=$build/src/coll/libtrainit_coll.so
+# The module as BUILD_DIR built it (python/trainit_coll with its C part,
+# _fast), else the source's, which takes its ctypes path: 2–3 µs more a
+# call (py_device_calls.py).
+pymodule=$root/python
+[ -f "$build/python/trainit_coll/__init__.py" ] && pymodule=$build/python
+echo "the trainit_coll module: $pymodule ($(ls "$pymodule"/trainit_coll/_fast*.so >/dev/null 2>&1 && echo "with its C part" || echo "ctypes alone"))"
 # The torch backend opens the plugin by name ("cuda"): beside the library
 # where it is installed, else on the loader's path, where a build tree's is.
 LD_LIBRARY_PATH=$(dirname "$plugin")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -218,12 +225,12 @@ else
   # The device check beside trainit finds libtrainit_coll.so on this path
   # when the build tree was moved here (--prebuilt).
   (cd "$job" && LD_LIBRARY_PATH=$build/src/coll${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} \
+    TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$pymodule${PYTHONPATH:+:$PYTHONPATH} \
     timeout 300 "$trainit" --mode torchrun --nproc-per-node 2 --preflight devices \
     --device-check "$build/init/trainit-device-check" -- python3 "$here/gpu_torch_rank.py") ||
     step_failed "the trainit job of Python ranks"
   echo "== DDP on CUDA tensors over the torch.distributed backend \"trainit\", against gloo"
-  if TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} timeout 300 \
+  if TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$pymodule${PYTHONPATH:+:$PYTHONPATH} timeout 300 \
     python3 "$root/tests/python/torch_test.py" ddp_on_cuda_tensors_on_two_ranks_trains_to_the_same_parameters_as_gloo; then
     echo "passed"
   else
@@ -243,7 +250,7 @@ else
         continue
       fi
       echo "-- $backend, $n ranks"
-      TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} timeout 600 \
+      TRAINIT_COLL_LIBRARY=$library PYTHONPATH=$pymodule${PYTHONPATH:+:$PYTHONPATH} timeout 600 \
         python3 "$here/gloo_allreduce.py" -n "$n" --backend "$backend" --device cuda --seconds 2 \
         8 1048576 16777216 268435456 || echo "($backend with $n ranks failed: the lines above say why)"
     done

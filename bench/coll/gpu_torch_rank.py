@@ -18,8 +18,10 @@ libtrainit_coll.so. Each rank joins the communicator trainit handed it
   2. device addresses (device_alloc, device_copy): a float32 allreduce in
      place, read back and compared the same way;
   3. rank 0 prints the mean time of a float32 allreduce in place of 8 B,
-     1 MiB and 64 MiB of CUDA tensors, from Python, beside a torch
-     device-to-device copy of the same bytes.
+     1 MiB and 64 MiB of CUDA tensors, from Python, beside the same call
+     on the tensor's address (no torch attribute read) and a torch
+     device-to-device copy of the same bytes, and whether the module's C
+     part (_fast) is in: without it every call goes through ctypes.
 
 Rank r contributes (r + 1) * (1 + j mod 7) at element j: every sum is
 exact in every type checked. `--addresses-only` skips torch (a backend
@@ -92,25 +94,35 @@ def check_tensors(comm, torch, count):
             fail(rank, "broadcast %s from rank %d: wrong" % (name, root))
 
 
+def mean_us(comm, call, iters):
+    """The mean time of call() over iters calls, the ranks started together."""
+    for _ in range(5):
+        call()
+    comm.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        call()
+    return (time.perf_counter() - start) / iters * 1e6
+
+
 def time_tensors(comm, torch):
     rows = []
     for nbytes, iters in ((8, 2000), (1 << 20, 500), (64 << 20, 20)):
-        x = torch.ones(nbytes // 4, dtype=torch.float32, device="cuda")
+        count = nbytes // 4
+        x = torch.ones(count, dtype=torch.float32, device="cuda")
         y = torch.empty_like(x)
-        for _ in range(5):
-            comm.allreduce(x, out=x)
-        comm.barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            comm.allreduce(x, out=x)
-        reduce_us = (time.perf_counter() - start) / iters * 1e6
+        reduce_us = mean_us(comm, lambda: comm.allreduce(x, out=x), iters)
+        # The same memory by its address: what the module costs without
+        # torch's attribute reads (the tensor path's share of the time).
+        ptr = x.data_ptr()
+        address_us = mean_us(comm, lambda: comm.allreduce(ptr, out=ptr, count=count, dtype="float32"), iters)
         torch.cuda.synchronize()
         start = time.perf_counter()
         for _ in range(iters):
             y.copy_(x)
         torch.cuda.synchronize()
         copy_us = (time.perf_counter() - start) / iters * 1e6
-        rows.append((nbytes, reduce_us, copy_us))
+        rows.append((nbytes, reduce_us, address_us, copy_us))
     return rows
 
 
@@ -134,10 +146,12 @@ def main():
         if torch is not None:
             rows = time_tensors(comm, torch)
             if rank == 0:
-                print("| bytes | allreduce from Python (µs) | torch copy_ (µs) |")
-                print("|---:|---:|---:|")
-                for nbytes, reduce_us, copy_us in rows:
-                    print("| %d | %.1f | %.1f |" % (nbytes, reduce_us, copy_us), flush=True)
+                print("the module's C part (_fast): %s" % ("in" if trainit_coll._fast is not None else
+                                                           "absent: calls go through ctypes"))
+                print("| bytes | allreduce from Python, a tensor (µs) | the same by address (µs) | torch copy_ (µs) |")
+                print("|---:|---:|---:|---:|")
+                for nbytes, reduce_us, address_us, copy_us in rows:
+                    print("| %d | %.1f | %.1f | %.1f |" % (nbytes, reduce_us, address_us, copy_us), flush=True)
 
 
 if __name__ == "__main__":
