@@ -28,19 +28,17 @@ for dir in "$src"/*/; do
     status=1
     continue
   fi
-  # Every quoted include: "folder/header.h", or a bare "header.h" (init's form).
-  grep -Hn '^#include "' "$dir"*.h "$dir"*.cpp 2>/dev/null | while IFS= read -r line; do
-    target=$(printf '%s' "$line" | sed 's/.*#include "\([^"]*\)".*/\1/')
-    case $target in
-      */*) to=${target%%/*} ;;
-      *) to="" ;;
-    esac
-    if [ -z "$to" ] || ! printf ' %s ' "$ok" | grep -q " $to "; then
-      echo "include_arrows: ${line%%:#include*}: src/$folder may not include \"$target\""
-      echo fail
-    fi
-  done
-done | { out=$(cat); [ -z "$out" ] || { printf '%s\n' "$out" | grep -v '^fail$'; exit 1; }; } || status=1
+  # Every quoted include: "folder/header.h", or a bare "header.h" (init's
+  # form). One awk a folder: a process an include cost seconds in forks.
+  grep -Hn '^#include "' "$dir"*.h "$dir"*.cpp 2>/dev/null |
+    awk -v ok=" $ok " -v folder="$folder" '{
+      at = index($0, ":#include")
+      target = $0; sub(/^[^"]*"/, "", target); sub(/".*$/, "", target)
+      to = index(target, "/") ? substr(target, 1, index(target, "/") - 1) : ""
+      if (to == "" || index(ok, " " to " ") == 0)
+        print "include_arrows: " substr($0, 1, at - 1) ": src/" folder " may not include \"" target "\""
+    }'
+done | { out=$(cat); [ -z "$out" ] || { printf '%s\n' "$out"; exit 1; }; } || status=1
 # init/ by room: exec/ includes nothing of job/ or cmd/ (exec mode stays
 # apart from the job modes), job/ nothing of cmd/.
 for room in exec job; do
