@@ -7,8 +7,14 @@ Joins with init_method="env://" (what torchrun's environment gives), takes a
 few SGD steps of a small DistributedDataParallel model on rank-dependent
 data, and checks: the world size, unique ranks, an all_reduce, and identical
 parameters on every rank after the steps. Then writes MARKS/ok-<rank>. Rank
-FAIL_RANK, when given, raises SystemExit(7) at step FAIL_STEP (after writing
+FAIL_RANK, when given, exits 7 at step FAIL_STEP (after writing
 MARKS/failing-<rank>), leaving the others inside a collective.
+
+It exits at once (os._exit), so that its process ends as its sockets close
+and its host sees its exit first. After sys.exit(7), Python's teardown
+closes gloo's sockets tens of milliseconds before the process ends (more on
+a loaded machine), and a peer failing on the closed connection ("Connection
+closed by peer", exit 1) could end first and be the cause its host saw.
 """
 import os
 import sys
@@ -43,7 +49,9 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(5):
     if rank == fail_rank and step == fail_step:
         open(f"{marks}/failing-{rank}", "w").write(str(time.time()))
-        sys.exit(7)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(7)
     gen = torch.Generator().manual_seed(1000 * rank + step)
     x = torch.randn(16, 8, generator=gen)
     loss = model(x).pow(2).mean()

@@ -1,6 +1,7 @@
 #!/bin/bash
 # 2 hosts × 2 ranks, --mode torchrun, real PyTorch: rank 3 (host 1) exits 7
-# at its third step while the others wait in DDP's all_reduce; every host
+# at its third step (at once: ddp_train.py says why) while the others wait
+# in DDP's all_reduce, then fail on its closed connections; every host
 # stops its ranks and exits 7 within 2 s (torchrun's agent: 5 s polls, and
 # the other host hangs until gloo's timeout); nothing is left running.
 source "$(dirname "$0")/cluster.sh"
