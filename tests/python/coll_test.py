@@ -385,7 +385,11 @@ def case_torch_cpu_tensors_including_bfloat16_reduce_gather_and_broadcast():
             assert e.errno == errno.EINVAL and "non-contiguous" in str(e), e
         comm.barrier()
 
-    check_ranks(3, body)  # 3 ranks: odd splits; each rank imports torch (about 1 s)
+    # 3 ranks: odd splits; each rank imports torch (about 1 s). 45 s to call
+    # it a hang (within ctest's 60): under ASan the case takes 10-16 s alone,
+    # past 20 beside another test on a slow day's 2 cores (a CI rehearsal),
+    # 30 beside three busy loops.
+    check_ranks(3, body, timeout=45.0)
 
 
 # --- without numpy -----------------------------------------------------------
