@@ -235,15 +235,6 @@ TEST(StopDelay, ASecondSigtermSkipsTheRestOfTheDelay) {
 
 // --- Restarts -------------------------------------------------------------------
 
-// How many times text holds needle.
-int count_of(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) {
-    ++n;
-  }
-  return n;
-}
-
 // The time between run i's exit and run i+1's start.
 Clock::duration gap(const std::vector<lifecycle::Run>& runs, size_t i) {
   return runs[i + 1].start - runs[i].exit.value_or(runs[i].start);
@@ -376,7 +367,7 @@ TEST(Restart, CountAndBackoffStartAfreshAfterARunOfTenSeconds) {
   EXPECT_GE(runs[1].exit.value_or(runs[1].start) - runs[1].start, 10s);
   // The backoff started afresh: the restart after the healthy run is
   // announced as the first, 0.1 s away, as the one before it was.
-  EXPECT_EQ(count_of(r.err, "exited with 1; restart 1 in 0.1 s"), 2) << r.transcript;
+  EXPECT_EQ(count_lines_containing(r.err, "exited with 1; restart 1 in 0.1 s"), 2) << r.transcript;
   EXPECT_GE(gap(runs, 1), 100ms);
   // Natively the timer shows it too (a doubled backoff is 0.2 s). Emulated,
   // starting the next run alone has taken 156 ms past the backoff on a slow

@@ -469,6 +469,14 @@ std::vector<std::string> lines_of(std::string_view text) {
   return lines;
 }
 
+int count_lines_containing(std::string_view text, std::string_view needle) {
+  int n = 0;
+  for (const auto& l : lines_of(text)) {
+    n += l.find(needle) != std::string::npos ? 1 : 0;
+  }
+  return n;
+}
+
 std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> children;
   DIR* proc = ::opendir("/proc");

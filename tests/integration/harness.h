@@ -183,6 +183,9 @@ Outcome run(Spec spec, Clock::duration timeout = kTimeout);
 
 // Splits text into lines (without their "\n").
 std::vector<std::string> lines_of(std::string_view text);
+
+// How many lines of text hold needle.
+int count_lines_containing(std::string_view text, std::string_view needle);
 // The children of `pid` (host pids), from /proc.
 std::vector<pid_t> children_of(pid_t pid);
 // The value of `key` in sigreport-style output ("key VALUE" lines), or "".

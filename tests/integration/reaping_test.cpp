@@ -15,14 +15,6 @@
 namespace trainit::test {
 namespace {
 
-int count_lines_containing(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (const auto& l : lines_of(text)) {
-    n += l.find(needle) != std::string::npos ? 1 : 0;
-  }
-  return n;
-}
-
 TEST(Reaping, TwentyThousandStreamedOrphansAreAllReapedAndNoZombieIsLeft) {
   TRAINIT_REQUIRE_ROOT();
   constexpr int kOrphans = 20000;
