@@ -8,6 +8,7 @@
 // or x86-64, it always runs.
 #pragma once
 
+#include <chrono>
 #include <csignal>
 #include <string>
 
@@ -70,6 +71,28 @@ inline constexpr const char* kThreadsAtPidsLimit =
     "at a pids limit qemu's own thread creation can fail first, and it aborts the emulated process (SIGABRT) instead "
     "of the program's fork returning EAGAIN";
 }  // namespace emulation
+
+// How long trainit may take to react (to forward a signal, to end a stop
+// once the grace is over, to exit once its child has): the
+// bound a native run is held to, three times that under emulation. There
+// qemu-user translates each code path on first use and a syscall costs it
+// many times the kernel's, and beside the emulated storms on a 2-core CI
+// machine such reactions have taken 1.2-1.3 times the native bounds. Only
+// the slack is scaled: a grace, delay or backoff trainit must wait out is
+// written as it is, and the scaled bound stays below what it tells apart.
+template <class Rep, class Period>
+constexpr std::chrono::duration<Rep, Period> reaction(std::chrono::duration<Rep, Period> native) {
+  return kEmulated ? native * 3 : native;
+}
+
+// How late a program trainit starts may begin after the moment trainit
+// chose (its backoff's end): 100 ms natively. Emulated, the program's own
+// start is in it, qemu-user mapping and translating it before its first
+// line runs: 100-300 ms beside the other tests, 420-960 ms with the
+// machine's cores busy besides, so there the bound is 1.5 s and only a
+// timer that waits far too long shows; trainit's own line ("restart N in
+// X s") says which backoff it chose, everywhere.
+inline constexpr std::chrono::milliseconds kStartLate{kEmulated ? 1500 : 100};
 
 // The highest signal that can be sent: SIGRTMAX, less the two that
 // qemu-user cannot carry (emulation::kNoTopSignals).

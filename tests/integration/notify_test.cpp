@@ -65,7 +65,7 @@ void expect_ready_status_stopping(const std::string& address) {
   ASSERT_EQ(t.signal(SIGTERM), 0);
   auto stopping = l.wait_for("STOPPING=1", before);
   ASSERT_TRUE(stopping) << "no STOPPING=1 after SIGTERM" << l.dump();
-  EXPECT_LT(l.at(*stopping).at - sent, 200ms);
+  EXPECT_LT(l.at(*stopping).at - sent, reaction(200ms));
   EXPECT_EQ(t.wait(), Exit::code(128 + SIGTERM)) << t.transcript();
   EXPECT_TRUE(l.wait_for("STATUS=exited with 143", *stopping, 1s)) << l.dump();
   // READY=1 exactly once, and before the stop.
