@@ -1,4 +1,5 @@
-// Whether the tests run under an emulator, and how they skip what it cannot do.
+// Whether the tests run under an emulator, how they skip what it cannot do,
+// and how their bounds on trainit's timing widen there.
 //
 // The aarch64 preset cross-compiles trainit and its tests and runs them under
 // qemu-user (cmake/aarch64-linux-gnu.cmake); the build defines
@@ -73,13 +74,13 @@ inline constexpr const char* kThreadsAtPidsLimit =
 }  // namespace emulation
 
 // How long trainit may take to react (to forward a signal, to end a stop
-// once the grace is over, to exit once its child has): the
-// bound a native run is held to, three times that under emulation. There
-// qemu-user translates each code path on first use and a syscall costs it
-// many times the kernel's, and beside the emulated storms on a 2-core CI
-// machine such reactions have taken 1.2-1.3 times the native bounds. Only
-// the slack is scaled: a grace, delay or backoff trainit must wait out is
-// written as it is, and the scaled bound stays below what it tells apart.
+// once the grace is over, to exit once its child has): the bound a native
+// run is held to, three times that under emulation. There qemu-user
+// translates each code path on first use and a syscall costs it many times
+// the kernel's, and beside the emulated storms on a 2-core CI machine such
+// reactions have taken 1.2-1.3 times the native bounds. Only the slack is
+// scaled: a grace, delay or backoff trainit must wait out is written as it
+// is, and the scaled bound stays below what it tells apart.
 template <class Rep, class Period>
 constexpr std::chrono::duration<Rep, Period> reaction(std::chrono::duration<Rep, Period> native) {
   return kEmulated ? native * 3 : native;
