@@ -24,7 +24,7 @@ using lifecycle::proc_helper;
 using lifecycle::stamp;
 using lifecycle::wait_stamp;
 
-bool exists(const std::string& path) {
+bool path_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
 }
@@ -60,7 +60,7 @@ TEST(Drain, SetsidDaemonFinishesItsCleanupBeforeTrainitExitsWithTheChildsCode) {
   // The contrast: the inits this replaces exit with PROGRAM, and the kernel
   // SIGKILLs the daemon mid-cleanup (or before it even saw a SIGTERM).
   for (const char* other : {"/usr/bin/tini-static", "/usr/bin/dumb-init", "/usr/bin/catatonit"}) {
-    if (!exists(other)) {
+    if (!path_exists(other)) {
       continue;
     }
     TempDir other_dir;

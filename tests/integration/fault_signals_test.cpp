@@ -69,7 +69,7 @@ using job::write_file;
 
 // --- the matrix ----------------------------------------------------------------
 
-enum class Mode { kExec, kAscend, kTorchrun, kTorchrunExec, kMsrun, kMsrunExec, kPytorch, kTensorflow, kMpi };
+enum class Launch { kExec, kAscend, kTorchrun, kTorchrunExec, kMsrun, kMsrunExec, kPytorch, kTensorflow, kMpi };
 
 // The state trainit is held in when the signal comes. Exec mode has no state
 // machine; its phases are its own (stop delay, drain, restart).
@@ -84,54 +84,54 @@ enum class Held {
 };
 
 struct Case {
-  Mode mode;
+  Launch mode;
   Held held;
   int signo;
 };
 
-const char* mode_option(Mode mode) {
+const char* mode_option(Launch mode) {
   switch (mode) {
-    case Mode::kExec:
+    case Launch::kExec:
       return "exec";
-    case Mode::kAscend:
+    case Launch::kAscend:
       return "ascend";
-    case Mode::kTorchrun:
+    case Launch::kTorchrun:
       return "torchrun";
-    case Mode::kTorchrunExec:
+    case Launch::kTorchrunExec:
       return "torchrun-exec";
-    case Mode::kMsrun:
+    case Launch::kMsrun:
       return "msrun";
-    case Mode::kMsrunExec:
+    case Launch::kMsrunExec:
       return "msrun-exec";
-    case Mode::kPytorch:
+    case Launch::kPytorch:
       return "pytorch";
-    case Mode::kTensorflow:
+    case Launch::kTensorflow:
       return "tensorflow";
-    case Mode::kMpi:
+    case Launch::kMpi:
       return "mpi";
   }
   return "?";
 }
 
-std::string mode_title(Mode mode) {
+std::string mode_title(Launch mode) {
   switch (mode) {
-    case Mode::kExec:
+    case Launch::kExec:
       return "Exec";
-    case Mode::kAscend:
+    case Launch::kAscend:
       return "Ascend";
-    case Mode::kTorchrun:
+    case Launch::kTorchrun:
       return "Torchrun";
-    case Mode::kTorchrunExec:
+    case Launch::kTorchrunExec:
       return "TorchrunExec";
-    case Mode::kMsrun:
+    case Launch::kMsrun:
       return "Msrun";
-    case Mode::kMsrunExec:
+    case Launch::kMsrunExec:
       return "MsrunExec";
-    case Mode::kPytorch:
+    case Launch::kPytorch:
       return "Pytorch";
-    case Mode::kTensorflow:
+    case Launch::kTensorflow:
       return "Tensorflow";
-    case Mode::kMpi:
+    case Launch::kMpi:
       return "Mpi";
   }
   return "?";
@@ -181,20 +181,20 @@ void PrintTo(const Case& c, std::ostream* os) {
 
 // The ids of a mode's processes (the script's $id): ranks by number, msrun's
 // scheduler 100, a mode's single process 0.
-std::vector<std::string> process_ids(Mode mode) {
+std::vector<std::string> process_ids(Launch mode) {
   switch (mode) {
-    case Mode::kAscend:
-    case Mode::kTorchrun:
-    case Mode::kMpi:
+    case Launch::kAscend:
+    case Launch::kTorchrun:
+    case Launch::kMpi:
       return {"0", "1"};
-    case Mode::kMsrun:
+    case Launch::kMsrun:
       return {"100", "0", "1"};
     default:
       return {"0"};
   }
 }
 
-bool one_process(Mode mode) {
+bool one_process(Launch mode) {
   return process_ids(mode).size() == 1;
 }
 
@@ -216,14 +216,14 @@ struct Expected {
   bool code_is_the_process_own = false;
 };
 
-int first_stop_code(Mode mode) {
+int first_stop_code(Launch mode) {
   return one_process(mode) ? 128 + SIGTERM : 7;
 }
 
 Expected expected(const Case& c) {
   const bool stop_signal = c.signo == SIGTERM || c.signo == SIGINT;
   Expected e;
-  if (c.mode == Mode::kExec) {  // the code is PROGRAM's
+  if (c.mode == Launch::kExec) {  // the code is PROGRAM's
     switch (c.held) {
       case Held::kRunning:
       case Held::kStopDelay:  // a second stop skips the delay; SIGHUP is forwarded
@@ -261,7 +261,7 @@ Expected expected(const Case& c) {
       e.cause_names_signal = stop_signal;
       // SIGHUP goes to mpirun's session; mpirun, not its ranks, decides how
       // the job ends (Open MPI aborts the job and exits 1).
-      e.code_is_the_process_own = !stop_signal && c.mode == Mode::kMpi;
+      e.code_is_the_process_own = !stop_signal && c.mode == Launch::kMpi;
       e.cause_is_rank_killed_by_hup = !stop_signal && !e.code_is_the_process_own;
       break;
     case Held::kStopping:
@@ -375,7 +375,7 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
 
   const Case& c() const { return GetParam(); }
   std::string status_path() const { return dir_ / "status.json"; }
-  bool job_mode() const { return c().mode != Mode::kExec; }
+  bool job_mode() const { return c().mode != Launch::kExec; }
 
   // Leaves a marker file in the case's directory.
   void mark(const std::string& name) const { ASSERT_TRUE(write_file(dir_ / name, "")); }
@@ -385,14 +385,14 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
     s.env = {"PATH=" + (dir_ / "bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"};
     s.args = {"--mode", mode_option(c().mode), "--grace", "60"};
     switch (c().mode) {
-      case Mode::kExec:
+      case Launch::kExec:
         s.args.insert(s.args.end(), {"--verbosity", "2"});
         break;
-      case Mode::kAscend:
+      case Launch::kAscend:
         s.env = job_.env();
         s.env.emplace_back("HOME=/root");
         break;
-      case Mode::kMpi:
+      case Launch::kMpi:
         s.env.insert(s.env.end(), {"MA_VJ_NAME=ma-job-fault", "MA_NUM_GPUS=2", "MA_MOUNT_PATH=" + dir_.path()});
         s.args.insert(s.args.end(), {"--private-dir", dir_ / "private"});
         break;
@@ -434,7 +434,7 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
         return;
       case Held::kRunning:
       case Held::kStopDelay:
-        if (c().mode == Mode::kExec) {
+        if (c().mode == Launch::kExec) {
           mark("default.0");  // PROGRAM dies of whatever reaches it
         }
         break;
@@ -443,7 +443,7 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
         break;
       case Held::kDraining:
       case Held::kRestarting:
-        if (c().mode == Mode::kExec) {
+        if (c().mode == Launch::kExec) {
           mark("leave.0");
         } else {
           mark("stubborn." + stubborn_id());
@@ -453,10 +453,10 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
         write_device_check();
         break;
     }
-    if (c().mode == Mode::kAscend) {
+    if (c().mode == Launch::kAscend) {
       ASSERT_TRUE(write_file(job_.table(), job::template1("completed", 2)));
     }
-    if (c().mode == Mode::kTorchrunExec || c().mode == Mode::kMsrunExec) {
+    if (c().mode == Launch::kTorchrunExec || c().mode == Launch::kMsrunExec) {
       write_launcher_stand_ins();
     }
   }
@@ -537,7 +537,7 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
         return;
       case Held::kStopping:
         ASSERT_TRUE(wait_all_ready()) << t.transcript();
-        if (c().mode == Mode::kExec || one_process(c().mode)) {
+        if (c().mode == Launch::kExec || one_process(c().mode)) {
           ASSERT_EQ(t.signal(SIGTERM), 0);  // the first stop
         } else {
           mark("fail");  // rank 1 exits 7
@@ -551,7 +551,7 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
         ASSERT_TRUE(wait_err(t, "draining: stopping the remaining processes")) << t.transcript();
         return;
       case Held::kRestarting:
-        if (c().mode == Mode::kExec) {  // the drain before the restart
+        if (c().mode == Launch::kExec) {  // the drain before the restart
           ASSERT_TRUE(wait_err(t, "draining: stopping the remaining processes")) << t.transcript();
           return;
         }
@@ -596,11 +596,11 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
         return;
       case Held::kStopping:
       case Held::kRestarting:
-        if (c().mode == Mode::kExec && c().held == Held::kRestarting) {
+        if (c().mode == Launch::kExec && c().held == Held::kRestarting) {
           kill_daemons(t);
           return;
         }
-        if (c().mode == Mode::kExec) {  // PROGRAM ignores SIGTERM; SIGINT and SIGHUP reached it
+        if (c().mode == Launch::kExec) {  // PROGRAM ignores SIGTERM; SIGINT and SIGHUP reached it
           if (c().signo == SIGTERM) {
             kill_stubborn(t, stubborn_id());
           }
@@ -629,7 +629,7 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
     const bool whole_job = c().held == Held::kRunning && stop_signal();
     const bool by_the_first_stop = c().held == Held::kStopping || c().held == Held::kRestarting;
     // mpirun stops its own ranks, its own way (they are not the plan's).
-    if (c().mode == Mode::kExec || c().mode == Mode::kMpi || !(whole_job || by_the_first_stop)) {
+    if (c().mode == Launch::kExec || c().mode == Launch::kMpi || !(whole_job || by_the_first_stop)) {
       return out;
     }
     for (const auto& id : process_ids(c().mode)) {
@@ -704,7 +704,7 @@ class SignalInEveryState : public ::testing::TestWithParam<Case> {
     return -1;
   }
 
-  std::string log_dir() const { return c().mode == Mode::kAscend ? job_.log_dir() : dir_ / "log"; }
+  std::string log_dir() const { return c().mode == Launch::kAscend ? job_.log_dir() : dir_ / "log"; }
 
   // No temporary file of an atomic write is left (the status file, the
   // plan's files), and every log file ends with a whole line.
@@ -803,16 +803,16 @@ TEST_P(SignalInEveryState, EndsAsDocumentedWithNothingLeftAndNoFileHalfWritten) 
 }
 
 std::vector<Case> matrix() {
-  const std::vector<std::pair<Mode, std::vector<Held>>> plans = {
-      {Mode::kExec, {Held::kRunning, Held::kStopDelay, Held::kStopping, Held::kDraining, Held::kRestarting}},
-      {Mode::kAscend, {Held::kWaitRankTable, Held::kSpawn, Held::kRunning, Held::kStopping}},
-      {Mode::kTorchrun, {Held::kSpawn, Held::kRunning, Held::kStopping, Held::kRestarting}},
-      {Mode::kTorchrunExec, {Held::kRunning, Held::kStopping}},
-      {Mode::kMsrun, {Held::kSpawn, Held::kRunning, Held::kStopping}},
-      {Mode::kMsrunExec, {Held::kRunning, Held::kStopping}},
-      {Mode::kPytorch, {Held::kRunning, Held::kStopping}},
-      {Mode::kTensorflow, {Held::kRunning, Held::kStopping}},
-      {Mode::kMpi, {Held::kRunning}},
+  const std::vector<std::pair<Launch, std::vector<Held>>> plans = {
+      {Launch::kExec, {Held::kRunning, Held::kStopDelay, Held::kStopping, Held::kDraining, Held::kRestarting}},
+      {Launch::kAscend, {Held::kWaitRankTable, Held::kSpawn, Held::kRunning, Held::kStopping}},
+      {Launch::kTorchrun, {Held::kSpawn, Held::kRunning, Held::kStopping, Held::kRestarting}},
+      {Launch::kTorchrunExec, {Held::kRunning, Held::kStopping}},
+      {Launch::kMsrun, {Held::kSpawn, Held::kRunning, Held::kStopping}},
+      {Launch::kMsrunExec, {Held::kRunning, Held::kStopping}},
+      {Launch::kPytorch, {Held::kRunning, Held::kStopping}},
+      {Launch::kTensorflow, {Held::kRunning, Held::kStopping}},
+      {Launch::kMpi, {Held::kRunning}},
   };
   std::vector<Case> cases;
   for (const auto& [mode, states] : plans) {

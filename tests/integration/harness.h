@@ -146,6 +146,7 @@ class Trainit {
   void start(const Spec& spec);
   void drain();
   void kill_and_reap();
+  void discard();                              // after a stall before exec: back to before start()
   bool has_line(std::string_view line) const;  // holds mu_
 
   pid_t pid_ = -1;           // trainit's host pid
@@ -167,6 +168,10 @@ class Trainit {
   std::condition_variable cv_;
   std::string out_;
   std::string err_;
+  std::string hang_report_;  // wait() timed out: process_tree_report() then
+  // Emulated: the child did not exec within kExecStall of the clone.
+  bool stalled_before_exec_ = false;
+  static constexpr std::chrono::seconds kExecStall{20};
   bool out_eof_ = false;
   bool err_eof_ = false;
 };
@@ -188,6 +193,9 @@ std::vector<std::string> lines_of(std::string_view text);
 int count_lines_containing(std::string_view text, std::string_view needle);
 // The children of `pid` (host pids), from /proc.
 std::vector<pid_t> children_of(pid_t pid);
+// `root` and its descendants, a line each, and a line for each of their
+// threads: its state, wchan, system call and signals (for a hang's report).
+std::string process_tree_report(pid_t root);
 // The value of `key` in sigreport-style output ("key VALUE" lines), or "".
 std::string field(std::string_view text, std::string_view key);
 

@@ -15,16 +15,18 @@
 namespace trainit::test {
 namespace {
 
-TEST(Reaping, TwentyThousandStreamedOrphansAreAllReapedAndNoZombieIsLeft) {
+TEST(Reaping, AStormOfOrphansIsAllReapedAndNoZombieIsLeft) {
   TRAINIT_REQUIRE_ROOT();
-  constexpr int kOrphans = 20000;
+  // 20,000 natively. Emulated, 2,000: qemu forks and execs tens of times
+  // slower than the kernel, and the 20,000 took 168-190 s there (half of the
+  // aarch64 tests' time); trainit's reaping is the same code at either count.
+  const int kOrphans = kEmulated ? 2000 : 20000;
   // -w: one warning per reaped orphan, so the count proves trainit reaped
   // each of them itself, once.
   Trainit t({.args = {"-w", "--", helper_path("orphans"), "storm", std::to_string(kOrphans)}});
   TRAINIT_ASSERT_STARTED(t);
-  // Emulated, the storm has taken 168 s on a slow day (beside exec mode's
-  // 256 runs): 360 there, within ctest's 600.
-  Exit e = t.wait(kEmulated ? 360s : 60s);
+  // Emulated, the 2,000 take 17-19 s; twice that beside other tests.
+  Exit e = t.wait(kEmulated ? 120s : 60s);
   ASSERT_EQ(e, Exit::code(0)) << t.transcript();
   std::string report = t.out();
   int orphans = -1, max_zombies = -1, left = -1;
@@ -41,8 +43,9 @@ TEST(Reaping, TwentyThousandStreamedOrphansAreAllReapedAndNoZombieIsLeft) {
   // loose for a shared 2-core one, yet a reaper that falls behind (one
   // zombie per SIGCHLD, or reaping only at the end) piles up thousands.
   // Emulated, trainit runs tens of times slower than the orphans' kernel
-  // work: 521 once under load there, 8 on a quiet machine.
-  EXPECT_LE(max_zombies, kEmulated ? 2000 : 500) << "trainit falls behind the stream";
+  // work: 521 of 20,000 once under load there, 8 on a quiet machine; a
+  // reaper that reaps only at the end leaves all 2,000.
+  EXPECT_LE(max_zombies, kEmulated ? 1000 : 500) << "trainit falls behind the stream";
   EXPECT_EQ(count_lines_containing(t.err(), "reaped zombie process"), kOrphans) << t.err().substr(0, 2000);
   RecordProperty("max_zombies", max_zombies);
   std::printf("storm: %s", report.c_str());

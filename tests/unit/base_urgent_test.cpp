@@ -21,7 +21,7 @@
 namespace trainit {
 namespace {
 
-struct Seen {
+struct UrgentSeen {
   bool ahead = false;
   int inside = -1;  // sched_getscheduler(0) in the section
   int priority = -1;
@@ -31,8 +31,8 @@ struct Seen {
 
 // A section in a fresh thread whose policy is `policy` and nice `nice`
 // before it.
-Seen section_in_a_thread(int policy, int nice) {
-  Seen seen;
+UrgentSeen section_in_a_thread(int policy, int nice) {
+  UrgentSeen seen;
   std::thread([&] {
     const sched_param none{.sched_priority = 0};
     if (::sched_setscheduler(0, policy, &none) != 0 || ::setpriority(PRIO_PROCESS, 0, nice) != 0) {
@@ -64,7 +64,7 @@ TEST(UrgentSection, RunsTheThreadAheadOfTheFairClassThenGivesItsPolicyAndNiceBac
   if (!may_raise()) {
     GTEST_SKIP() << "needs CAP_SYS_NICE (root), as trainit's fan-outs do";
   }
-  const Seen seen = section_in_a_thread(SCHED_OTHER, 3);
+  const UrgentSeen seen = section_in_a_thread(SCHED_OTHER, 3);
   EXPECT_TRUE(seen.ahead);
   EXPECT_EQ(seen.inside, SCHED_FIFO | SCHED_RESET_ON_FORK);
   EXPECT_EQ(seen.priority, 1);  // the lowest: a real-time task of the machine's still comes first
@@ -74,7 +74,7 @@ TEST(UrgentSection, RunsTheThreadAheadOfTheFairClassThenGivesItsPolicyAndNiceBac
 
 TEST(UrgentSection, LeavesAThreadOfAnotherPolicyAsItWas) {
   for (const int policy : {SCHED_BATCH, SCHED_IDLE}) {
-    const Seen seen = section_in_a_thread(policy, 0);
+    const UrgentSeen seen = section_in_a_thread(policy, 0);
     EXPECT_FALSE(seen.ahead) << policy;
     EXPECT_EQ(seen.inside, policy);
     EXPECT_EQ(seen.after, policy);

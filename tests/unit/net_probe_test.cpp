@@ -17,7 +17,7 @@ using test::step_until;
 using namespace std::chrono_literals;
 
 // A port nothing listens on (bound for a moment, then closed).
-uint16_t free_port() {
+uint16_t closed_port() {
   Fd fd;
   EXPECT_EQ(net::listen_tcp(0, fd), 0);
   return static_cast<uint16_t>(net::local_port(fd.get()));
@@ -30,7 +30,7 @@ class NetProbe : public ::testing::Test {
 };
 
 TEST_F(NetProbe, SucceedsOnceAListenerAppearsLater) {
-  const uint16_t port = free_port();
+  const uint16_t port = closed_port();
   int done = 0;
   TcpProbe probe(
       loop_, loopback(), port, [&] { ++done; }, ProbeTiming{20ms, 1s});
@@ -49,7 +49,7 @@ TEST_F(NetProbe, SucceedsOnceAListenerAppearsLater) {
 }
 
 TEST_F(NetProbe, KeepsRetryingEveryRetryIntervalWhileRefused) {
-  const uint16_t port = free_port();
+  const uint16_t port = closed_port();
   bool done = false;
   TcpProbe probe(
       loop_, loopback(), port, [&] { done = true; }, ProbeTiming{50ms, 1s});
@@ -98,7 +98,7 @@ TEST_F(NetProbe, AnAttemptNobodyAnswersIsAbandonedAndRetried) {
 }
 
 TEST_F(NetProbe, DestroyingItStopsTheAttempts) {
-  const uint16_t port = free_port();
+  const uint16_t port = closed_port();
   bool done = false;
   auto probe = std::make_unique<TcpProbe>(
       loop_, loopback(), port, [&] { done = true; }, ProbeTiming{10ms, 1s});

@@ -14,7 +14,7 @@
 namespace trainit {
 namespace {
 
-std::map<std::string, std::string> env_of(const ProcessSpec& p) {
+std::map<std::string, std::string> spec_env(const ProcessSpec& p) {
   std::map<std::string, std::string> out;
   for (const EnvVar& v : p.env)
     out[v.name] = v.value;
@@ -118,7 +118,7 @@ TEST(TorchrunPlan, EveryRankOfEveryHostGetsAUniqueRankAndTheSameWorld) {
     ASSERT_EQ(p->processes.size(), 2U);
     ASSERT_TRUE(p->hosts);
     for (unsigned local = 0; local < 2; ++local) {
-      auto env = env_of(p->processes[local]);
+      auto env = spec_env(p->processes[local]);
       ranks.insert(env["RANK"]);
       EXPECT_EQ(env["LOCAL_RANK"], std::to_string(local));
       EXPECT_EQ(env["WORLD_SIZE"], "4");
@@ -147,7 +147,7 @@ TEST(TorchrunPlan, KubeflowVariablesFeedThePlanAndAreNotPassedOn) {
                 fs);
   ASSERT_TRUE(p.ok()) << p.error().message;
   ASSERT_EQ(p->processes.size(), 3U) << "auto: the three /dev/nvidiaN";
-  auto env = env_of(p->processes[0]);
+  auto env = spec_env(p->processes[0]);
   EXPECT_EQ(env["RANK"], "3");
   EXPECT_EQ(env["WORLD_SIZE"], "6");
   EXPECT_EQ(env["MASTER_ADDR"], "job-master-0");
@@ -227,8 +227,8 @@ TEST(MsrunPlan, OnlyHostZeroRunsTheSchedulerAndWorkersCountEveryHost) {
   ASSERT_TRUE(host0.ok() && host1.ok());
   ASSERT_EQ(host0->processes.size(), 3U);
   ASSERT_EQ(host1->processes.size(), 2U);
-  EXPECT_EQ(env_of(host0->processes[0])["MS_ROLE"], "MS_SCHED");
-  auto worker = env_of(host1->processes[1]);
+  EXPECT_EQ(spec_env(host0->processes[0])["MS_ROLE"], "MS_SCHED");
+  auto worker = spec_env(host1->processes[1]);
   EXPECT_EQ(worker["MS_ROLE"], "MS_WORKER");
   EXPECT_EQ(worker["MS_WORKER_NUM"], "4");
   EXPECT_EQ(worker["RANK_ID"], "3");
@@ -248,7 +248,7 @@ TEST(TensorflowPlan, AppendsTheClusterArgumentsAndATfConfig) {
   EXPECT_EQ(p->processes[0].argv,
             (std::vector<std::string>{"python3", "tf.py", "--task_index", "1", "--ps_hosts", "ps-0:5000",
                                       "--worker_hosts", "w-0:5001,w-1:5001", "--job_name", "worker"}));
-  EXPECT_EQ(env_of(p->processes[0])["TF_CONFIG"],
+  EXPECT_EQ(spec_env(p->processes[0])["TF_CONFIG"],
             R"({"cluster":{"ps":["ps-0:5000"],"worker":["w-0:5001","w-1:5001"]},"task":{"type":"worker","index":1}})");
   EXPECT_FALSE(p->hosts) << "no control channel: a parameter server never finishes";
 }
@@ -266,7 +266,7 @@ TEST(TensorflowPlan, BracketedHostListsReachTheCommandLineAsPlainLists) {
             (std::vector<std::string>{"python3", "tf.py", "--task_index", "0", "--ps_hosts", "ps-0:5000,ps-1:5000",
                                       "--worker_hosts", "w-0:5001,w-1:5001", "--job_name", "ps"}));
   EXPECT_EQ(
-      env_of(p->processes[0])["TF_CONFIG"],
+      spec_env(p->processes[0])["TF_CONFIG"],
       R"({"cluster":{"ps":["ps-0:5000","ps-1:5000"],"worker":["w-0:5001","w-1:5001"]},"task":{"type":"ps","index":0}})");
 }
 

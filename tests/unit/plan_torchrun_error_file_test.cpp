@@ -13,7 +13,7 @@
 namespace trainit {
 namespace {
 
-std::map<std::string, std::string> env_of(const ProcessSpec& p) {
+std::map<std::string, std::string> env_map(const ProcessSpec& p) {
   std::map<std::string, std::string> out;
   for (const EnvVar& v : p.env) {
     out[v.name] = v.value;
@@ -47,7 +47,7 @@ TEST(TorchrunErrorFile, EachRankGetsAFileOfItsOwnInThePrivateDirectory) {
   EXPECT_EQ(p->private_dir, "/tmp/trainit-ma-job-x");
   std::set<std::string> files;
   for (const ProcessSpec& rank : p->processes) {
-    files.insert(env_of(rank)["TORCHELASTIC_ERROR_FILE"]);
+    files.insert(env_map(rank)["TORCHELASTIC_ERROR_FILE"]);
   }
   EXPECT_EQ(files, (std::set<std::string>{"/tmp/trainit-ma-job-x/error-2.json", "/tmp/trainit-ma-job-x/error-3.json"}));
 }
@@ -56,19 +56,19 @@ TEST(TorchrunErrorFile, PrivateDirWinsAndAJobWithoutANameHasADirectoryAllTheSame
   auto given = plan(Mode::kTorchrun, modelarts(1, 0), "/run/trainit");
   ASSERT_TRUE(given.ok()) << given.error().message;
   EXPECT_EQ(given->private_dir, "/run/trainit");
-  EXPECT_EQ(env_of(given->processes[0])["TORCHELASTIC_ERROR_FILE"], "/run/trainit/error-0.json");
+  EXPECT_EQ(env_map(given->processes[0])["TORCHELASTIC_ERROR_FILE"], "/run/trainit/error-0.json");
 
   auto unnamed = plan(Mode::kTorchrun, {{"PATH", "/usr/bin"}, {"PET_NPROC_PER_NODE", "1"}});
   ASSERT_TRUE(unnamed.ok()) << unnamed.error().message;
   EXPECT_EQ(unnamed->private_dir, "/tmp/trainit-job");
-  EXPECT_EQ(env_of(unnamed->processes[0])["TORCHELASTIC_ERROR_FILE"], "/tmp/trainit-job/error-0.json");
+  EXPECT_EQ(env_map(unnamed->processes[0])["TORCHELASTIC_ERROR_FILE"], "/tmp/trainit-job/error-0.json");
 }
 
 TEST(TorchrunErrorFile, TorchrunItselfGetsOneForTheFailureItPassesOn) {
   auto p = plan(Mode::kTorchrunExec, modelarts(2, 1));
   ASSERT_TRUE(p.ok()) << p.error().message;
   ASSERT_EQ(p->processes.size(), 1u);
-  EXPECT_EQ(env_of(p->processes[0])["TORCHELASTIC_ERROR_FILE"], "/tmp/trainit-ma-job-x/error-host-1.json");
+  EXPECT_EQ(env_map(p->processes[0])["TORCHELASTIC_ERROR_FILE"], "/tmp/trainit-ma-job-x/error-host-1.json");
 }
 
 TEST(TorchrunErrorFile, OtherModesGetNone) {
@@ -77,7 +77,7 @@ TEST(TorchrunErrorFile, OtherModesGetNone) {
     ASSERT_TRUE(p.ok()) << p.error().message;
     EXPECT_EQ(p->private_dir, "") << mode_name(mode);
     for (const ProcessSpec& process : p->processes) {
-      EXPECT_EQ(env_of(process).count("TORCHELASTIC_ERROR_FILE"), 0u) << process.name;
+      EXPECT_EQ(env_map(process).count("TORCHELASTIC_ERROR_FILE"), 0u) << process.name;
     }
   }
 }

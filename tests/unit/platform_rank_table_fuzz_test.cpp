@@ -32,7 +32,7 @@ namespace {
 
 using test::OJson;
 
-const std::string kFile = "/user/config/jobstart_hccl.json";
+const std::string kTableFile = "/user/config/jobstart_hccl.json";
 
 std::vector<std::string> seeds() {
   std::vector<std::string> out;
@@ -224,7 +224,7 @@ struct Tally {
 std::string streamed(const std::string& text, unsigned max_local_devices) {
   RankTableLimits limits;
   limits.max_local_devices = max_local_devices;
-  auto parsed = parse_rank_table(text, kFile, limits);
+  auto parsed = parse_rank_table(text, kTableFile, limits);
   if (!parsed.ok())
     return "refused " + parsed.error().message;
   if (!parsed->table)
@@ -235,7 +235,7 @@ std::string streamed(const std::string& text, unsigned max_local_devices) {
 void check_same_as_dom_reader(const std::string& text) {
   for (unsigned max_local_devices : {16u, 3u}) {
     const std::string now = streamed(text, max_local_devices);
-    const std::string before = dom_reference::read(text, kFile, max_local_devices);
+    const std::string before = dom_reference::read(text, kTableFile, max_local_devices);
     if (now == before)
       continue;
     auto status = peek_top_level_string(text, "status");
@@ -249,11 +249,11 @@ void check_same_as_dom_reader(const std::string& text) {
 void check_one(const std::string& text, Tally& tally) {
   ASSERT_NO_FATAL_FAILURE(check_same_as_dom_reader(text));
   RankTableLimits limits;
-  auto parsed = parse_rank_table(text, kFile, limits);
+  auto parsed = parse_rank_table(text, kTableFile, limits);
   if (!parsed.ok()) {
     ++tally.refused;
     const std::string& message = parsed.error().message;
-    ASSERT_TRUE(message.starts_with(kFile + ": ")) << message;
+    ASSERT_TRUE(message.starts_with(kTableFile + ": ")) << message;
     ASSERT_EQ(message.find('\n'), std::string::npos) << message;
     return;
   }
@@ -264,7 +264,7 @@ void check_one(const std::string& text, Tally& tally) {
   ++tally.accepted;
   const RankTable& table = *parsed->table;
   for (const HostIdentity& who : {HostIdentity{}, HostIdentity{"10.0.0.2", "ma-job-x-worker-1"}}) {
-    auto host = select_host(table, who, kFile);
+    auto host = select_host(table, who, kTableFile);
     if (host.ok()) {
       ASSERT_LT(host->server, table.servers.size());
       ASSERT_LE(host->first + host->count, table.devices_of(host->server).size());
@@ -282,7 +282,7 @@ void check_one(const std::string& text, Tally& tally) {
 
 void check_planner(const std::string& text) {
   MemoryFileSystem fs;
-  fs.add_file(kFile, text);
+  fs.add_file(kTableFile, text);
   PlanInput input;
   input.options.mode = Mode::kAscend;
   input.argv = {"python", "train.py"};
@@ -402,7 +402,7 @@ TEST(RankTableFuzz, TablesBreakingSeveralRulesAreRefusedForTheRuleTheDomReaderNa
     FaultyTables tables(seed);
     const unsigned limit = tables.limit();
     for (const std::string& text : {tables.template1(), tables.template2()}) {
-      ASSERT_EQ(streamed(text, limit), dom_reference::read(text, kFile, limit))
+      ASSERT_EQ(streamed(text, limit), dom_reference::read(text, kTableFile, limit))
           << "seed " << seed << ", max_local_devices " << limit << ": " << text;
       ++compared;
     }
