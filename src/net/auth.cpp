@@ -18,10 +18,6 @@ constexpr std::string_view kClientLabel{"trainit control v3 client\0", 26};
 constexpr std::string_view kServerLabel{"trainit control v3 server\0", 26};
 static_assert(kClientLabel.size() == kServerLabel.size());
 
-std::string_view view(const Nonce& nonce) {
-  return {reinterpret_cast<const char*>(nonce.data()), nonce.size()};
-}
-
 std::string message(std::string_view label, const Handshake& h) {
   wire::PayloadWriter message;
   message.bytes(label).bytes(view(h.server_nonce)).bytes(view(h.client_nonce));

@@ -31,6 +31,11 @@ namespace trainit::net {
 using Nonce = std::array<unsigned char, 32>;
 using Tag = std::array<unsigned char, 32>;  // crypto_auth_BYTES
 
+// A nonce's (or a tag's: the same type) bytes, as the wire writes them.
+[[nodiscard]] inline std::string_view view(const Nonce& bytes) noexcept {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
 // What both proofs of one connection cover.
 struct Handshake {
   Nonce server_nonce{};

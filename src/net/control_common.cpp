@@ -226,10 +226,6 @@ std::string printable(std::string_view text, size_t max) {
   return out;
 }
 
-std::string_view view(const Nonce& bytes) noexcept {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
-
 Duration heartbeat_interval(const ControlConfig& config) {
   return std::max<Duration>(std::min<Duration>(config.heartbeat, config.peer_loss / 4), std::chrono::milliseconds(1));
 }

@@ -108,6 +108,5 @@ struct HelloMessage {
 // A peer's text fit for a log line: malformed bytes and control characters
 // as '?', cut to at most `max` bytes ("..." marks the cut).
 [[nodiscard]] std::string printable(std::string_view text, size_t max = 200);
-[[nodiscard]] std::string_view view(const Nonce& bytes) noexcept;
 
 }  // namespace trainit::net
