@@ -9,7 +9,8 @@
 //     broadcast), every dtype and op, in and out of place, counts that fit
 //     the staging buffer and counts that go in pieces: each device result
 //     must equal, bit for bit, the same call's on a host communicator of the
-//     same ranks. Then rank N−1 is SIGKILLed while the others are in an
+//     same ranks, after one allreduce whose count differs between the
+//     ranks (-EINVAL on every rank). Then rank N−1 is SIGKILLed while the others are in an
 //     allreduce: they must get -ECONNABORTED within a second. Exit 0: all
 //     passed; 1: a rank failed (its lines say which call).
 //     `check N --without-gpu` with another backend
@@ -18,7 +19,8 @@
 //
 //   gpu_allreduce sweep N
 //     what a GPU is tuned by: the same allreduce at 4 B … 256 MiB for each
-//     of a few block counts (TRAINIT_COLL_DEVICE_BLOCKS), one-shot bounds
+//     of a few block counts (TRAINIT_COLL_DEVICE_BLOCKS and
+//     TRAINIT_COLL_DEVICE_BLOCK_BYTES), one-shot bounds
 //     (TRAINIT_COLL_DEVICE_ONE_SHOT) and staging sizes
 //     (TRAINIT_COLL_DEVICE_STAGING), a communicator each: one table.
 //
@@ -349,10 +351,27 @@ class Rank {
   std::vector<void*> held_;
 };
 
+// Ranks whose counts differ, so that their calls run on different blocks
+// (rank 0's on one, the others' on more: TRAINIT_COLL_DEVICE_BLOCK_BYTES):
+// -EINVAL on every rank. 0 when it was (and a line when not).
+int disagreed(trainit_comm* dev, int rank) {
+  const size_t count = rank == 0 ? 1 : size_t{8192} * static_cast<size_t>(rank);
+  void* buf = nullptr;
+  int r = trainit_device_alloc(dev, count * sizeof(float), &buf);
+  r = r != 0 ? r : trainit_allreduce(dev, buf, buf, count, TRAINIT_F32, TRAINIT_SUM);
+  const int freed = buf != nullptr ? trainit_device_free(dev, buf) : 0;
+  if (r == -EINVAL && freed == 0) {
+    return 0;
+  }
+  (void)std::fprintf(stderr, "rank %d: an allreduce of %zu against its peers' other counts: %s, not -EINVAL\n", rank,
+                     count, trainit_strerror(r));
+  return 1;
+}
+
 // Every call of the check, on one rank: the number that differed.
 int check_calls(trainit_comm* dev, trainit_comm* host) {
   Rank me(dev, host);
-  int failed = 0;
+  int failed = disagreed(dev, trainit_comm_rank(host));  // and every call after it still right
   uint64_t seed = 1;
   // 1 MiB staging (TRAINIT_COLL_DEVICE_STAGING): 100003 elements go in
   // pieces; 256 KiB one-shot (TRAINIT_COLL_DEVICE_ONE_SHOT): of 100003,
@@ -860,21 +879,28 @@ int bench_all(const std::vector<int>& ns, int gpus) {
 
 // The settings a GPU is tuned by, each a communicator of N ranks: the block
 // count (TRAINIT_COLL_DEVICE_BLOCKS), the one-shot bound
-// (TRAINIT_COLL_DEVICE_ONE_SHOT) and the staging (TRAINIT_COLL_DEVICE_STAGING:
+// (TRAINIT_COLL_DEVICE_ONE_SHOT), the staging (TRAINIT_COLL_DEVICE_STAGING:
 // a large call's steps are a piece of a block's region each, and so fewer
-// with more staging), at the sizes they move.
+// with more staging) and the bytes a call takes one more block per
+// (TRAINIT_COLL_DEVICE_BLOCK_BYTES; 0: every call on every block), at the
+// sizes they move.
+constexpr size_t kStagingDefault = size_t{32} << 20;
+constexpr size_t kOneShotDefault = size_t{1} << 20;
+constexpr size_t kBlockBytesDefault = size_t{16} << 10;
 struct Setting {
   int blocks;
   size_t one_shot;
   size_t staging;
   bool launch = true;  // TRAINIT_COLL_DEVICE_LAUNCH: false drives the calls from the host (one block)
+  size_t block_bytes = kBlockBytesDefault;
 };
-constexpr size_t kStagingDefault = size_t{32} << 20;
-constexpr size_t kOneShotDefault = size_t{1} << 20;
 constexpr Setting kSweep[] = {{1, kOneShotDefault, kStagingDefault},
                               {8, kOneShotDefault, kStagingDefault},
                               {16, kOneShotDefault, kStagingDefault},
                               {32, kOneShotDefault, kStagingDefault},
+                              {32, kOneShotDefault, kStagingDefault, true, 0},
+                              {32, kOneShotDefault, kStagingDefault, true, size_t{4} << 10},
+                              {32, kOneShotDefault, kStagingDefault, true, size_t{64} << 10},
                               {32, 256 << 10, kStagingDefault},
                               {32, 4 << 20, kStagingDefault},
                               {32, kOneShotDefault, size_t{8} << 20},
@@ -885,11 +911,11 @@ int sweep(int n, int gpus) {
   const std::vector<size_t> sizes = {0, 6, 8, 9, 10, 13};  // 4 B, 16 KiB, 256 KiB, 1 MiB, 4 MiB, 256 MiB
   std::printf(
       "\nallreduce f32 sum in place, %d ranks, rank 0's mean µs per call (synchronous; 4 B also back to back on a "
-      "stream), by TRAINIT_COLL_DEVICE_BLOCKS, TRAINIT_COLL_DEVICE_ONE_SHOT and TRAINIT_COLL_DEVICE_STAGING (the "
-      "last row driven from the host, TRAINIT_COLL_DEVICE_LAUNCH=0: no stream):\n\n"
-      "| blocks | one-shot up to | staging MiB | 4 B | 4 B on a stream | 16 KiB | 256 KiB | 1 MiB | 4 MiB | 256 MiB "
-      "| 256 MiB busbw GB/s |\n"
-      "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+      "stream), by TRAINIT_COLL_DEVICE_BLOCKS, TRAINIT_COLL_DEVICE_BLOCK_BYTES, TRAINIT_COLL_DEVICE_ONE_SHOT and "
+      "TRAINIT_COLL_DEVICE_STAGING (the last row driven from the host, TRAINIT_COLL_DEVICE_LAUNCH=0: no stream):\n\n"
+      "| blocks | a block per KiB | one-shot up to | staging MiB | 4 B | 4 B on a stream | 16 KiB | 256 KiB | 1 MiB "
+      "| 4 MiB | 256 MiB | 256 MiB busbw GB/s |\n"
+      "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
       n);
   double* us = shared_array<double>(sizes.size());
   double* stream_us = shared_array<double>(sizes.size());
@@ -901,11 +927,12 @@ int sweep(int n, int gpus) {
           setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", std::to_string(set.one_shot).c_str(), 1);
           setenv("TRAINIT_COLL_DEVICE_STAGING", std::to_string(set.staging).c_str(), 1);
           setenv("TRAINIT_COLL_DEVICE_LAUNCH", set.launch ? "1" : "0", 1);
+          setenv("TRAINIT_COLL_DEVICE_BLOCK_BYTES", std::to_string(set.block_bytes).c_str(), 1);
         },
         us, stream_us);
-    std::printf("| %d | %zu KiB | %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", set.blocks,
-                set.one_shot >> 10, set.staging >> 20, us[0], stream_us[0], us[1], us[2], us[3], us[4], us[5],
-                static_cast<double>(kMaxBytes) / (us[5] * 1e3) * 2.0 * (n - 1) / n);
+    std::printf("| %d | %zu | %zu KiB | %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", set.blocks,
+                set.block_bytes >> 10, set.one_shot >> 10, set.staging >> 20, us[0], stream_us[0], us[1], us[2], us[3],
+                us[4], us[5], static_cast<double>(kMaxBytes) / (us[5] * 1e3) * 2.0 * (n - 1) / n);
   }
   return 0;
 }

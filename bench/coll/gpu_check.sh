@@ -18,7 +18,8 @@
 #     synchronize; one launch in which two processes swap a step through
 #     IPC-mapped memory, and a synchronize); then
 #     the same allreduce for a few settings of TRAINIT_COLL_DEVICE_BLOCKS,
-#     TRAINIT_COLL_DEVICE_ONE_SHOT and TRAINIT_COLL_DEVICE_STAGING, and one
+#     TRAINIT_COLL_DEVICE_BLOCK_BYTES, TRAINIT_COLL_DEVICE_ONE_SHOT and
+#     TRAINIT_COLL_DEVICE_STAGING, and one
 #     driven from the host (TRAINIT_COLL_DEVICE_LAUNCH=0), 2 and 4 ranks
 #     (gpu_allreduce sweep): what the defaults are tuned by;
 #  4. where python3 has torch with a GPU: a trainit job of 2 Python ranks

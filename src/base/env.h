@@ -21,22 +21,23 @@ struct DocumentedVariable {
   bool passed_on;
 };
 inline constexpr DocumentedVariable kDocumentedVariables[] = {
-    {"TRAINIT_JOB_SECRET", false},           // the shared secret of the hosts' control channel
-    {"TRAINIT_COLL_TIMEOUT", true},          // how long a rank's collective waits: the ranks read it
-    {"TRAINIT_COLL_FD", false},              // set by trainit for each rank: its collective arena
-    {"TRAINIT_LOCAL_RANK", false},           // set by trainit for each rank
-    {"TRAINIT_LOCAL_SIZE", false},           // set by trainit for each rank
-    {"TRAINIT_COLL_ID", false},              // set by trainit for each rank: the arena's job-unique id
-    {"TRAINIT_COLL_HEAP", true},             // a standalone communicator's heap: the ranks read it
-    {"TRAINIT_COLL_BACKEND", true},          // the backend of a rank's communicators (host, cuda, ascend, ...)
-    {"TRAINIT_COLL_DEVICE_STAGING", true},   // a device communicator's staging bytes: the ranks read it
-    {"TRAINIT_COLL_DEVICE_ONE_SHOT", true},  // the largest device allreduce a rank makes in one step
-    {"TRAINIT_COLL_DEVICE_BLOCKS", true},    // the blocks a device call is split between
-    {"TRAINIT_COLL_DEVICE_LAUNCH", true},    // 0: a device call is driven from the host, not launched
-    {"TRAINIT_COLL_DEVICE", true},           // the device a backend plugin opens, over the platform's variables
-    {"TRAINIT_COLL_PEER_FDS", false},        // set by trainit for each rank: a socket to each local peer
-    {"TRAINIT_COLL_LIBRARY", true},          // libtrainit_coll.so's path for the Python module in the ranks
-    {"TRAINIT_FAKEDEV_FAULT", true},         // the fake device's faults, for tests: its plugin reads it
+    {"TRAINIT_JOB_SECRET", false},              // the shared secret of the hosts' control channel
+    {"TRAINIT_COLL_TIMEOUT", true},             // how long a rank's collective waits: the ranks read it
+    {"TRAINIT_COLL_FD", false},                 // set by trainit for each rank: its collective arena
+    {"TRAINIT_LOCAL_RANK", false},              // set by trainit for each rank
+    {"TRAINIT_LOCAL_SIZE", false},              // set by trainit for each rank
+    {"TRAINIT_COLL_ID", false},                 // set by trainit for each rank: the arena's job-unique id
+    {"TRAINIT_COLL_HEAP", true},                // a standalone communicator's heap: the ranks read it
+    {"TRAINIT_COLL_BACKEND", true},             // the backend of a rank's communicators (host, cuda, ascend, ...)
+    {"TRAINIT_COLL_DEVICE_STAGING", true},      // a device communicator's staging bytes: the ranks read it
+    {"TRAINIT_COLL_DEVICE_ONE_SHOT", true},     // the largest device allreduce a rank makes in one step
+    {"TRAINIT_COLL_DEVICE_BLOCKS", true},       // the blocks a device call is split between
+    {"TRAINIT_COLL_DEVICE_BLOCK_BYTES", true},  // a device call runs on a block per this many bytes
+    {"TRAINIT_COLL_DEVICE_LAUNCH", true},       // 0: a device call is driven from the host, not launched
+    {"TRAINIT_COLL_DEVICE", true},              // the device a backend plugin opens, over the platform's variables
+    {"TRAINIT_COLL_PEER_FDS", false},           // set by trainit for each rank: a socket to each local peer
+    {"TRAINIT_COLL_LIBRARY", true},             // libtrainit_coll.so's path for the Python module in the ranks
+    {"TRAINIT_FAKEDEV_FAULT", true},            // the fake device's faults, for tests: its plugin reads it
 };
 
 inline constexpr std::string_view kTrainitPrefix = "TRAINIT_";

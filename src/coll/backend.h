@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define TRAINIT_COLL_BACKEND_ABI 6u
+#define TRAINIT_COLL_BACKEND_ABI 7u
 #define TRAINIT_COLL_HANDLE_MAX 128
 #define TRAINIT_COLL_BACKEND_ENTRY "trainit_coll_backend_v1"
 
@@ -87,7 +87,8 @@ typedef struct trainit_coll_backend {
    * *call->status, tagged with call->tag, memory from host_mapped(); since
    * ABI 6, where call->done is not NULL, block b stores call->tag in
    * call->done[b] once its writes are visible to the host and to every
-   * stream (a synchronous call returns then). query: 0 when the work
+   * stream (a synchronous call returns then); since ABI 7, a launch runs
+   * call->blocks blocks of the communicator's call->lines. query: 0 when the work
    * enqueued on stream is done, -EINPROGRESS while it runs, or the stream's
    * error. host_mapped: host memory the device reads and writes too (its
    * address there in *device_view), for the calls' abort word and status

@@ -37,6 +37,13 @@ constexpr size_t kMinStaging = 4096;
 // 1 MiB: on an H200 shared by 2 ranks, a 1 MiB allreduce took 25.5 µs one-shot
 // and 28.3 two-shot; 256 KiB and 4 MiB were alike either way.
 constexpr size_t kDefaultOneShotMax = size_t{1} << 20;
+// A call on a GPU runs on one block per this many bytes a rank moves
+// (TRAINIT_COLL_DEVICE_BLOCK_BYTES; dev::blocks_for): a small call meets
+// its peers once, not once a block, and a 1 MiB allreduce still takes 32
+// blocks. Not yet measured against every block on a GPU (gpu_allreduce
+// sweep does); the fake device runs every call on all of its (0), so that
+// its tests cross blocks.
+constexpr size_t kDefaultBlockBytes = size_t{16} << 10;
 constexpr int64_t kDefaultExchangeTimeout = 60'000'000'000;
 constexpr uint64_t kPeerMagic = 0x31726565506c6f43ULL;  // "ColPeer1"
 
@@ -120,12 +127,13 @@ struct PeerHello {
   int32_t blocks;
   int32_t launches;  // 1: calls are launched (TRAINIT_COLL_DEVICE_LAUNCH), 0: driven from the host
   uint64_t one_shot_max;
+  uint64_t block_bytes;
   // What sizes the staging: ranks that differ would be refused at the
   // exchange, one after another, and a rank's refusal could free its
   // staging under a peer still importing it.
   uint64_t quarter;
 };
-static_assert(sizeof(PeerHello) == 48);
+static_assert(sizeof(PeerHello) == 56);
 
 // Every socket must lead to the peer of this arena it stands for: each side
 // says who it is, and checks the other; then that the peer splits calls as
@@ -139,6 +147,7 @@ int greet_peers(const trainit_comm* c, const DeviceComm* d) {
   mine.blocks = d->blocks;
   mine.launches = d->words != nullptr ? 1 : 0;
   mine.one_shot_max = d->one_shot_max;
+  mine.block_bytes = d->block_bytes;
   mine.quarter = d->quarter;
   for (int p = 0; p < c->n; ++p) {
     if (p != c->rank) {
@@ -180,6 +189,7 @@ int greet_peers(const trainit_comm* c, const DeviceComm* d) {
                : theirs.quarter != mine.quarter           ? "TRAINIT_COLL_DEVICE_STAGING"
                : theirs.blocks != mine.blocks             ? "TRAINIT_COLL_DEVICE_BLOCKS"
                : theirs.one_shot_max != mine.one_shot_max ? "TRAINIT_COLL_DEVICE_ONE_SHOT"
+               : theirs.block_bytes != mine.block_bytes   ? "TRAINIT_COLL_DEVICE_BLOCK_BYTES"
                                                           : nullptr;
     }
   }
@@ -260,6 +270,12 @@ int prepare_launches(DeviceComm* d, int n) {
   if (d->blocks < 0) {
     return d->blocks;
   }
+  const int64_t block_bytes =
+      env_bytes("TRAINIT_COLL_DEVICE_BLOCK_BYTES", std::strcmp(b->name, "cuda") == 0 ? kDefaultBlockBytes : 0, 0);
+  if (block_bytes < 0) {
+    return static_cast<int>(block_bytes);
+  }
+  d->block_bytes = static_cast<uint64_t>(block_bytes);
   const int launch = launch_wanted();
   if (launch < 0) {
     return launch;

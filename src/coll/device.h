@@ -31,7 +31,8 @@ struct DeviceComm {
   void* words_device;
   uint64_t launched;                  // the tag of the last call launched (0: none yet)
   uint64_t reported;                  // every error of the calls tagged up to it is reported
-  int blocks;                         // the slices of every piece: the same on every rank of a backend
+  int blocks;                         // the step lines and regions: the same on every rank of a backend
+  uint64_t block_bytes;               // a call runs on a block per this many bytes (dev::blocks_for; 0: on all)
   uint64_t one_shot_max;              // allreduce and reduce pieces larger go two-shot
   void* stream;                       // trainit_comm_set_stream's: calls enqueue there and return (nullptr: none)
   struct Watcher* watcher;            // while a stream is set (device_stream.cpp)

@@ -47,6 +47,8 @@
 //   void publish(b, s, const Call&, bool first);
 //   int wait(b, s, const Call&, int64_t start);  bool agrees(b, s, const Call&)
 //     — the steps (publish: after the block's data of s is written);
+//   void step_idle(const Call&) — the call's first step, with its
+//     descriptor and no data, on lines a.blocks … a.lines - 1;
 //   int copy(dst, src, bytes);  int fold(dst, also, srcs, n, count) — the
 //     data, each thread its part (a fold's result into dst and, unless
 //     null, also into `also`, which may be one of srcs): 0 or a negative
@@ -95,7 +97,8 @@ struct Call {
   int32_t root;
   int32_t n;
   int32_t rank;
-  int32_t blocks;  // the slices of every piece, the same on every rank
+  int32_t blocks;  // the blocks the call runs on (blocks_for()): its elements' slices
+  int32_t lines;   // the communicator's blocks: the step lines and regions there are
   int32_t valid;   // this rank's arguments are valid (it moves no data when not)
   uint32_t elem;   // bytes per element
   uint64_t count;  // as the API takes it: all, recvcount (reduce_scatter) or sendcount (allgather)
@@ -180,10 +183,28 @@ TRAINIT_HD bool reduces(uint32_t kind) {
   return kind == kAllreduce || kind == kReduce || kind == kReduceScatter;
 }
 
-// A block's region of each quarter: its own for good, so that blocks that
-// run apart in time never touch each other's bytes.
+// A block's region of each quarter: its line's for good, whatever blocks a
+// call runs on, so that blocks that run apart in time never touch each
+// other's bytes.
 TRAINIT_HD uint64_t region(const Call& a) {
-  return a.quarter / static_cast<uint64_t>(a.blocks) / 64 * 64;
+  return a.quarter / static_cast<uint64_t>(a.lines) / 64 * 64;
+}
+
+// The blocks a call of `count` elements of `elem` bytes runs on, of the
+// communicator's `lines`: one per `block_bytes` of what a rank moves (its
+// send or recv: every rank's part of an allgather or reduce_scatter), at
+// least one, at most `lines`; 0 block_bytes: every line. Blocks beyond
+// need not take a step: a small call meets its peers once, not once a
+// line. From what every rank's call carries alone (a rank whose count
+// differs runs on other blocks: Block's disagreement keeps every line in
+// step).
+TRAINIT_HD int blocks_for(uint32_t kind, uint64_t count, uint32_t elem, int n, int lines, uint64_t block_bytes) {
+  if (block_bytes == 0) {
+    return lines;
+  }
+  const uint64_t bytes = count * elem * (kind == kAllgather || kind == kReduceScatter ? static_cast<uint64_t>(n) : 1);
+  const uint64_t want = bytes / block_bytes + (bytes % block_bytes != 0 ? 1 : 0);
+  return want < 1 ? 1 : want > static_cast<uint64_t>(lines) ? lines : static_cast<int>(want);
 }
 
 // The elements of 16 bytes: what a call's parts and pieces are multiples
@@ -337,7 +358,7 @@ class Block {
       x_.publish(b_, s, a_, first);
       r = r != 0 ? r : x_.wait(b_, s, a_, start);
       if (r == 0 && first && !x_.agrees(b_, s, a_)) {
-        r = -EINVAL;
+        r = disagreed();
       }
       first = false;
       if (r != 0 || piece.len() == 0) {
@@ -372,7 +393,7 @@ class Block {
     x_.publish(b_, s, a_, true);
     r = r != 0 ? r : x_.wait(b_, s, a_, start);
     if (r == 0 && !x_.agrees(b_, s, a_)) {
-      r = -EINVAL;
+      r = disagreed();
     }
     if (r != 0) {
       return r;
@@ -426,6 +447,18 @@ class Block {
       default:
         return -EINVAL;
     }
+  }
+
+  // Ranks that disagree may run on different blocks (blocks_for()): block
+  // 0 takes the call's first step on every line this rank runs no block
+  // on, so that a peer's block there meets it (and disagrees in turn), and
+  // every line of every rank is one step on, as after a call they agree on
+  // that runs on every line.
+  TRAINIT_HD int disagreed() {
+    if (b_ == 0) {
+      x_.step_idle(a_);
+    }
+    return -EINVAL;
   }
 
   TRAINIT_HD bool writer() const { return a_.kind != kReduce || a_.rank == a_.root; }

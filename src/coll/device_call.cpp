@@ -116,10 +116,11 @@ dev::Call make_call(const trainit_comm* c, const DeviceComm* d, const DeviceCall
   a.root = q.root;
   a.n = c->n;
   a.rank = c->rank;
-  a.blocks = d->blocks;
+  a.lines = d->blocks;
   a.valid = valid ? 1 : 0;
   a.elem = valid ? static_cast<uint32_t>(dtype_size(q.dtype)) : 1;
   a.count = q.count;
+  a.blocks = dev::blocks_for(a.kind, a.count, a.elem, a.n, a.lines, d->block_bytes);
   a.send = static_cast<const unsigned char*>(q.send);
   // An allgather whose send is its part of recv is in place.
   const bool own_part = q.kind == kOpAllgather && valid &&
@@ -172,6 +173,9 @@ class ArenaLanes {
   int wait(int, uint64_t s, const dev::Call& a, int64_t start) {
     return comm_wait_all(c_, static_cast<uint32_t>(s), a.timeout_ns > 0 ? start + a.timeout_ns : 0);
   }
+
+  // One line, one block (prepare_launches): no line is ever idle.
+  static void step_idle(const dev::Call&) {}
 
   bool agrees(int, uint64_t s, const dev::Call& a) const {
     bool all = a.valid != 0;

@@ -124,15 +124,18 @@ inline FoldFn host_fold(const Call& a, const Kernels* table) {
 // block of the call did first, and sets the abort word where it
 // fails_for_good(). Once a block's threads are done, thread 0 stores the
 // tag in its done word (a synchronous call's), as the GPU's blocks do; the
-// blocks after a failed one, which do not run, at once.
+// blocks after one that failed for good, which do not run, at once. After
+// ranks disagreed (-EINVAL) every block still takes its first step, as a
+// GPU's, so that each line is one step on whichever blocks a peer ran.
 template <class C>
 int run_blocks(C& chip, const Call& a) {
   Lanes<C> lanes(chip);
   int r = 0;
   for (int b = 0; b < a.blocks; ++b) {
-    if (r == 0) {
+    if (!fails_for_good(r)) {
       Block<Lanes<C>> block(lanes, a, b);
-      r = block.run();
+      const int rb = block.run();
+      r = r == 0 || fails_for_good(rb) ? rb : r;
       if (r != 0 && chip.tid() == 0 && a.status != nullptr) {
         uint64_t seen = __atomic_load_n(a.status, __ATOMIC_RELAXED);
         while (status_tag(seen) != (a.tag & kTagMask) &&

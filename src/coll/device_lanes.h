@@ -11,6 +11,7 @@
 //     thread is written (or read);
 //   - publish: thread 0, after that barrier, writes a first step's
 //     descriptor, fences and stores the step with release semantics;
+//   - step_idle: thread t the lines a.blocks + t, + t + threads, …;
 //   - wait and agrees: thread p (p < n) loads peer p's step with acquire
 //     semantics (then its descriptor), all peers at once, and the block
 //     meets at a barrier that ORs the threads' outcomes: one memory
@@ -63,6 +64,20 @@ class Lanes {
         l->where[s & 1] = a.where;
       }
       C::fence();
+      C::store_release(&l->seq, s);
+    }
+  }
+
+  // Lines a.blocks … a.lines - 1, which the call runs no block on: the
+  // first step, each at its own last step + 1, carrying the call's
+  // descriptor and no data (a thread a line).
+  TRAINIT_HD void step_idle(const Call& a) {
+    for (int b = a.blocks + static_cast<int>(c_.tid()); b < a.lines; b += static_cast<int>(c_.threads())) {
+      Line* l = line(a.staging[a.rank], b);
+      const uint64_t s = C::load_acquire(&l->seq) + 1;
+      l->desc[s & 1] = a.desc;
+      l->count[s & 1] = a.count;
+      l->where[s & 1] = a.where;
       C::store_release(&l->seq, s);
     }
   }

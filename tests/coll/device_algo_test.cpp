@@ -54,6 +54,7 @@ struct Node {
   int blocks;
   std::vector<Bytes> staging;
   uint64_t one_shot_max = 256 << 10;
+  uint64_t block_bytes = 0;  // a call runs on a block per this many bytes (0: on every line)
   int64_t timeout_ns = 0;
   std::atomic<uint32_t> abort{0};
   unsigned threads = 1;  // a block's
@@ -82,10 +83,11 @@ dev::Call make_call(Node& node, int rank, const Args& q, uint64_t* status, uint6
   a.root = q.root;
   a.n = node.n;
   a.rank = rank;
-  a.blocks = node.blocks;
+  a.lines = node.blocks;
   a.valid = q.valid ? 1 : 0;
   a.elem = static_cast<uint32_t>(dtype_size(q.dtype));
   a.count = q.count;
+  a.blocks = dev::blocks_for(a.kind, a.count, a.elem, a.n, a.lines, node.block_bytes);
   a.send = static_cast<const unsigned char*>(q.send);
   a.recv = static_cast<unsigned char*>(q.recv);
   for (int p = 0; p < node.n; ++p) {
@@ -121,6 +123,7 @@ class CountedLanes {
   void publish(int b, uint64_t s, const dev::Call& a, bool first) { lanes_.publish(b, s, a, first); }
   int wait(int b, uint64_t s, const dev::Call& a, int64_t start) { return lanes_.wait(b, s, a, start); }
   bool agrees(int b, uint64_t s, const dev::Call& a) { return lanes_.agrees(b, s, a); }
+  void step_idle(const dev::Call& a) { lanes_.step_idle(a); }
   int copy(void* dst, const void* src, size_t bytes) {
     bytes_ += dst == src ? 0 : 2 * bytes;
     return lanes_.copy(dst, src, bytes);
@@ -188,6 +191,7 @@ struct Shape {
   // Every rank's buffers are windows: a call that window_buffer() names
   // goes zero copy (as device_call.cpp places it), the others are staged.
   bool windows = false;
+  uint64_t block_bytes = 0;  // Node::block_bytes
 };
 
 bool in_shape(const Shape& shape, int dtype, int op) {
@@ -202,6 +206,7 @@ std::vector<std::string> run_all(const Shape& shape, std::set<uint32_t>* zero_co
   Node node(shape.n, shape.quarter, shape.blocks);
   node.one_shot_max = shape.one_shot_max;
   node.threads = shape.threads;
+  node.block_bytes = shape.block_bytes;
   const auto un = static_cast<size_t>(shape.n);
   std::vector<std::string> failures;
   std::mutex failures_lock;
@@ -368,6 +373,97 @@ TEST(CollDeviceAlgo, RanksThatDisagreeAllGetEinvalAfterOneStepAndStayInStep) {
   EXPECT_EQ(rc, std::vector<int>({0, 0, 0}));
 }
 
+TEST(CollDeviceAlgo, ACallRunsOnABlockPerBlockBytesOfWhatARankMovesFromOneToEveryLine) {
+  EXPECT_EQ(dev::blocks_for(dev::kAllreduce, 1, 4, 2, 32, 16384), 1);
+  EXPECT_EQ(dev::blocks_for(dev::kBarrier, 0, 4, 2, 32, 16384), 1);
+  EXPECT_EQ(dev::blocks_for(dev::kAllreduce, 4096, 4, 2, 32, 16384), 1);
+  EXPECT_EQ(dev::blocks_for(dev::kAllreduce, 4097, 4, 2, 32, 16384), 2);
+  EXPECT_EQ(dev::blocks_for(dev::kAllreduce, 1 << 18, 4, 2, 32, 16384), 32) << "1 MiB: every line";
+  EXPECT_EQ(dev::blocks_for(dev::kAllreduce, 1 << 16, 4, 2, 8, 16384), 8) << "never past the lines";
+  EXPECT_EQ(dev::blocks_for(dev::kAllgather, 4096, 4, 3, 32, 16384), 3) << "every rank's part";
+  EXPECT_EQ(dev::blocks_for(dev::kReduceScatter, 4096, 4, 3, 32, 16384), 3) << "every rank's segment";
+  EXPECT_EQ(dev::blocks_for(dev::kAllreduce, 1, 4, 2, 32, 0), 32) << "0 bytes: every line, whatever the size";
+  EXPECT_EQ(dev::blocks_for(dev::kAllreduce, ~uint64_t{0}, 1, 2, 32, 16384), 32);
+}
+
+// Calls of every size on four lines, a block per 512 bytes: the sizes of
+// every dtype of 301 elements (and an allgather's and reduce_scatter's n
+// parts) run on one to four blocks, one-shot and two-shot, each through
+// its line's region, back to back on the same staging.
+TEST(CollDeviceAlgo, CallsOnFewerBlocksThanLinesEqualTheHostKernels) {
+  for (const int n : {2, 3}) {
+    for (const uint64_t one_shot : {uint64_t{256} << 10, uint64_t{64}}) {
+      Shape shape{n, 4, 1024, one_shot, 301, true};
+      shape.block_bytes = 512;
+      auto failures = run_all(shape);
+      EXPECT_TRUE(failures.empty()) << n << " ranks, one-shot bound " << one_shot << ":\n" << joined(failures);
+      shape.count = 40;  // every kind on one or two blocks
+      shape.threads = 3;
+      failures = run_all(shape);
+      EXPECT_TRUE(failures.empty()) << n << " ranks, 40 elements, blocks of three threads:\n" << joined(failures);
+    }
+  }
+}
+
+// Rank r's step on each of the node's lines.
+std::vector<uint64_t> steps_of(const Node& node, int rank) {
+  std::vector<uint64_t> steps;
+  for (int b = 0; b < node.blocks; ++b) {
+    const auto* l = reinterpret_cast<const dev::Line*>(node.staging[static_cast<size_t>(rank)].data() +
+                                                       static_cast<size_t>(b) * dev::kLineBytes);
+    steps.push_back(__atomic_load_n(&l->seq, __ATOMIC_ACQUIRE));
+  }
+  return steps;
+}
+
+// A small call meets its peers on one line, not on every line; ranks whose
+// counts put their calls on different blocks (1, 4 and 2 of 4) all get
+// -EINVAL, every line of every rank one step on, and the calls after it,
+// on every line and on one, are right: with blocks of one thread and of
+// three, one-shot and two-shot.
+TEST(CollDeviceAlgo, RanksWhoseCallsRunOnDifferentBlocksAllGetEinvalAndEveryLineStaysInStep) {
+  for (const unsigned threads : {1U, 3U}) {
+    for (const uint64_t one_shot : {uint64_t{256} << 10, uint64_t{64}}) {
+      Node node(3, 1024, 4);
+      node.block_bytes = 64;
+      node.timeout_ns = 5'000'000'000;  // a line a rank never steps: -ETIMEDOUT, not a hang
+      node.threads = threads;
+      node.one_shot_max = one_shot;
+      std::vector<std::vector<float>> bufs(3, std::vector<float>(64, 1.0F));
+      std::vector<std::vector<uint64_t>> small(3);
+      std::vector<std::vector<uint64_t>> disagreed(3);
+      const auto rc = on_threads(3, [&](int rank) {
+        float* buf = bufs[static_cast<size_t>(rank)].data();
+        uint64_t status = 0;
+        const auto allreduce = [&](uint64_t count) {
+          return call(node, rank, {dev::kAllreduce, TRAINIT_F32, TRAINIT_SUM, 0, count, buf, buf}, &status);
+        };
+        const int tiny = allreduce(4);  // 16 bytes: one block
+        small[static_cast<size_t>(rank)] = steps_of(node, rank);
+        const int differ = allreduce(rank == 0 ? 4 : rank == 1 ? 64 : 32);
+        disagreed[static_cast<size_t>(rank)] = steps_of(node, rank);
+        std::fill(bufs[static_cast<size_t>(rank)].begin(), bufs[static_cast<size_t>(rank)].end(), 1.0F);
+        const int all = allreduce(64);  // every line
+        const bool all_right = buf[0] == 3.0F && buf[63] == 3.0F;
+        const int one = allreduce(4);
+        const bool one_right = buf[0] == 9.0F && buf[3] == 9.0F && buf[4] == 3.0F;
+        const int again = allreduce(64);
+        const bool again_right = buf[0] == 27.0F && buf[63] == 9.0F;
+        return tiny == 0 && differ == -EINVAL && all == 0 && all_right && one == 0 && one_right && again == 0 &&
+                       again_right
+                   ? 0
+                   : 1;
+      });
+      EXPECT_EQ(rc, std::vector<int>({0, 0, 0})) << threads << " threads a block, one-shot bound " << one_shot;
+      for (int r = 0; r < 3; ++r) {
+        EXPECT_EQ(small[static_cast<size_t>(r)], std::vector<uint64_t>({1, 0, 0, 0})) << "rank " << r;
+        EXPECT_EQ(disagreed[static_cast<size_t>(r)], std::vector<uint64_t>({2, 1, 1, 1})) << "rank " << r;
+        EXPECT_EQ(steps_of(node, r), steps_of(node, 0)) << "rank " << r << "'s lines against rank 0's";
+      }
+    }
+  }
+}
+
 TEST(CollDeviceAlgo, AnAbortEndsTheWaitsOfRanksWhoseLastPeerNeverCameWithEconnaborted) {
   Node node(3, 1024, 2);
   std::vector<std::vector<float>> bufs(3, std::vector<float>(4096, 1.0F));
@@ -429,8 +525,8 @@ TEST(CollDeviceAlgo, AFailedCallTagsItsErrorReplacingAnEarlierCallsAndKeepsTheFi
 
 // A synchronous call's done words (Call::done): every block of the call
 // stores its tag once the block is done, whether the call succeeded or
-// failed (a block after a failed one, which does not run, at once), and no
-// word past the call's blocks.
+// failed (a block after one that failed for good, which does not run, at
+// once), and no word past the call's blocks.
 TEST(CollDeviceAlgo, EveryBlockStoresTheCallsTagInItsDoneWordWhetherTheCallSucceedsOrFails) {
   Node node(2, 1024, 3);
   node.threads = 3;

@@ -199,6 +199,7 @@ struct Case {
   size_t one_shot;           // TRAINIT_COLL_DEVICE_ONE_SHOT (0: the default): small ones make allreduce two-shot
   int blocks = 0;            // TRAINIT_COLL_DEVICE_BLOCKS (0: the backend's)
   bool host_driven = false;  // TRAINIT_COLL_DEVICE_LAUNCH=0
+  size_t block_bytes = 0;    // TRAINIT_COLL_DEVICE_BLOCK_BYTES (0: the backend's)
 };
 
 const char* kind_name(Kind k) {
@@ -312,6 +313,9 @@ void expect_device_equals_host(Backend backend, int n, const Case& k) {
     }
     if (k.host_driven) {
       setenv("TRAINIT_COLL_DEVICE_LAUNCH", "0", 1);
+    }
+    if (k.block_bytes != 0) {
+      setenv("TRAINIT_COLL_DEVICE_BLOCK_BYTES", std::to_string(k.block_bytes).c_str(), 1);
     }
     Pair p = join(name, rank, n, backend, mock.path);
     // Calls driven from the host take no stream.
@@ -525,6 +529,53 @@ TEST(DeviceComm, SevenBlocksSplitEveryCollectiveAndEachStillEqualsTheHostBitForB
 
 // A backend that launches, told not to, runs the same algorithm driven from
 // the host over its copy and fold, one block: the host's results still.
+// A block per 1,000 bytes of seven: each dtype's size of a count on its
+// own number of blocks, one to seven, and each call still the host's.
+TEST(DeviceComm, CallsOnABlockPerBlockBytesOfWhatTheyMoveEachStillEqualTheHostBitForBit) {
+  Case k{Kind::kAllreduce, 300, true, 65536, 0, 7};
+  k.block_bytes = 1000;
+  expect_device_equals_host(Backend::kFakedev, 3, k);
+  k.count = 5000;
+  k.in_place = false;
+  k.one_shot = 4096;
+  expect_device_equals_host(Backend::kFakedev, 3, k);
+  for (const Kind kind : {Kind::kReduce, Kind::kReduceScatter, Kind::kAllgather, Kind::kBroadcast}) {
+    k = {kind, 700, kind == Kind::kAllgather, 65536, 0, 7};
+    k.block_bytes = 1000;
+    expect_device_equals_host(Backend::kFakedev, 3, k);
+  }
+}
+
+// Counts that put the ranks' calls on 1, 4 and 2 of 4 blocks: -EINVAL on
+// every rank, and the calls after it (on every block, on one) right.
+TEST(DeviceComm, RanksWhoseCallsRunOnDifferentBlocksAllGetEinvalAndStayUsable) {
+  const std::string name = unique_name("disagree-blocks");
+  const auto status = run_ranks(3, [&](int rank) {
+    setenv("TRAINIT_COLL_DEVICE_BLOCKS", "4", 1);
+    setenv("TRAINIT_COLL_DEVICE_BLOCK_BYTES", "64", 1);
+    setenv("TRAINIT_COLL_TIMEOUT", "10", 1);  // a line never stepped: -ETIMEDOUT, not a hang
+    Pair p = join(name, rank, 3);
+    const Bytes ones = float_ones(64);
+    void* buf = to_device(p.dev, ones, ones.size());
+    int r = trainit_allreduce(p.dev, buf, buf, rank == 0 ? 4 : rank == 1 ? 64 : 32, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(r == -EINVAL, "counts on different blocks gave %s", trainit_strerror(r));
+    r = trainit_allreduce(p.dev, buf, buf, 64, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(r == 0, "the call on every block gave %s", trainit_strerror(r));
+    r = trainit_allreduce(p.dev, buf, buf, 4, TRAINIT_F32, TRAINIT_SUM);
+    CHILD_CHECK(r == 0, "the call on one block gave %s", trainit_strerror(r));
+    const Bytes got = from_device(p.dev, buf, ones.size());
+    float first = 0;
+    float last = 0;
+    std::memcpy(&first, got.data(), sizeof first);
+    std::memcpy(&last, got.data() + got.size() - sizeof last, sizeof last);
+    CHILD_CHECK(first == 9.0F && last == 3.0F, "sums %g and %g", static_cast<double>(first), static_cast<double>(last));
+    CHILD_CHECK(trainit_device_free(p.dev, buf) == 0, "free");
+    leave(p);
+    return 0;
+  });
+  EXPECT_EQ(status, std::vector<int>({0, 0, 0}));
+}
+
 TEST(DeviceComm, AFakeDeviceToldNotToLaunchDrivesEveryCollectiveFromTheHostAndStillEqualsTheHost) {
   expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllreduce, 5000, true, 65536, 0, 0, true});
   expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllreduce, 3000, false, 16384, 64, 0, true});
@@ -555,11 +606,12 @@ std::vector<int> init_with(int n, const std::function<void(int)>& set, Backend b
       return 4;
     }
     const std::string why = trainit_backend_error();
-    return why.find("TRAINIT_COLL_DEVICE_BLOCKS") != std::string::npos     ? 3
-           : why.find("TRAINIT_COLL_DEVICE_STAGING") != std::string::npos  ? 5
-           : why.find("TRAINIT_COLL_DEVICE_ONE_SHOT") != std::string::npos ? 6
-           : why.find("TRAINIT_COLL_DEVICE_LAUNCH") != std::string::npos   ? 7
-                                                                           : 4;
+    return why.find("TRAINIT_COLL_DEVICE_BLOCKS") != std::string::npos        ? 3
+           : why.find("TRAINIT_COLL_DEVICE_STAGING") != std::string::npos     ? 5
+           : why.find("TRAINIT_COLL_DEVICE_ONE_SHOT") != std::string::npos    ? 6
+           : why.find("TRAINIT_COLL_DEVICE_LAUNCH") != std::string::npos      ? 7
+           : why.find("TRAINIT_COLL_DEVICE_BLOCK_BYTES") != std::string::npos ? 8
+                                                                              : 4;
   });
 }
 
@@ -570,6 +622,14 @@ TEST(DeviceComm, RanksThatSplitCallsDifferentlyFailInitWithEinvalNamingTheVariab
   EXPECT_EQ(init_with(3, [](int rank) { setenv("TRAINIT_COLL_DEVICE_ONE_SHOT", rank == 2 ? "4096" : "8192", 1); }),
             (std::vector<int>{6, 6, 6}));
   EXPECT_EQ(init_with(2, [](int) { setenv("TRAINIT_COLL_DEVICE_BLOCKS", "5", 1); }), (std::vector<int>{0, 0}));
+  // 8: -EINVAL naming TRAINIT_COLL_DEVICE_BLOCK_BYTES.
+  EXPECT_EQ(init_with(2, [](int rank) { setenv("TRAINIT_COLL_DEVICE_BLOCK_BYTES", rank == 0 ? "0" : "16384", 1); }),
+            (std::vector<int>{8, 8}));
+  for (const char* bad : {"-1", "x", "16k"}) {
+    EXPECT_EQ(init_with(1, [&](int) { setenv("TRAINIT_COLL_DEVICE_BLOCK_BYTES", bad, 1); }), (std::vector<int>{8}))
+        << "TRAINIT_COLL_DEVICE_BLOCK_BYTES=\"" << bad << "\"";
+  }
+  EXPECT_EQ(init_with(2, [](int) { setenv("TRAINIT_COLL_DEVICE_BLOCK_BYTES", "0", 1); }), (std::vector<int>{0, 0}));
 }
 
 TEST(DeviceComm, RanksWithStagingOfDifferentSizesFailInitWithEinvalOnEveryRankNamingTheVariable) {

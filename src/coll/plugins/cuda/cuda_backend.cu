@@ -24,8 +24,8 @@
 #include <cstring>
 
 #include "coll/backend.h"
-#include "coll/plugins/cuda/reduce_kernels.h"
 #include "coll/device_algo.h"
+#include "coll/plugins/cuda/reduce_kernels.h"
 
 namespace trainit::coll::cuda {
 namespace {
@@ -449,7 +449,8 @@ int cu_launch(const void* call, void* stream) {
   if (!usable()) {
     return -ENODEV;
   }
-  if (a == nullptr || a->n < 1 || a->n > dev::kMaxRanks || a->blocks < 1 || a->blocks > dev::kMaxBlocks) {
+  if (a == nullptr || a->n < 1 || a->n > dev::kMaxRanks || a->blocks < 1 || a->lines < a->blocks ||
+      a->lines > dev::kMaxBlocks) {
     return -EINVAL;
   }
   const int rc = launch_collective(*a, static_cast<cudaStream_t>(stream));

@@ -106,7 +106,8 @@ void drain() {
 
 int launch(const void* call, void*) {
   const auto* a = static_cast<const dev::Call*>(call);
-  if (a == nullptr || a->n < 1 || a->n > dev::kMaxRanks || a->blocks < 1 || a->blocks > dev::kMaxBlocks ||
+  if (a == nullptr || a->n < 1 || a->n > dev::kMaxRanks || a->blocks < 1 || a->lines < a->blocks ||
+      a->lines > dev::kMaxBlocks ||
       (dev::reduces(a->kind) && (dtype_size(a->dtype) == 0 || a->op < 0 || a->op >= kOps))) {
     return -EINVAL;
   }
