@@ -9,7 +9,7 @@
 #   bench/coll/gpu_check.sh --prebuilt --mps [--variants] BUNDLE_DIR
 #
 # --variants: the experiment builds of the plugin's kernel too
-# (libtrainit_coll_cuda_gpu_scope.so, _no_step_fence.so: collective_kernel.cu
+# (libtrainit_coll_cuda_gpu_scope.so, _lean_threads.so, _no_step_fence.so: collective_kernel.cu
 # says what each changes), which gpu_check.sh --variants checks and
 # measures beside the plugin.
 #
@@ -25,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 variants=()
 if [ "${1:-}" = --variants ]; then
-  variants=(trainit_coll_cuda_gpu_scope trainit_coll_cuda_no_step_fence)
+  variants=(trainit_coll_cuda_gpu_scope trainit_coll_cuda_lean_threads trainit_coll_cuda_no_step_fence)
   shift
 fi
 bundle=${1:-$root/build/gpu-bundle}

@@ -50,9 +50,10 @@ class Lanes {
 
   TRAINIT_HD static int64_t now_ns() { return C::now_ns(); }
 
-  TRAINIT_HD uint64_t last_step(int b, const Call& a) const {
-    return C::load_acquire(&line(a.staging[a.rank], b)->seq);
-  }
+  // The rank's own line, which only its earlier launches wrote (ordered
+  // before this one): no acquire, so the call's first loads need not wait
+  // for this one.
+  TRAINIT_HD uint64_t last_step(int b, const Call& a) const { return C::load_peer(&line(a.staging[a.rank], b)->seq); }
 
   // After sync(): every thread's data of step s is written.
   TRAINIT_HD void publish(int b, uint64_t s, const Call& a, bool first) {
@@ -74,7 +75,7 @@ class Lanes {
   TRAINIT_HD void step_idle(const Call& a) {
     for (int b = a.blocks + static_cast<int>(c_.tid()); b < a.lines; b += static_cast<int>(c_.threads())) {
       Line* l = line(a.staging[a.rank], b);
-      const uint64_t s = C::load_acquire(&l->seq) + 1;
+      const uint64_t s = last_step(b, a) + 1;
       l->desc[s & 1] = a.desc;
       l->count[s & 1] = a.count;
       l->where[s & 1] = a.where;

@@ -403,6 +403,13 @@ TEST(CollDeviceAlgo, CallsOnFewerBlocksThanLinesEqualTheHostKernels) {
       EXPECT_TRUE(failures.empty()) << n << " ranks, 40 elements, blocks of three threads:\n" << joined(failures);
     }
   }
+  // Zero copy too (past the 64-byte one-shot bound), among staged calls.
+  Shape windows{3, 4, 1024, 64, 301, false, 1, true};
+  windows.block_bytes = 512;
+  std::set<uint32_t> zero_copied;
+  const auto failures = run_all(windows, &zero_copied);
+  EXPECT_TRUE(failures.empty()) << "in windows:\n" << joined(failures);
+  EXPECT_EQ(zero_copied.size(), 5U) << "every kind went zero copy";
 }
 
 // Rank r's step on each of the node's lines.

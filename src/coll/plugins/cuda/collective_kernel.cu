@@ -21,16 +21,19 @@
 #include "coll/plugins/cuda/dtypes.cuh"
 #include "coll/plugins/cuda/reduce_kernels.h"
 
-// Experiment builds of this kernel (the targets trainit_coll_cuda_gpu_scope
-// and _no_step_fence, which bench/coll/gpu_bundle.sh --variants builds and
-// gpu_check.sh --variants checks and measures beside this one), not the
-// plugin's:
+// Experiment builds of this kernel (the targets trainit_coll_cuda_gpu_scope,
+// _lean_threads and _no_step_fence, which bench/coll/gpu_bundle.sh
+// --variants builds and gpu_check.sh --variants checks and measures beside
+// this one), not the plugin's:
 //   TRAINIT_CUDA_GPU_SCOPE: steps at GPU scope (ld.acquire.gpu,
 //     st.release.gpu, __threadfence()): enough only where every rank is on
 //     this GPU;
-//   TRAINIT_CUDA_NO_STEP_FENCE: no fence before a step's release store; the
-//     block's barrier and the release order its writes before the step, as
-//     the host chip's steps (device_host.h) take them to.
+//   TRAINIT_CUDA_LEAN_THREADS: a block of a small call launches with fewer
+//     threads (threads_of());
+//   TRAINIT_CUDA_NO_STEP_FENCE: no fence before a step's release store, nor
+//     before a done word's; the block's barrier and the release order its
+//     writes before either, as the host chip's steps (device_host.h) take
+//     them to.
 #if defined(TRAINIT_CUDA_GPU_SCOPE)
 #define TRAINIT_STEP_SCOPE "gpu"
 #else
@@ -74,7 +77,9 @@ class GpuChip {
     __threadfence_system();
 #endif
   }
-  __device__ static uint32_t load_abort(const volatile uint32_t* p) { return *p; }
+  __device__ static uint32_t load_abort(const volatile uint32_t* p) {
+    return *p;
+  }
   __device__ static int64_t now_ns() {
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -277,19 +282,37 @@ __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
     }
   }
   if (a.done != nullptr) {  // a synchronous call: the host returns once every block's is there
-    __threadfence_system();
+#if !defined(TRAINIT_CUDA_NO_STEP_FENCE)
+    __threadfence_system();  // at system scope in every build: the host reads it
+#endif
     asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(&a.done[blockIdx.x]), "l"(a.tag) : "memory");
   }
+}
+
+// The threads of each block of the call: kThreads, or (the experiment
+// TRAINIT_CUDA_LEAN_THREADS) one per 16 bytes a block moves, a warp at
+// least: a small call's barriers then gather one warp, not sixteen.
+unsigned threads_of(const dev::Call& a) {
+#if defined(TRAINIT_CUDA_LEAN_THREADS)
+  const uint64_t parts = a.kind == dev::kAllgather || a.kind == dev::kReduceScatter ? static_cast<uint64_t>(a.n) : 1;
+  const uint64_t vectors = (a.count * a.elem * parts / static_cast<uint64_t>(a.blocks) + 15) / 16;
+  const uint64_t warps = (vectors + 31) / 32;
+  return warps >= kThreads / 32 ? kThreads : warps < 1 ? 32U : static_cast<unsigned>(warps * 32);
+#else
+  (void)a;
+  return kThreads;
+#endif
 }
 
 // One kernel per element type; the op is the call's argument.
 template <class D, int>
 struct Launch {
   static int run(const dev::Call* a, cudaStream_t stream) {
+    const unsigned threads = threads_of(*a);
     if (a->where != 0 && !dev::stages_results(*a)) {
-      collective<D, true><<<static_cast<unsigned>(a->blocks), kThreads, 0, stream>>>(*a);
+      collective<D, true><<<static_cast<unsigned>(a->blocks), threads, 0, stream>>>(*a);
     } else {
-      collective<D, false><<<static_cast<unsigned>(a->blocks), kThreads, 0, stream>>>(*a);
+      collective<D, false><<<static_cast<unsigned>(a->blocks), threads, 0, stream>>>(*a);
     }
     return static_cast<int>(cudaGetLastError());
   }
