@@ -37,6 +37,7 @@
 #include "child_support.h"
 #include "coll/backend.h"
 #include "coll/kernels.h"
+#include "coll/plugins/ascend/acl.h"
 #include "trainit/coll.h"
 
 namespace {
@@ -132,18 +133,20 @@ constexpr aclError kFeatureNotSupport = 207000;
 constexpr aclError kMemoryFree = 207002;
 constexpr aclError kNoPermission = 207006;
 constexpr aclError kIpcError = 507022;
-constexpr int kH2D = 1;  // ACL_MEMCPY_HOST_TO_DEVICE
-constexpr int kD2H = 2;  // ACL_MEMCPY_DEVICE_TO_HOST
-constexpr int kD2D = 3;  // ACL_MEMCPY_DEVICE_TO_DEVICE
+constexpr aclrtMemcpyKind kH2D = ACL_MEMCPY_HOST_TO_DEVICE;
+constexpr aclrtMemcpyKind kD2H = ACL_MEMCPY_DEVICE_TO_HOST;
+constexpr aclrtMemcpyKind kD2D = ACL_MEMCPY_DEVICE_TO_DEVICE;
+constexpr aclrtMemMallocPolicy kHugeFirst = ACL_MEM_MALLOC_HUGE_FIRST;
 
-// The mock's entry points, for the rules the plugin itself never breaks.
+// The mock's entry points, for the rules the plugin itself never breaks
+// (of the types the plugin declares them with: the library's).
 struct MockAcl {
   aclError (*init)(const char*);
   aclError (*set_device)(int32_t);
-  aclError (*malloc)(void**, size_t, int);
+  aclError (*malloc)(void**, size_t, aclrtMemMallocPolicy);
   aclError (*free)(void*);
-  aclError (*memcpy)(void*, size_t, const void*, size_t, int);
-  aclError (*memcpy_async)(void*, size_t, const void*, size_t, int, void*);
+  aclError (*memcpy)(void*, size_t, const void*, size_t, aclrtMemcpyKind);
+  aclError (*memcpy_async)(void*, size_t, const void*, size_t, aclrtMemcpyKind, void*);
   aclError (*synchronize_device)();
   aclError (*create_stream)(void**);
   aclError (*synchronize_stream)(void*);
@@ -751,7 +754,7 @@ TEST_F(Ascend, TheMockRefusesAKeyBufferShorterThan65Bytes) {
   EXPECT_EQ(in_child([] {
               const MockAcl m = mock_on(0);
               void* p = nullptr;
-              CHILD_CHECK(m.malloc(&p, 256, 0) == 0, "malloc");
+              CHILD_CHECK(m.malloc(&p, 256, kHugeFirst) == 0, "malloc");
               char key[65];
               aclError rc = m.export_key(p, 256, key, 64, 0);
               CHILD_CHECK(rc == kInvalidParam && m.violations() == 1, "a 64-byte key buffer: %d", rc);
@@ -767,12 +770,12 @@ TEST_F(Ascend, TheMockRefusesCallsBeforeAclInitOrAclrtSetDevice) {
   EXPECT_EQ(in_child([] {
               const MockAcl m = load_mock();
               void* p = nullptr;
-              aclError rc = m.malloc(&p, 64, 0);
+              aclError rc = m.malloc(&p, 64, kHugeFirst);
               CHILD_CHECK(rc == kUninitialize, "malloc before aclInit: %d", rc);
               rc = m.set_device(0);
               CHILD_CHECK(rc == kUninitialize, "aclrtSetDevice before aclInit: %d", rc);
               CHILD_CHECK(m.init(nullptr) == 0, "aclInit");
-              rc = m.malloc(&p, 64, 0);
+              rc = m.malloc(&p, 64, kHugeFirst);
               CHILD_CHECK(rc == kContextNull, "malloc before aclrtSetDevice: %d", rc);
               rc = m.synchronize_device();
               CHILD_CHECK(rc == kContextNull, "synchronize before aclrtSetDevice: %d", rc);
@@ -780,7 +783,7 @@ TEST_F(Ascend, TheMockRefusesCallsBeforeAclInitOrAclrtSetDevice) {
               CHILD_CHECK(rc == kInvalidDeviceId, "a ninth device of eight: %d", rc);
               CHILD_CHECK(m.violations() == 5, "%llu", static_cast<unsigned long long>(m.violations()));
               // A fork()ed child inherits nothing: it must initialise again.
-              const int child = in_child([&] { return m.malloc(&p, 64, 0) == kUninitialize ? 0 : 1; });
+              const int child = in_child([&] { return m.malloc(&p, 64, kHugeFirst) == kUninitialize ? 0 : 1; });
               CHILD_CHECK(child == 0, "the forked child's malloc");
               return 0;
             }),
@@ -791,7 +794,7 @@ TEST_F(Ascend, TheMockRefusesADoubleFreeAndADoubleClose) {
   EXPECT_EQ(in_child([] {
               const MockAcl m = mock_on(0);
               void* p = nullptr;
-              CHILD_CHECK(m.malloc(&p, 64, 0) == 0, "malloc");
+              CHILD_CHECK(m.malloc(&p, 64, kHugeFirst) == 0, "malloc");
               char key[65];
               CHILD_CHECK(m.export_key(p, 64, key, sizeof key, 0) == 0, "export");
               aclError rc = m.free(p);
@@ -816,7 +819,7 @@ TEST_F(Ascend, TheMockDoesAnAsynchronousCopyOnlyOnceItsStreamIsSynchronised) {
               const MockAcl m = mock_on(0);
               void* a = nullptr;
               void* b = nullptr;
-              CHILD_CHECK(m.malloc(&a, 64, 0) == 0 && m.malloc(&b, 64, 0) == 0, "malloc");
+              CHILD_CHECK(m.malloc(&a, 64, kHugeFirst) == 0 && m.malloc(&b, 64, kHugeFirst) == 0, "malloc");
               const Bytes ones(64, 1);
               const Bytes twos(64, 2);
               CHILD_CHECK(m.memcpy(a, 64, ones.data(), 64, kH2D) == 0 && m.memcpy(b, 64, twos.data(), 64, kH2D) == 0,
@@ -855,7 +858,7 @@ TEST_F(Ascend, TheMockKeepsSharedMemoryUntilTheImporterClosesAndLimitsCrossDevic
       [&](int sock) {
         const MockAcl m = mock_on(0);
         void* p = nullptr;
-        CHILD_CHECK(m.malloc(&p, 64, 0) == 0, "malloc");
+        CHILD_CHECK(m.malloc(&p, 64, kHugeFirst) == 0, "malloc");
         const Bytes fill(64, 0x5a);
         CHILD_CHECK(m.memcpy(p, 64, fill.data(), 64, kH2D) == 0, "fill");
         char key[65];
@@ -888,7 +891,7 @@ TEST_F(Ascend, TheMockKeepsSharedMemoryUntilTheImporterClosesAndLimitsCrossDevic
         aclError rc = m.memcpy(back.data(), 64, p, 64, kD2H);
         CHILD_CHECK(rc == kFeatureNotSupport, "device-to-host of another device's memory: %d", rc);
         void* local = nullptr;
-        CHILD_CHECK(m.malloc(&local, 64, 0) == 0, "malloc");
+        CHILD_CHECK(m.malloc(&local, 64, kHugeFirst) == 0, "malloc");
         rc = m.memcpy(local, 64, p, 64, kD2D);
         CHILD_CHECK(rc == kFeatureNotSupport, "a synchronous device-to-device copy of it: %d", rc);
         CHILD_CHECK(m.memcpy_async(local, 64, p, 64, kD2D, nullptr) == 0 && m.synchronize_device() == 0, "async");
@@ -907,7 +910,7 @@ TEST_F(Ascend, TheMockRefusesAnImportByAProcessTheExporterDidNotAllow) {
       [&](int sock) {
         const MockAcl m = mock_on(0);
         void* p = nullptr;
-        CHILD_CHECK(m.malloc(&p, 64, 0) == 0, "malloc");
+        CHILD_CHECK(m.malloc(&p, 64, kHugeFirst) == 0, "malloc");
         char key[65];
         CHILD_CHECK(m.export_key(p, 64, key, sizeof key, 0) == 0, "export");
         int32_t stranger = getpid() + 100000;  // someone else

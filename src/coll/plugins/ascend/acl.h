@@ -7,10 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace trainit::coll::ascend {
-
-using aclError = int;
-using aclrtStream = void*;
+// At global scope, as AscendCL's C header declares them: an entry point's
+// type here is then the library's own (a call through a pointer of another
+// function type is undefined, and -fsanitize=function says so).
 enum aclrtMemcpyKind : int {
   ACL_MEMCPY_HOST_TO_HOST = 0,
   ACL_MEMCPY_HOST_TO_DEVICE = 1,
@@ -18,6 +17,11 @@ enum aclrtMemcpyKind : int {
   ACL_MEMCPY_DEVICE_TO_DEVICE = 3,
 };
 enum aclrtMemMallocPolicy : int { ACL_MEM_MALLOC_HUGE_FIRST = 0 };
+
+namespace trainit::coll::ascend {
+
+using aclError = int;
+using aclrtStream = void*;
 constexpr uint64_t ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT = 0x0;  // importers are named (SetImportPid)
 constexpr uint64_t ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS = 0x1;
 constexpr size_t kKeyLen = 65;  // what aclrtIpcMemGetExportKey writes

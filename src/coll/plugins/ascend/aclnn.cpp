@@ -10,14 +10,17 @@
 #include <cstdint>
 #include <cstdio>
 
-namespace trainit::coll::ascend {
-namespace {
-
-// The opaque types and the entry points of the reference (aclnn/acl_meta.h,
-// aclnnop/*.h), as dlsym() finds them.
+// The opaque types of the reference (aclnn/acl_meta.h), at global scope as
+// its C header declares them: an entry point's type here is the library's.
 struct aclTensor;
 struct aclScalar;
 struct aclOpExecutor;
+
+namespace trainit::coll::ascend {
+namespace {
+
+// The entry points of the reference (aclnn/acl_meta.h, aclnnop/*.h), as
+// dlsym() finds them.
 using aclnnStatus = int;
 constexpr int kAclFloat = 0;  // aclDataType
 constexpr int kAclFloat16 = 1;
