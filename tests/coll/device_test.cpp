@@ -527,8 +527,6 @@ TEST(DeviceComm, SevenBlocksSplitEveryCollectiveAndEachStillEqualsTheHostBitForB
   expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllgather, 1500, true, 65536, 0, 7});
 }
 
-// A backend that launches, told not to, runs the same algorithm driven from
-// the host over its copy and fold, one block: the host's results still.
 // A block per 1,000 bytes of seven: each dtype's size of a count on its
 // own number of blocks, one to seven, and each call still the host's.
 TEST(DeviceComm, CallsOnABlockPerBlockBytesOfWhatTheyMoveEachStillEqualTheHostBitForBit) {
@@ -576,6 +574,8 @@ TEST(DeviceComm, RanksWhoseCallsRunOnDifferentBlocksAllGetEinvalAndStayUsable) {
   EXPECT_EQ(status, std::vector<int>({0, 0, 0}));
 }
 
+// A backend that launches, told not to, runs the same algorithm driven from
+// the host over its copy and fold, one block: the host's results still.
 TEST(DeviceComm, AFakeDeviceToldNotToLaunchDrivesEveryCollectiveFromTheHostAndStillEqualsTheHost) {
   expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllreduce, 5000, true, 65536, 0, 0, true});
   expect_device_equals_host(Backend::kFakedev, 3, {Kind::kAllreduce, 3000, false, 16384, 64, 0, true});
