@@ -10,9 +10,10 @@
 //     the staging buffer and counts that go in pieces: each device result
 //     must equal, bit for bit, the same call's on a host communicator of the
 //     same ranks, after one allreduce whose count differs between the
-//     ranks (-EINVAL on every rank). Then rank N−1 is SIGKILLed while the others are in an
-//     allreduce: they must get -ECONNABORTED within a second. Exit 0: all
-//     passed; 1: a rank failed (its lines say which call).
+//     ranks (-EINVAL on every rank). Then rank N−1 is SIGKILLed while the
+//     others are in an allreduce: they must get -ECONNABORTED within a
+//     second. Exit 0: all passed; 1: a rank failed (its lines say which
+//     call).
 //     `check N --without-gpu` with another backend
 //     (TRAINIT_COLL_BACKEND=/path/libtrainit_coll_fakedev.so) runs it where
 //     there is no GPU: how the check itself is tried.

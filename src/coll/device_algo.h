@@ -190,10 +190,15 @@ TRAINIT_HD uint64_t region(const Call& a) {
   return a.quarter / static_cast<uint64_t>(a.lines) / 64 * 64;
 }
 
+// What a rank moves in a call of `count` elements of `elem` bytes: its send
+// or recv (every rank's part of an allgather or reduce_scatter).
+TRAINIT_HD uint64_t moved_bytes(uint32_t kind, uint64_t count, uint32_t elem, int n) {
+  return count * elem * (kind == kAllgather || kind == kReduceScatter ? static_cast<uint64_t>(n) : 1);
+}
+
 // The blocks a call of `count` elements of `elem` bytes runs on, of the
-// communicator's `lines`: one per `block_bytes` of what a rank moves (its
-// send or recv: every rank's part of an allgather or reduce_scatter), at
-// least one, at most `lines`; 0 block_bytes: every line. Blocks beyond
+// communicator's `lines`: one per `block_bytes` it moves (moved_bytes()),
+// at least one, at most `lines`; 0 block_bytes: every line. Blocks beyond
 // need not take a step: a small call meets its peers once, not once a
 // line. From what every rank's call carries alone (a rank whose count
 // differs runs on other blocks: Block's disagreement keeps every line in
@@ -202,7 +207,7 @@ TRAINIT_HD int blocks_for(uint32_t kind, uint64_t count, uint32_t elem, int n, i
   if (block_bytes == 0) {
     return lines;
   }
-  const uint64_t bytes = count * elem * (kind == kAllgather || kind == kReduceScatter ? static_cast<uint64_t>(n) : 1);
+  const uint64_t bytes = moved_bytes(kind, count, elem, n);
   const uint64_t want = bytes / block_bytes + (bytes % block_bytes != 0 ? 1 : 0);
   return want < 1 ? 1 : want > static_cast<uint64_t>(lines) ? lines : static_cast<int>(want);
 }

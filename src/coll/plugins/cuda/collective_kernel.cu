@@ -294,8 +294,7 @@ __global__ void __launch_bounds__(kThreads, 2) collective(dev::Call a) {
 // least: a small call's barriers then gather one warp, not sixteen.
 unsigned threads_of(const dev::Call& a) {
 #if defined(TRAINIT_CUDA_LEAN_THREADS)
-  const uint64_t parts = a.kind == dev::kAllgather || a.kind == dev::kReduceScatter ? static_cast<uint64_t>(a.n) : 1;
-  const uint64_t vectors = (a.count * a.elem * parts / static_cast<uint64_t>(a.blocks) + 15) / 16;
+  const uint64_t vectors = (dev::moved_bytes(a.kind, a.count, a.elem, a.n) / static_cast<uint64_t>(a.blocks) + 15) / 16;
   const uint64_t warps = (vectors + 31) / 32;
   return warps >= kThreads / 32 ? kThreads : warps < 1 ? 32U : static_cast<unsigned>(warps * 32);
 #else
